@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# with-stack.sh CMD...: runs CMD with the local stack up. If the stack was not
+# running, it is started first and stopped (by PID) afterwards; a stack that
+# was already running is reused and left running.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+started=0
+if ! bin/devstack running; then
+  bin/devstack up >/dev/null || { echo "with-stack: the local stack did not start" >&2; exit 1; }
+  started=1
+fi
+eval "$(bin/devstack env)"
+export CI="${CI:-}"
+"$@"
+rc=$?
+if [ "$started" = 1 ]; then
+  if [ "$rc" != 0 ] && [ "${CI:-}" = true ]; then
+    # Leave a trail on CI: the end of each component's log.
+    for f in "$DEPLOYFLOW_CACHE"/run/logs/*.log; do
+      echo "----- tail $f"; tail -n 30 "$f"
+    done
+  fi
+  bin/devstack down || rc=1
+fi
+exit "$rc"

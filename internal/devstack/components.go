@@ -1,0 +1,315 @@
+package devstack
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// FakeNodes are the kwok nodes the cluster schedules onto.
+var FakeNodes = []string{"kwok-node-0", "kwok-node-1"}
+
+type component struct {
+	process
+	ready   func(context.Context) error
+	timeout time.Duration
+}
+
+func (s *Stack) component(name string) component {
+	pki := func(f string) string { return filepath.Join(s.RunDir, "pki", f) }
+	kubeconfig := s.Kubeconfig()
+	switch name {
+	case Etcd:
+		return component{
+			process: process{name: Etcd, bin: s.Bin(Etcd), args: []string{
+				"--name=deployflow-dev",
+				"--data-dir=" + filepath.Join(s.RunDir, "etcd"),
+				"--listen-client-urls=" + EtcdClientURL,
+				"--advertise-client-urls=" + EtcdClientURL,
+				"--listen-peer-urls=" + etcdPeerURL,
+				"--initial-advertise-peer-urls=" + etcdPeerURL,
+				"--initial-cluster=deployflow-dev=" + etcdPeerURL,
+				"--listen-metrics-urls=",
+				// A throwaway dev cluster: durability is not worth the fsyncs.
+				"--unsafe-no-fsync",
+				"--log-level=warn",
+			}},
+			ready:   httpOK(EtcdClientURL+"/health", `"health":"true"`),
+			timeout: 30 * time.Second,
+		}
+	case APIServer:
+		return component{
+			process: process{name: APIServer, bin: s.Bin(APIServer), args: []string{
+				"--etcd-servers=" + EtcdClientURL,
+				"--bind-address=127.0.0.1",
+				"--advertise-address=127.0.0.1",
+				"--secure-port=" + apiServerPort,
+				// The loopback advertise address cannot be reconciled into the
+				// kubernetes Service's endpoints; nothing here needs them.
+				"--endpoint-reconciler-type=none",
+				"--authorization-mode=RBAC",
+				// Nothing here would remove the node.kubernetes.io/not-ready taint.
+				"--disable-admission-plugins=TaintNodesByCondition",
+				"--client-ca-file=" + pki("ca.crt"),
+				"--tls-cert-file=" + pki("apiserver.crt"),
+				"--tls-private-key-file=" + pki("apiserver.key"),
+				"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+				"--service-account-key-file=" + pki("sa.pub"),
+				"--service-account-signing-key-file=" + pki("sa.key"),
+				"--service-cluster-ip-range=" + ServiceCIDR,
+				"--profiling=false",
+				"--v=0",
+			}},
+			ready:   s.kubeHealth("/readyz"),
+			timeout: 60 * time.Second,
+		}
+	case ControllerManager:
+		return component{
+			process: process{name: ControllerManager, bin: s.Bin(ControllerManager), args: []string{
+				"--kubeconfig=" + kubeconfig,
+				"--authentication-kubeconfig=" + kubeconfig,
+				"--authorization-kubeconfig=" + kubeconfig,
+				"--controllers=" + Controllers,
+				"--leader-elect=false",
+				"--bind-address=127.0.0.1",
+				"--secure-port=" + kcmPort,
+				"--service-account-private-key-file=" + pki("sa.key"),
+				"--root-ca-file=" + pki("ca.crt"),
+				"--use-service-account-credentials=false",
+				"--profiling=false",
+			}},
+			ready:   httpOK("https://127.0.0.1:"+kcmPort+"/healthz", "ok"),
+			timeout: 60 * time.Second,
+		}
+	case Scheduler:
+		return component{
+			process: process{name: Scheduler, bin: s.Bin(Scheduler), args: []string{
+				"--kubeconfig=" + kubeconfig,
+				"--authentication-kubeconfig=" + kubeconfig,
+				"--authorization-kubeconfig=" + kubeconfig,
+				"--leader-elect=false",
+				"--bind-address=127.0.0.1",
+				"--secure-port=" + schedulerPort,
+				"--profiling=false",
+			}},
+			ready:   httpOK("https://127.0.0.1:"+schedulerPort+"/healthz", "ok"),
+			timeout: 60 * time.Second,
+		}
+	case Kwok:
+		return component{
+			process: process{name: Kwok, bin: s.Bin(Kwok), args: []string{
+				"--kubeconfig=" + kubeconfig,
+				"--config=" + filepath.Join(s.RepoDir, "k8s", "kwok", "stages.yaml"),
+				"--manage-all-nodes=false",
+				"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+				"--cidr=" + PodCIDR,
+				"--node-ip=127.0.0.1",
+				"--server-address=",
+			}, env: []string{"HOME=" + filepath.Join(s.RunDir, "kwok")}},
+			// kwok has no health endpoint of its own; it is ready when the
+			// nodes it manages are (checked by bootstrapCluster).
+			ready:   s.kubeHealth("/readyz"),
+			timeout: 30 * time.Second,
+		}
+	case Temporal:
+		args := []string{
+			"server", "start-dev",
+			"--ip=127.0.0.1",
+			"--port=" + strings.Split(TemporalAddress, ":")[1],
+			"--ui-port=" + temporalUIPort,
+			"--db-filename=" + filepath.Join(s.RunDir, "temporal.db"),
+			"--namespace=default",
+			"--log-level=warn",
+			// Updates and Update-with-Start. The UI's Start Workflow form is
+			// enabled by default on the dev server.
+			"--dynamic-config-value=frontend.enableExecuteMultiOperation=true",
+			"--dynamic-config-value=frontend.enableUpdateWorkflowExecution=true",
+		}
+		for _, sa := range s.searchAttributes {
+			args = append(args, "--search-attribute="+sa)
+		}
+		return component{
+			process: process{name: Temporal, bin: s.Bin(Temporal), args: args},
+			ready:   temporalReady,
+			timeout: 90 * time.Second,
+		}
+	}
+	panic("devstack: unknown component " + name)
+}
+
+// httpOK checks that url answers 200 with body containing want. The stack's
+// own serving certificates are self-signed, so verification is skipped for
+// these loopback health checks only.
+func httpOK(url, want string) func(context.Context) error {
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback health check
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), want) {
+			return fmt.Errorf("%s: %d %s", url, resp.StatusCode, strings.TrimSpace(string(b)))
+		}
+		return nil
+	}
+}
+
+func (s *Stack) kubeHealth(path string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		cs, err := s.Clientset()
+		if err != nil {
+			return err
+		}
+		b, err := cs.Discovery().RESTClient().Get().AbsPath(path).DoRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if strings.TrimSpace(string(b)) != "ok" {
+			return fmt.Errorf("%s: %s", path, b)
+		}
+		return nil
+	}
+}
+
+func temporalReady(ctx context.Context) error {
+	c, err := client.DialContext(ctx, client.Options{HostPort: TemporalAddress, Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		return err
+	}
+	_, err = c.WorkflowService().GetSystemInfo(ctx, nil)
+	return err
+}
+
+// Clientset is an admin client of the local cluster.
+func (s *Stack) Clientset() (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "deployflow-devstack"
+	return kubernetes.NewForConfig(cfg)
+}
+
+func (s *Stack) writeKubeconfig() error {
+	pki := filepath.Join(s.RunDir, "pki")
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: deployflow-dev
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: deployflow-admin
+  user:
+    client-certificate: %s
+    client-key: %s
+contexts:
+- name: deployflow-dev
+  context:
+    cluster: deployflow-dev
+    user: deployflow-admin
+    namespace: default
+current-context: deployflow-dev
+`, APIServerURL, filepath.Join(pki, "ca.crt"), filepath.Join(pki, "admin.crt"), filepath.Join(pki, "admin.key"))
+	return os.WriteFile(s.Kubeconfig(), []byte(cfg), 0o600)
+}
+
+// bootstrapCluster registers the kwok nodes and waits until the cluster can
+// run pods: the nodes are Ready and the default ServiceAccount exists.
+func (s *Stack) bootstrapCluster(ctx context.Context) error {
+	cs, err := s.Clientset()
+	if err != nil {
+		return err
+	}
+	for _, name := range FakeNodes {
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        name,
+				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+				Labels: map[string]string{
+					"type":                   "kwok",
+					"kubernetes.io/hostname": name,
+					"kubernetes.io/os":       "linux",
+					"kubernetes.io/arch":     "amd64",
+				},
+			},
+			Status: corev1.NodeStatus{
+				Allocatable: corev1.ResourceList{
+					corev1.ResourceCPU:    resource.MustParse("1000"),
+					corev1.ResourceMemory: resource.MustParse("1Ti"),
+					corev1.ResourcePods:   resource.MustParse("10000"),
+				},
+				Capacity: corev1.ResourceList{
+					corev1.ResourceCPU:    resource.MustParse("1000"),
+					corev1.ResourceMemory: resource.MustParse("1Ti"),
+					corev1.ResourcePods:   resource.MustParse("10000"),
+				},
+			},
+		}
+		if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create node %s: %w", name, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		err := s.clusterReady(ctx, cs)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster not ready: %v; end of %s:\n%s", err, s.logFile(Kwok), s.tail(Kwok, 2000))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Stack) clusterReady(ctx context.Context, cs kubernetes.Interface) error {
+	for _, name := range FakeNodes {
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		ready := false
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				ready = true
+			}
+		}
+		if !ready {
+			return fmt.Errorf("node %s is not Ready yet", name)
+		}
+	}
+	if _, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
+		return fmt.Errorf("default ServiceAccount: %w", err)
+	}
+	return nil
+}

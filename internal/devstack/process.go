@@ -1,0 +1,147 @@
+package devstack
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// process is one long-running program of the stack. Its PID is recorded in
+// <run>/pids/<name>.pid; it is only ever stopped through that PID, after
+// checking that the PID still runs the binary we started.
+type process struct {
+	name string
+	bin  string
+	args []string
+	env  []string
+}
+
+func (s *Stack) pidFile(name string) string { return filepath.Join(s.RunDir, "pids", name+".pid") }
+func (s *Stack) logFile(name string) string { return filepath.Join(s.RunDir, "logs", name+".log") }
+
+// start launches p detached from the caller (own process group, output to
+// its log file) and records its PID.
+func (s *Stack) start(p process) (int, error) {
+	if err := os.MkdirAll(filepath.Dir(s.pidFile(p.name)), 0o755); err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(filepath.Dir(s.logFile(p.name)), 0o755); err != nil {
+		return 0, err
+	}
+	logf, err := os.OpenFile(s.logFile(p.name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer logf.Close()
+	fmt.Fprintf(logf, "\n=== %s %s %s\n", time.Now().Format(time.RFC3339), p.bin, strings.Join(p.args, " "))
+
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Dir = s.RunDir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start %s: %w", p.name, err)
+	}
+	pid := cmd.Process.Pid
+	// Reap it if it exits while this process lives (a long test run), so a
+	// dead component never lingers as a zombie that looks alive.
+	go func() { _ = cmd.Wait() }()
+	if err := os.WriteFile(s.pidFile(p.name), []byte(strconv.Itoa(pid)+"\n"+p.bin+"\n"), 0o644); err != nil {
+		return pid, err
+	}
+	return pid, nil
+}
+
+// running reports the PID of name if its recorded process is alive and is
+// still the binary that was started under that PID.
+func (s *Stack) running(name string) (int, bool) {
+	b, err := os.ReadFile(s.pidFile(name))
+	if err != nil {
+		return 0, false
+	}
+	lines := strings.SplitN(strings.TrimSpace(string(b)), "\n", 2)
+	pid, err := strconv.Atoi(lines[0])
+	if err != nil || pid <= 0 {
+		return 0, false
+	}
+	if !alive(pid) {
+		return pid, false
+	}
+	if len(lines) == 2 {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		if err != nil || strings.TrimSuffix(exe, " (deleted)") != lines[1] {
+			return pid, false // the PID was reused by something else
+		}
+	}
+	return pid, true
+}
+
+// alive is true for a live, non-zombie process.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return false
+	}
+	return s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+// stop ends name's recorded process: SIGTERM, then SIGKILL after grace.
+// A missing or stale PID file is not an error.
+func (s *Stack) stop(name string, grace time.Duration) error {
+	pid, ok := s.running(name)
+	defer os.Remove(s.pidFile(name))
+	if !ok {
+		return nil
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("stop %s (pid %d): %w", name, pid, err)
+	}
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if !alive(pid) {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for i := 0; i < 100 && alive(pid); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if alive(pid) {
+		return fmt.Errorf("stop %s: pid %d still alive after SIGKILL", name, pid)
+	}
+	return nil
+}
+
+// tail returns the last n bytes of name's log, for error messages.
+func (s *Stack) tail(name string, n int64) string {
+	f, err := os.Open(s.logFile(name))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := st.Size() - n
+	if off < 0 {
+		off = 0
+	}
+	buf := make([]byte, st.Size()-off)
+	_, _ = f.ReadAt(buf, off)
+	return string(buf)
+}

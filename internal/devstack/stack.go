@@ -1,0 +1,344 @@
+// Package devstack runs deployflow's local stack on 127.0.0.1: a Temporal dev
+// server, and a Kubernetes control plane (etcd, kube-apiserver,
+// kube-controller-manager without the deployment controller, kube-scheduler)
+// whose nodes are kwok fakes. Binaries come from hack/build-tools.sh (built
+// from the Go module proxy into the cache); every process's PID is recorded
+// under the run directory and it is stopped by that PID only.
+package devstack
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Addresses of the local stack. Everything binds 127.0.0.1.
+const (
+	EtcdClientURL   = "http://127.0.0.1:23790"
+	etcdPeerURL     = "http://127.0.0.1:23800"
+	APIServerURL    = "https://127.0.0.1:16443"
+	apiServerPort   = "16443"
+	kcmPort         = "10257"
+	schedulerPort   = "10259"
+	TemporalAddress = "127.0.0.1:7233"
+	TemporalUIURL   = "http://127.0.0.1:8233"
+	temporalUIPort  = "8233"
+	// ServiceCIDR is the virtual range Services get ClusterIPs from.
+	ServiceCIDR = "10.96.0.0/16"
+	// PodCIDR is the range kwok hands fake pod IPs out of.
+	PodCIDR = "10.244.0.0/16"
+)
+
+// Component names, in start order.
+const (
+	Etcd              = "etcd"
+	APIServer         = "kube-apiserver"
+	ControllerManager = "kube-controller-manager"
+	Scheduler         = "kube-scheduler"
+	Kwok              = "kwok"
+	Temporal          = "temporal"
+)
+
+// Components lists the stack's processes in start order.
+var Components = []string{Etcd, APIServer, ControllerManager, Scheduler, Kwok, Temporal}
+
+// Controllers run by our kube-controller-manager: everything a ReplicaSet
+// needs, and deliberately not the deployment controller — deployflow's
+// rollout engine does its job.
+const Controllers = "replicaset-controller,garbage-collector-controller,namespace-controller," +
+	"serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller"
+
+// Stack is the local stack rooted at a cache directory.
+type Stack struct {
+	RepoDir  string // the deployflow checkout (hack/, k8s/kwok)
+	CacheDir string // binaries, one directory per pinned version
+	RunDir   string // pids, logs, certificates, data
+	Versions map[string]string
+	Logf     func(format string, args ...any)
+
+	searchAttributes []string
+}
+
+// New reads the pinned versions from repoDir/hack/versions.env. The cache is
+// $DEPLOYFLOW_CACHE, or ~/.cache/deployflow.
+func New(repoDir string, searchAttributes []string) (*Stack, error) {
+	cache := os.Getenv("DEPLOYFLOW_CACHE")
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil, err
+		}
+		cache = filepath.Join(home, ".cache", "deployflow")
+	}
+	versions, err := readEnvFile(filepath.Join(repoDir, "hack", "versions.env"))
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range []string{"KUBERNETES_VERSION", "ETCD_VERSION", "KWOK_VERSION", "TEMPORAL_CLI_VERSION"} {
+		if versions[k] == "" {
+			return nil, fmt.Errorf("hack/versions.env: %s is not set", k)
+		}
+	}
+	return &Stack{
+		RepoDir:          repoDir,
+		CacheDir:         cache,
+		RunDir:           filepath.Join(cache, "run"),
+		Versions:         versions,
+		Logf:             func(string, ...any) {},
+		searchAttributes: searchAttributes,
+	}, nil
+}
+
+// FindRepo walks up from dir to the directory holding hack/versions.env.
+func FindRepo(dir string) (string, error) {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "hack", "versions.env")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no hack/versions.env above %s: run from a deployflow checkout", dir)
+		}
+	}
+}
+
+func readEnvFile(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if ok {
+			out[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"'`)
+		}
+	}
+	return out, sc.Err()
+}
+
+// Bin is the path of one of the stack's binaries in the cache.
+func (s *Stack) Bin(name string) string {
+	switch name {
+	case Etcd:
+		return filepath.Join(s.CacheDir, "etcd-"+s.Versions["ETCD_VERSION"], "etcd")
+	case Kwok:
+		return filepath.Join(s.CacheDir, "kwok-"+s.Versions["KWOK_VERSION"], "kwok")
+	case Temporal:
+		return filepath.Join(s.CacheDir, "temporal-"+s.Versions["TEMPORAL_CLI_VERSION"], "temporal")
+	default: // kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
+		return filepath.Join(s.CacheDir, "kubernetes-"+s.Versions["KUBERNETES_VERSION"], name)
+	}
+}
+
+// Kubeconfig is the admin kubeconfig of the local cluster.
+func (s *Stack) Kubeconfig() string { return filepath.Join(s.RunDir, "kubeconfig") }
+
+// EnsureBinaries builds whatever pinned binary the cache lacks.
+func (s *Stack) EnsureBinaries(ctx context.Context) error {
+	missing := false
+	for _, c := range append([]string{"kubectl"}, Components...) {
+		if _, err := os.Stat(s.Bin(c)); err != nil {
+			missing = true
+		}
+	}
+	if !missing {
+		return nil
+	}
+	s.Logf("building the stack's binaries (once per pinned version; a few minutes on a cold cache)")
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(s.RepoDir, "hack", "build-tools.sh"))
+	cmd.Env = append(os.Environ(), "DEPLOYFLOW_CACHE="+s.CacheDir)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("hack/build-tools.sh: %w", err)
+	}
+	return nil
+}
+
+// lock serialises Up and Down across processes (parallel test packages).
+func (s *Stack) lock() (func(), error) {
+	if err := os.MkdirAll(s.CacheDir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(s.CacheDir, "stack.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+}
+
+// Up starts every component that is not running, reusing those that are,
+// and returns once the cluster schedules pods onto a Ready kwok node and the
+// Temporal server answers. It reports whether it started anything.
+func (s *Stack) Up(ctx context.Context) (started bool, err error) {
+	unlock, err := s.lock()
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	if err := s.EnsureBinaries(ctx); err != nil {
+		return false, err
+	}
+	for _, d := range []string{"pids", "logs", "etcd", "kwok"} {
+		if err := os.MkdirAll(filepath.Join(s.RunDir, d), 0o755); err != nil {
+			return false, err
+		}
+	}
+	if err := (pki{dir: filepath.Join(s.RunDir, "pki")}).ensure(); err != nil {
+		return false, fmt.Errorf("certificates: %w", err)
+	}
+	if err := s.writeKubeconfig(); err != nil {
+		return false, err
+	}
+	for _, name := range Components {
+		ok, err := s.upOne(ctx, name)
+		if err != nil {
+			return started, err
+		}
+		started = started || ok
+	}
+	if err := s.bootstrapCluster(ctx); err != nil {
+		return started, err
+	}
+	return started, nil
+}
+
+// Start starts one component (and waits until it is ready) if it is not
+// running. Tests use it to bring back a component they stopped.
+func (s *Stack) Start(ctx context.Context, name string) error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	_, err = s.upOne(ctx, name)
+	return err
+}
+
+// Stop stops one component by its recorded PID, leaving its data in place.
+func (s *Stack) Stop(name string) error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return s.stop(name, 10*time.Second)
+}
+
+func (s *Stack) upOne(ctx context.Context, name string) (bool, error) {
+	c := s.component(name)
+	if pid, ok := s.running(name); ok {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := c.ready(rctx)
+		cancel()
+		if err == nil {
+			s.Logf("%-24s reusing pid %d", name, pid)
+			return false, nil
+		}
+		s.Logf("%-24s pid %d is not ready (%v): restarting it", name, pid, err)
+		if err := s.stop(name, 10*time.Second); err != nil {
+			return false, err
+		}
+	}
+	pid, err := s.start(c.process)
+	if err != nil {
+		return false, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	for {
+		err = c.ready(rctx)
+		if err == nil {
+			break
+		}
+		if !alive(pid) {
+			return true, fmt.Errorf("%s exited during start-up; end of %s:\n%s", name, s.logFile(name), s.tail(name, 3000))
+		}
+		select {
+		case <-rctx.Done():
+			return true, fmt.Errorf("%s not ready after %s: %v; end of %s:\n%s", name, c.timeout, err, s.logFile(name), s.tail(name, 3000))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	s.Logf("%-24s started pid %d", name, pid)
+	return true, nil
+}
+
+// Down stops every component by PID (in reverse start order) and removes the
+// cluster's and Temporal's data, so the next Up starts clean. Logs are kept.
+func (s *Stack) Down() error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	var errs []error
+	for i := len(Components) - 1; i >= 0; i-- {
+		name := Components[i]
+		if pid, ok := s.running(name); ok {
+			s.Logf("%-24s stopping pid %d", name, pid)
+		}
+		if err := s.stop(name, 10*time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Other processes a session recorded beside the stack (the demo worker).
+	extra, _ := filepath.Glob(filepath.Join(s.RunDir, "pids", "*.pid"))
+	for _, f := range extra {
+		name := strings.TrimSuffix(filepath.Base(f), ".pid")
+		if pid, ok := s.running(name); ok {
+			s.Logf("%-24s stopping pid %d", name, pid)
+		}
+		if err := s.stop(name, 10*time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		for _, d := range []string{"etcd", "kwok", "pki", "temporal.db", "kubeconfig"} {
+			if err := os.RemoveAll(filepath.Join(s.RunDir, d)); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ComponentStatus is one line of `make dev-status`.
+type ComponentStatus struct {
+	Name    string
+	PID     int
+	Running bool
+	Ready   error
+}
+
+// Status reports each component's PID and readiness.
+func (s *Stack) Status(ctx context.Context) []ComponentStatus {
+	var out []ComponentStatus
+	for _, name := range Components {
+		st := ComponentStatus{Name: name}
+		st.PID, st.Running = s.running(name)
+		if st.Running {
+			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			st.Ready = s.component(name).ready(rctx)
+			cancel()
+		}
+		out = append(out, st)
+	}
+	return out
+}
