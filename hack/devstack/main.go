@@ -111,6 +111,7 @@ func run() error {
 }
 
 func printEnv(s *devstack.Stack) {
+	fmt.Printf("export DEPLOYFLOW_CACHE=%s\n", s.CacheDir)
 	fmt.Printf("export KUBECONFIG=%s\n", s.Kubeconfig())
 	fmt.Printf("export TEMPORAL_ADDRESS=%s\n", devstack.TemporalAddress)
 	fmt.Printf("export PATH=%s:$PATH\n", filepath.Dir(s.Bin("kubectl")))

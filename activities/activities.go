@@ -1,0 +1,20 @@
+// Package activities holds every deployflow step that talks to the outside
+// world (the Kubernetes API). Each activity is safe to retry: creates
+// tolerate AlreadyExists, deletes tolerate NotFound, updates carry
+// resourceVersion preconditions, and waits start from a fresh list.
+//
+// Kubernetes API failures are returned as ordinary (retryable) errors, so an
+// unreachable API server is retried by the activity's retry policy and never
+// read as "the workload failed". Failures that retrying cannot fix are
+// non-retryable application errors with a stable type (see errors.go).
+package activities
+
+import (
+	"k8s.io/client-go/kubernetes"
+)
+
+// Activities are registered on the worker as one struct; the Temporal
+// activity names are the method names (EnsureNamespace, ...).
+type Activities struct {
+	Kube kubernetes.Interface
+}

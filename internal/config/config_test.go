@@ -1,0 +1,38 @@
+package config
+
+import (
+	"flag"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestFlagsOverrideEnvironmentOverrideDefaults(t *testing.T) {
+	t.Setenv("TEMPORAL_ADDRESS", "temporal:7233")
+	t.Setenv("DEPLOYFLOW_TASK_QUEUE", "")
+	t.Setenv("KUBECONFIG", "/kube/config")
+	var c Config
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--temporal-namespace", "prod"}))
+
+	assert.Equal(t, "temporal:7233", c.TemporalAddress, "env")
+	assert.Equal(t, "prod", c.TemporalNamespace, "flag")
+	assert.Equal(t, DefaultTaskQueue, c.TaskQueue, "an empty variable keeps the default")
+	assert.Equal(t, "/kube/config", c.Kubeconfig)
+	assert.Equal(t, DefaultMetricsAddress, c.MetricsAddress)
+	assert.NoError(t, c.Validate())
+}
+
+func TestValidateNamesTheFlagAndTheFix(t *testing.T) {
+	c := FromEnv()
+	c.TemporalAddress = "localhost"
+	c.LogLevel = "loud"
+	c.LogFormat = "xml"
+	err := c.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `--temporal-address "localhost": want host:port`)
+	assert.Contains(t, err.Error(), `--log-level "loud": want debug, info, warn or error`)
+	assert.Contains(t, err.Error(), `--log-format "xml": want text or json`)
+}

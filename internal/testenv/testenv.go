@@ -1,0 +1,159 @@
+// Package testenv is the shared harness of deployflow's integration tests.
+// It makes sure the local stack (make dev-up) is running, starting it if it
+// is not, and hands each test a Kubernetes client, a Temporal client, a fresh
+// namespace and its own task queue with an in-process worker.
+//
+// When the stack cannot be started a test is skipped locally but fails on CI
+// (CI=true): integration tests never silently skip there.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/app"
+	"github.com/deployflow/deployflow/internal/devstack"
+	"github.com/deployflow/deployflow/internal/searchattr"
+	"github.com/deployflow/deployflow/k8s/kube"
+)
+
+// Env is the running local stack.
+type Env struct {
+	Stack      *devstack.Stack
+	RESTConfig *rest.Config
+	Kube       kubernetes.Interface
+	Temporal   client.Client
+}
+
+var (
+	once      sync.Once
+	shared    *Env
+	sharedErr error
+)
+
+// Get returns the local stack, starting it on first use in this test binary.
+func Get(t testing.TB) *Env {
+	t.Helper()
+	if testing.Short() && os.Getenv("CI") != "true" {
+		t.Skip("integration test: skipped with -short")
+	}
+	once.Do(func() { shared, sharedErr = setUp() })
+	if sharedErr != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("local stack unavailable (CI=true, integration tests must run): %v", sharedErr)
+		}
+		t.Skipf("local stack unavailable (run 'make dev-up'): %v", sharedErr)
+	}
+	return shared
+}
+
+func setUp() (*Env, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	repo, err := devstack.FindRepo(wd)
+	if err != nil {
+		return nil, err
+	}
+	s, err := devstack.New(repo, searchattr.Registration())
+	if err != nil {
+		return nil, err
+	}
+	s.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "testenv: "+f+"\n", a...) }
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	if _, err := s.Up(ctx); err != nil {
+		return nil, err
+	}
+	cfg, err := kube.RESTConfig(s.Kubeconfig(), "deployflow-test")
+	if err != nil {
+		return nil, err
+	}
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := client.DialContext(ctx, client.Options{
+		HostPort: devstack.TemporalAddress,
+		Logger:   sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Env{Stack: s, RESTConfig: cfg, Kube: kc, Temporal: tc}, nil
+}
+
+var unsafeChars = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// Name is a DNS-1123 label unique to this test: prefix, test name, random.
+func Name(t testing.TB, prefix string) string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	base := unsafeChars.ReplaceAllString(strings.ToLower(t.Name()), "-")
+	if max := 63 - len(prefix) - 8; len(base) > max {
+		base = base[:max]
+	}
+	return strings.Trim(prefix+"-"+strings.Trim(base, "-"), "-") + "-" + hex.EncodeToString(b)
+}
+
+// Namespace creates a fresh namespace, waits until pods can be created in it
+// and deletes it when the test ends.
+func (e *Env) Namespace(t testing.TB) string {
+	t.Helper()
+	ctx := context.Background()
+	name := Name(t, "t")
+	if _, err := e.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		err := e.Kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Logf("delete namespace %s: %v", name, err)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := e.Kube.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		if err == nil {
+			return name
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("namespace %s: default ServiceAccount never appeared: %v", name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Worker starts an in-process deployflow worker on a task queue of its own,
+// stopped when the test ends, and returns the task queue.
+func (e *Env) Worker(t testing.TB) string {
+	t.Helper()
+	tq := Name(t, "tq")
+	w := worker.New(e.Temporal, tq, worker.Options{WorkerStopTimeout: 2 * time.Second})
+	app.Register(w, &activities.Activities{Kube: e.Kube})
+	if err := w.Start(); err != nil {
+		t.Fatalf("start worker: %v", err)
+	}
+	t.Cleanup(w.Stop)
+	return tq
+}

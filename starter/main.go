@@ -1,0 +1,83 @@
+// Command deployflow is the CLI users type: it starts deployflow's
+// workflows on Temporal and shows what they do.
+//
+//	deployflow rollout --namespace shop --service web --image nginx:1.27 --replicas 3
+//
+// Connection settings are shared with the worker: --temporal-address
+// (TEMPORAL_ADDRESS), --temporal-namespace (TEMPORAL_NAMESPACE), --task-queue
+// (DEPLOYFLOW_TASK_QUEUE).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// command is one `deployflow <name>` subcommand.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout io.Writer) error
+}
+
+var commands = map[string]command{
+	"rollout": {"roll a service's pod template out and wait until it is available", runRollout},
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "deployflow: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	if err := cmd.run(ctx, args[1:], stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		var u usageError
+		if errors.As(err, &u) {
+			fmt.Fprintf(stderr, "deployflow %s: %v\n", args[0], err)
+			return 2
+		}
+		fmt.Fprintf(stderr, "deployflow %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "deployflow: durable deployments for Kubernetes, run as Temporal workflows.")
+	fmt.Fprintln(w, "\nUsage: deployflow <command> [flags]\n\nCommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'deployflow <command> -h' for a command's flags.")
+}
+
+// usageError is a mistake in the command line (exit code 2).
+type usageError struct{ error }

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/deployflow/deployflow/internal/config"
+	"github.com/deployflow/deployflow/workflows"
+)
+
+func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
+	var cfg config.Config
+	fs := flag.NewFlagSet("rollout", flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	namespace := fs.String("namespace", "default", "Kubernetes namespace (created if missing)")
+	service := fs.String("service", "", "service name; the ReplicaSet is <service>-<pod-template-hash>")
+	image := fs.String("image", "", "container image (when no --file is given)")
+	replicas := fs.Int("replicas", 1, "desired replicas (when no --file is given)")
+	file := fs.String("f", "", "a Deployment (YAML or JSON) describing the desired state, instead of --image/--replicas")
+	wait := fs.Bool("wait", true, "wait until the rollout completes")
+	output := fs.String("o", "text", "output: text or json")
+	fs.SetOutput(os.Stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+	if *output != "text" && *output != "json" {
+		return usageError{fmt.Errorf("-o %q: want text or json", *output)}
+	}
+
+	in := workflows.RolloutInput{Namespace: *namespace, Service: *service}
+	switch {
+	case *file != "":
+		b, err := os.ReadFile(*file)
+		if err != nil {
+			return usageError{fmt.Errorf("-f: %w", err)}
+		}
+		if err := yaml.UnmarshalStrict(b, &in.Deployment); err != nil {
+			return usageError{fmt.Errorf("-f %s: %w", *file, err)}
+		}
+		if in.Service == "" {
+			in.Service = in.Deployment.Name
+		}
+	case *image != "":
+		r := int32(*replicas)
+		in.Deployment.Spec.Replicas = &r
+		in.Deployment.Spec.Template.Spec.Containers = []corev1.Container{{Name: *service, Image: *image}}
+	default:
+		return usageError{fmt.Errorf("give --image (and --replicas) or -f deployment.yaml")}
+	}
+	if in.Service == "" {
+		return usageError{fmt.Errorf("--service is required (or metadata.name in -f)")}
+	}
+
+	c, err := client.DialContext(ctx, client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace, Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		return fmt.Errorf("cannot reach Temporal at %s (%v): start it with 'make dev-up' or set --temporal-address", cfg.TemporalAddress, err)
+	}
+	defer c.Close()
+
+	id := workflows.RolloutWorkflowID(in.Namespace, in.Service)
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                cfg.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		StaticSummary:            fmt.Sprintf("rollout %s/%s", in.Namespace, in.Service),
+	}, workflows.RolloutWorkflow, in)
+	if err != nil {
+		return fmt.Errorf("start rollout: %w", err)
+	}
+	link := workflowURL(cfg, run.GetID(), run.GetRunID())
+	if *output == "text" {
+		fmt.Fprintf(stdout, "rollout %s/%s started: workflow %s\n  %s\n", in.Namespace, in.Service, run.GetID(), link)
+	}
+	if !*wait {
+		if *output == "json" {
+			return json.NewEncoder(stdout).Encode(map[string]string{"workflowId": run.GetID(), "runId": run.GetRunID(), "url": link})
+		}
+		return nil
+	}
+	t0 := time.Now()
+	var res workflows.RolloutResult
+	if err := run.Get(ctx, &res); err != nil {
+		return fmt.Errorf("rollout %s/%s failed: %w\n  see %s", in.Namespace, in.Service, err, link)
+	}
+	if *output == "json" {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	fmt.Fprintf(stdout, "replicaset %q successfully rolled out: %d/%d available (%s)\n",
+		res.NewReplicaSet, res.AvailableReplicas, res.Replicas, time.Since(t0).Round(100*time.Millisecond))
+	return nil
+}
+
+// workflowURL links a workflow in the Temporal Web UI. The UI's address is
+// DEPLOYFLOW_UI_URL, by default the dev server's.
+func workflowURL(cfg config.Config, id, runID string) string {
+	base := strings.TrimSuffix(os.Getenv("DEPLOYFLOW_UI_URL"), "/")
+	if base == "" {
+		base = "http://127.0.0.1:8233"
+	}
+	return fmt.Sprintf("%s/namespaces/%s/workflows/%s/%s/history", base, cfg.TemporalNamespace, id, runID)
+}

@@ -1,0 +1,41 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// kubeRetry retries Kubernetes API calls without limit, with backoff: an
+// unreachable API server delays a rollout, it never fails it. Only
+// non-retryable application errors (typed) end an activity.
+var kubeRetry = &temporal.RetryPolicy{
+	InitialInterval:    500 * time.Millisecond,
+	BackoffCoefficient: 2,
+	MaximumInterval:    15 * time.Second,
+}
+
+// kubeCtx is for short Kubernetes API calls; summary shows in the UI, e.g.
+// "scale web-5d8f9 3→6".
+func (r *rolloutRun) kubeCtx(summary string) workflow.Context {
+	return workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         kubeRetry,
+		Summary:             summary,
+	})
+}
+
+// waitHeartbeatTimeout notices a dead worker: the wait is retried elsewhere
+// within this long. The watch heartbeats every few seconds.
+const waitHeartbeatTimeout = 15 * time.Second
+
+// waitCtx is for a watch-based wait of up to timeout.
+func (r *rolloutRun) waitCtx(ctx workflow.Context, timeout time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: timeout + time.Minute,
+		HeartbeatTimeout:    waitHeartbeatTimeout,
+		RetryPolicy:         kubeRetry,
+		Summary:             "wait for " + r.in.Service + " to change",
+	})
+}

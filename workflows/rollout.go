@@ -1,0 +1,153 @@
+// Package workflows holds deployflow's Temporal workflows. They read top to
+// bottom as the deploy story; every call to the outside world is an activity
+// (package activities) and every decision is pure (package k8s/rollout).
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/k8s/rollout"
+)
+
+// Error types of RolloutWorkflow's non-retryable failures.
+const (
+	ErrInvalidInput             = activities.ErrInvalidInput
+	ErrProgressDeadlineExceeded = rollout.TimedOutReason
+	ErrRolloutAborted           = "RolloutAborted"
+)
+
+// Outcomes of a finished rollout (RolloutResult.Outcome).
+const (
+	OutcomeComplete   = "Complete"   // the desired revision is fully available
+	OutcomeAborted    = "Aborted"    // an operator aborted; the stable revision is back
+	OutcomeRolledBack = "RolledBack" // the deadline passed; autoRollback restored the stable revision
+)
+
+// RolloutResult is what a finished rollout reports.
+type RolloutResult struct {
+	Namespace         string `json:"namespace"`
+	Service           string `json:"service"`
+	NewReplicaSet     string `json:"newReplicaSet"`
+	Revision          int64  `json:"revision"`
+	Replicas          int32  `json:"replicas"`
+	AvailableReplicas int32  `json:"availableReplicas"`
+	Outcome           string `json:"outcome"`
+}
+
+// RolloutWorkflow rolls one service's desired Deployment out onto the
+// cluster exactly as the Kubernetes Deployment controller would, one sync at
+// a time: read the service's ReplicaSets, decide (pure, k8s/rollout.Sync),
+// apply the decided operations (idempotent activities), wait for the next
+// change (a heartbeating watch), and again, until the rollout is complete.
+//
+// Operators steer it with updates (pause, resume, scale, undo, restart,
+// abort) and read it with the "status" query. Past the progress deadline it
+// fails with ProgressDeadlineExceeded, after restoring the last-known-good
+// revision when autoRollback is set.
+func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (*RolloutResult, error) {
+	d, err := in.desired()
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
+	}
+	r := newRolloutRun(ctx, in, d)
+	if err := r.registerControls(); err != nil {
+		return nil, err
+	}
+	workflow.GetLogger(ctx).Info("rollout started", "namespace", in.Namespace, "service", in.Service)
+
+	// 1. The namespace, usable for pods, and the desired Deployment as the
+	// API server defaults it (first run only: a continued run has done it).
+	if in.Carry == nil {
+		if err := r.ensureNamespace(); err != nil {
+			return nil, err
+		}
+		if err := r.defaultDeployment(); err != nil {
+			return nil, err
+		}
+	}
+
+	// 2. What runs now, and which revision is the last-known-good one.
+	if err := r.read(); err != nil {
+		return nil, err
+	}
+	if in.Carry == nil {
+		r.stableRevision = stableRevision(r.state.ReplicaSets)
+	}
+
+	// 3. Sync until the rollout is complete, as the controller would.
+	for {
+		if r.shouldContinueAsNew() {
+			return nil, workflow.NewContinueAsNewError(ctx, RolloutWorkflow, r.carryOver())
+		}
+		plan, err := r.sync()
+		if err != nil {
+			return nil, err
+		}
+		if plan.Step == rollout.StepHashCollision {
+			if err := r.collided(); err != nil {
+				return nil, err
+			}
+			continue // the collision count moved on: decide again with a new name
+		}
+		if !plan.Empty() {
+			if err := r.apply(plan); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if r.statusChanged(plan) {
+			continue // upstream re-syncs on its own status write
+		}
+		if r.timedOut() {
+			if r.in.AutoRollback && r.outcome == "" && r.canRollBack() {
+				r.rollBackToStable(OutcomeRolledBack)
+				continue
+			}
+			return nil, r.deadlineExceeded()
+		}
+		if r.complete() {
+			return r.finish()
+		}
+		if err := r.waitForChange(plan.RequeueAfter); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// finish reports a complete rollout: success, or the typed failure of a
+// rollout that ended on the stable revision instead of the desired one.
+func (r *rolloutRun) finish() (*RolloutResult, error) {
+	res := r.result()
+	switch r.outcome {
+	case OutcomeRolledBack:
+		return res, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s: no progress within %ds; rolled back to revision %d, which is fully available again",
+				r.in.Service, *r.d.Spec.ProgressDeadlineSeconds, r.stableRevision),
+			ErrProgressDeadlineExceeded, nil, res)
+	case OutcomeAborted:
+		return res, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s: rollout aborted; revision %d is fully available again", r.in.Service, r.stableRevision),
+			ErrRolloutAborted, nil, res)
+	}
+	res.Outcome = OutcomeComplete
+	return res, nil
+}
+
+func (r *rolloutRun) deadlineExceeded() error {
+	cond := rollout.GetDeploymentCondition(r.d.Status, "Progressing")
+	msg := fmt.Sprintf("%s: no progress within %ds", r.in.Service, *r.d.Spec.ProgressDeadlineSeconds)
+	if cond != nil && cond.Message != "" {
+		msg += ": " + cond.Message
+	}
+	return temporal.NewNonRetryableApplicationError(msg, ErrProgressDeadlineExceeded, nil, r.result())
+}
+
+// RolloutWorkflowID is the deterministic ID of a service's rollout, so one
+// service never has two rollouts running side by side.
+func RolloutWorkflowID(namespace, service string) string {
+	return "rollout-" + namespace + "-" + service
+}

@@ -1,0 +1,151 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deployflow/deployflow/k8s/rollout"
+)
+
+// Names of RolloutWorkflow's query and updates, as typed in the Temporal UI
+// or `temporal workflow update execute --name ...`.
+const (
+	QueryStatus   = "status"
+	UpdatePause   = "pause"
+	UpdateResume  = "resume"
+	UpdateScale   = "scale"
+	UpdateUndo    = "undo"
+	UpdateRestart = "restart"
+	UpdateAbort   = "abort"
+)
+
+// RestartedAtAnnotation is the pod-template annotation `kubectl rollout
+// restart` sets; changing it rolls every pod.
+const RestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
+
+// ScaleRequest is the "scale" update's argument.
+type ScaleRequest struct {
+	Replicas int32 `json:"replicas"`
+}
+
+// UndoRequest is the "undo" update's argument; ToRevision 0 means the
+// previous revision (kubectl rollout undo).
+type UndoRequest struct {
+	ToRevision int64 `json:"toRevision"`
+}
+
+// registerControls installs the status query and the operator updates. Each
+// update changes the desired state only; the loop's next sync turns that into
+// scaling, exactly like an edit of a Deployment object would. Validators
+// reject a request before it is written to history.
+func (r *rolloutRun) registerControls() error {
+	if err := workflow.SetQueryHandlerWithOptions(r.ctx, QueryStatus, func() (RolloutStatus, error) {
+		return r.status(), nil
+	}, workflow.QueryHandlerOptions{Description: "ReplicaSets, conditions and the current step of this rollout"}); err != nil {
+		return err
+	}
+	type control struct {
+		name, description  string
+		handler, validator any
+	}
+	controls := []control{
+		{UpdatePause, "Hold all scaling until resume (kubectl rollout pause)",
+			func(workflow.Context) (RolloutStatus, error) {
+				r.d.Spec.Paused = true
+				return r.changed("paused")
+			},
+			func(workflow.Context) error { return r.notFinishing() }},
+		{UpdateResume, "Continue a paused rollout (kubectl rollout resume)",
+			func(workflow.Context) (RolloutStatus, error) {
+				r.d.Spec.Paused = false
+				return r.changed("resumed")
+			},
+			func(workflow.Context) error {
+				if !r.d.Spec.Paused {
+					return errors.New("the rollout is not paused")
+				}
+				return nil
+			}},
+		{UpdateScale, `Change the desired replicas; ReplicaSets are resized proportionally (kubectl scale). Argument: {"replicas": N}`,
+			func(_ workflow.Context, req ScaleRequest) (RolloutStatus, error) {
+				r.d.Spec.Replicas = &req.Replicas
+				return r.changed(fmt.Sprintf("scaled to %d", req.Replicas))
+			},
+			func(_ workflow.Context, req ScaleRequest) error {
+				if req.Replicas < 0 {
+					return fmt.Errorf("replicas: %d is negative; give 0 or more", req.Replicas)
+				}
+				return nil
+			}},
+		{UpdateUndo, `Roll back to a revision, reusing its ReplicaSet (kubectl rollout undo). Argument: {"toRevision": N}, 0 for the previous one`,
+			func(_ workflow.Context, req UndoRequest) (RolloutStatus, error) {
+				res := rollout.RollbackToRevision(r.d, r.state.ReplicaSets, req.ToRevision)
+				status := r.d.Status
+				r.d = res.Deployment
+				r.d.Status = status
+				return r.changed(res.Message)
+			},
+			func(_ workflow.Context, req UndoRequest) error {
+				if err := r.notFinishing(); err != nil {
+					return err
+				}
+				if req.ToRevision < 0 {
+					return fmt.Errorf("toRevision: %d is negative; give a revision from the status query, or 0 for the previous one", req.ToRevision)
+				}
+				if res := rollout.RollbackToRevision(r.d, r.state.ReplicaSets, req.ToRevision); res.Reason == rollout.RollbackRevisionNotFound {
+					return fmt.Errorf("toRevision %d: %s; the status query lists the revisions", req.ToRevision, res.Message)
+				}
+				return nil
+			}},
+		{UpdateRestart, "Replace every pod with a new revision of the same template (kubectl rollout restart)",
+			func(ctx workflow.Context) (RolloutStatus, error) {
+				if r.d.Spec.Template.Annotations == nil {
+					r.d.Spec.Template.Annotations = map[string]string{}
+				}
+				r.d.Spec.Template.Annotations[RestartedAtAnnotation] = workflow.Now(ctx).UTC().Format(time.RFC3339)
+				return r.changed("restarted")
+			},
+			func(workflow.Context) error { return r.notFinishing() }},
+		{UpdateAbort, "Stop this rollout and return to the last-known-good revision",
+			func(workflow.Context) (RolloutStatus, error) {
+				r.rollBackToStable(OutcomeAborted)
+				return r.changed(fmt.Sprintf("aborted: rolling back to revision %d", r.stableRevision))
+			},
+			func(workflow.Context) error {
+				if err := r.notFinishing(); err != nil {
+					return err
+				}
+				if !r.canRollBack() {
+					return errors.New("there is no other fully available revision to go back to; use undo or scale instead")
+				}
+				return nil
+			}},
+	}
+	for _, c := range controls {
+		if err := workflow.SetUpdateHandlerWithOptions(r.ctx, c.name, c.handler, workflow.UpdateHandlerOptions{
+			Validator: c.validator, Description: c.description,
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// changed records an operator's change and wakes the loop to act on it.
+func (r *rolloutRun) changed(msg string) (RolloutStatus, error) {
+	r.msg = msg
+	workflow.GetLogger(r.ctx).Info("rollout control", "service", r.in.Service, "change", msg)
+	r.wakeUp()
+	return r.status(), nil
+}
+
+// notFinishing rejects controls once abort or autoRollback has taken over.
+func (r *rolloutRun) notFinishing() error {
+	if r.outcome != "" {
+		return fmt.Errorf("the rollout is already returning to revision %d (%s)", r.stableRevision, r.outcome)
+	}
+	return nil
+}

@@ -1,0 +1,406 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/k8s/rollout"
+)
+
+// maxIdleWait bounds one wait for a change when no timed re-sync is due
+// (nothing is progressing, or the rollout is paused). It is long so a
+// waiting rollout adds no history; the watch inside heartbeats.
+const maxIdleWait = 6 * time.Hour
+
+// continueAsNewAfter caps one run's history; the rollout then continues as
+// a new run carrying its desired state and status.
+const continueAsNewAfter = 4000
+
+// rolloutRun is one RolloutWorkflow run's state. Only the workflow goroutine
+// and its update handlers touch it (Temporal runs them one at a time).
+type rolloutRun struct {
+	ctx   workflow.Context
+	in    RolloutInput
+	ref   activities.ServiceRef
+	d     *appsv1.Deployment       // desired state, with the last sync's status
+	state *activities.RolloutState // the cluster as last read
+	step  rollout.Step
+	msg   string
+
+	stableRevision int64  // last-known-good revision, restored by abort/autoRollback
+	outcome        string // set once abort or autoRollback took over
+	collisions     int    // hash collisions in a row
+	statusSyncs    int    // syncs in a row that only changed the status
+	wake           workflow.CancelFunc
+}
+
+func newRolloutRun(ctx workflow.Context, in RolloutInput, d *appsv1.Deployment) *rolloutRun {
+	r := &rolloutRun{ctx: ctx, in: in, d: d}
+	r.ref = activities.ServiceRef{
+		Namespace:   in.Namespace,
+		Service:     in.Service,
+		PodSelector: metav1.FormatLabelSelector(d.Spec.Selector),
+	}
+	if in.Carry != nil {
+		r.stableRevision = in.Carry.StableRevision
+		r.outcome = in.Carry.Outcome
+	}
+	return r
+}
+
+func (r *rolloutRun) ensureNamespace() error {
+	var a *activities.Activities
+	return workflow.ExecuteActivity(r.kubeCtx("ensure namespace "+r.in.Namespace), a.EnsureNamespace, activities.EnsureNamespaceInput{
+		Name:   r.in.Namespace,
+		Labels: map[string]string{"app.kubernetes.io/managed-by": "deployflow"},
+	}).Get(r.ctx, nil)
+}
+
+// defaultDeployment replaces the desired Deployment by the API server's
+// defaulted version of it, so the pod-template-hash matches the cluster's.
+func (r *rolloutRun) defaultDeployment() error {
+	var a *activities.Activities
+	var d *appsv1.Deployment
+	if err := workflow.ExecuteActivity(r.kubeCtx("default and validate "+r.in.Service), a.DefaultDeployment,
+		activities.DefaultDeploymentInput{Deployment: r.d}).Get(r.ctx, &d); err != nil {
+		return err
+	}
+	r.d = d
+	return nil
+}
+
+// maxCollisions bounds hash collisions in a row: more means the new
+// ReplicaSet's name is held by something that is not ours.
+const maxCollisions = 5
+
+// collided counts a hash collision and gives up after maxCollisions.
+func (r *rolloutRun) collided() error {
+	r.collisions++
+	if r.collisions > maxCollisions {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s: %d pod-template-hash collisions in a row: ReplicaSets named %s-<hash> that deployflow did not create are in the way; remove them", r.in.Service, r.collisions, r.in.Service),
+			activities.ErrReplicaSetConflict, nil)
+	}
+	return nil
+}
+
+// read refreshes the cluster state.
+func (r *rolloutRun) read() error {
+	var a *activities.Activities
+	var st activities.RolloutState
+	if err := workflow.ExecuteActivity(r.kubeCtx("read "+r.in.Service), a.ReadRolloutState, r.ref).Get(r.ctx, &st); err != nil {
+		return err
+	}
+	r.state = &st
+	return nil
+}
+
+// sync is one run of the Deployment controller's syncDeployment, pure.
+func (r *rolloutRun) sync() (rollout.Plan, error) {
+	plan, status, err := rollout.Sync(r.d, r.state.ReplicaSets, r.oldPodsRunning(), workflow.Now(r.ctx))
+	if err != nil {
+		return plan, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
+	}
+	r.d.Status = status
+	r.step, r.msg = plan.Step, plan.Message
+	if plan.Step != rollout.StepHashCollision {
+		r.collisions = 0
+	}
+	if plan.Deployment != nil {
+		status := r.d.Status
+		r.d = plan.Deployment.DeepCopy()
+		r.d.Status = status
+	}
+	return plan, nil
+}
+
+// maxStatusSyncs bounds status-only re-syncs in a row. Upstream's status
+// write triggers one more sync, which finds the status unchanged and only
+// then computes the progress-deadline requeue; two are always enough.
+const maxStatusSyncs = 3
+
+// statusChanged reports whether the last sync only changed the status and
+// should be followed by another sync right away, as upstream's would.
+func (r *rolloutRun) statusChanged(plan rollout.Plan) bool {
+	if !plan.StatusChanged || r.statusSyncs >= maxStatusSyncs {
+		r.statusSyncs = 0
+		return false
+	}
+	r.statusSyncs++
+	return true
+}
+
+// oldPodsRunning is upstream's oldPodsRunning on the state read: Recreate
+// waits until no pod of an old ReplicaSet runs.
+func (r *rolloutRun) oldPodsRunning() bool {
+	newRS := rollout.FindNewReplicaSet(r.d, r.state.ReplicaSets)
+	_, oldRSs := rollout.FindOldReplicaSets(r.d, r.state.ReplicaSets)
+	podMap := map[types.UID][]*corev1.Pod{}
+	for uid, n := range r.state.ActivePods {
+		for i := int32(0); i < n; i++ {
+			podMap[uid] = append(podMap[uid], &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+		}
+	}
+	return rollout.OldPodsRunning(newRS, oldRSs, podMap)
+}
+
+// apply performs a plan in upstream's order: update or create the new
+// ReplicaSet, scale, delete old history. Then it reads the cluster again, as
+// upstream re-syncs on the events of its own writes. A StalePlan (someone
+// else changed a ReplicaSet in between) just means: read and decide again.
+func (r *rolloutRun) apply(plan rollout.Plan) error {
+	var a *activities.Activities
+	uids := map[string]types.UID{}
+	for _, rs := range r.state.ReplicaSets {
+		uids[rs.Name] = rs.UID
+	}
+	err := func() error {
+		if plan.Update != nil {
+			var rs *appsv1.ReplicaSet
+			summary := fmt.Sprintf("update %s (revision %s)", plan.Update.Name, plan.Update.Annotations[rollout.RevisionAnnotation])
+			if err := workflow.ExecuteActivity(r.kubeCtx(summary), a.UpdateReplicaSet,
+				activities.UpdateReplicaSetInput{ReplicaSet: plan.Update}).Get(r.ctx, &rs); err != nil {
+				return err
+			}
+		}
+		if plan.Create != nil {
+			want := plan.Create.DeepCopy()
+			want.Labels[activities.ServiceLabel] = r.in.Service
+			var rs *appsv1.ReplicaSet
+			summary := fmt.Sprintf("create %s with %d replicas (revision %s)", want.Name, *want.Spec.Replicas, want.Annotations[rollout.RevisionAnnotation])
+			if err := workflow.ExecuteActivity(r.kubeCtx(summary), a.EnsureReplicaSet,
+				activities.EnsureReplicaSetInput{ReplicaSet: want}).Get(r.ctx, &rs); err != nil {
+				return err
+			}
+			uids[rs.Name] = rs.UID
+		}
+		for _, op := range plan.Scales {
+			summary := fmt.Sprintf("scale %s %d→%d", op.ReplicaSet, op.From, op.To)
+			if err := workflow.ExecuteActivity(r.kubeCtx(summary), a.ScaleReplicaSet, activities.ScaleInput{
+				Namespace: r.in.Namespace, Op: op, UID: uids[op.ReplicaSet],
+			}).Get(r.ctx, nil); err != nil {
+				return err
+			}
+		}
+		for _, name := range plan.Deletes {
+			if err := workflow.ExecuteActivity(r.kubeCtx("delete old "+name), a.DeleteReplicaSet, activities.DeleteReplicaSetInput{
+				Namespace: r.in.Namespace, Name: name, UID: uids[name],
+			}).Get(r.ctx, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if err != nil && !isStalePlan(err) {
+		return err
+	}
+	return r.read()
+}
+
+func isStalePlan(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == activities.ErrStalePlan
+}
+
+// waitForChange blocks until the service's ReplicaSets (or, for Recreate,
+// pods) change, requeueAfter passes (the controller's progress-deadline
+// re-check), or an operator control wakes it.
+func (r *rolloutRun) waitForChange(requeueAfter time.Duration) error {
+	timeout := requeueAfter
+	if timeout <= 0 {
+		timeout = maxIdleWait
+	}
+	waitCtx, cancel := workflow.WithCancel(r.ctx)
+	r.wake = cancel
+	defer func() { r.wake = nil }()
+
+	var a *activities.Activities
+	var st activities.RolloutState
+	err := workflow.ExecuteActivity(r.waitCtx(waitCtx, timeout), a.WaitForChange, activities.WaitForChangeInput{
+		ServiceRef:          r.ref,
+		ResourceVersion:     r.state.ResourceVersion,
+		PodsResourceVersion: r.state.PodsResourceVersion,
+		WatchPods:           r.d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType,
+		Timeout:             timeout,
+	}).Get(r.ctx, &st)
+	if temporal.IsCanceledError(err) {
+		return nil // an operator changed the desired state: decide again
+	}
+	if err != nil {
+		return err
+	}
+	r.state = &st
+	return nil
+}
+
+// wakeUp interrupts a running wait so the next sync sees a control's change.
+func (r *rolloutRun) wakeUp() {
+	if r.wake != nil {
+		r.wake()
+	}
+}
+
+func (r *rolloutRun) timedOut() bool {
+	cond := rollout.GetDeploymentCondition(r.d.Status, appsv1.DeploymentProgressing)
+	return cond != nil && cond.Reason == rollout.TimedOutReason
+}
+
+func (r *rolloutRun) complete() bool {
+	return !r.d.Spec.Paused && rollout.DeploymentComplete(r.d, &r.d.Status)
+}
+
+// stableRevision is the last-known-good revision at the start of a
+// rollout: the newest ReplicaSet that has replicas and all of them available.
+func stableRevision(rsList []*appsv1.ReplicaSet) int64 {
+	var best int64
+	for _, rs := range rsList {
+		rev, err := rollout.Revision(rs)
+		if err != nil || rs.Spec.Replicas == nil || *rs.Spec.Replicas == 0 {
+			continue
+		}
+		if rs.Status.AvailableReplicas >= *rs.Spec.Replicas && rev > best {
+			best = rev
+		}
+	}
+	return best
+}
+
+// canRollBack reports whether a stable revision exists that is not the one
+// being rolled out.
+func (r *rolloutRun) canRollBack() bool {
+	if r.stableRevision == 0 {
+		return false
+	}
+	newRS := rollout.FindNewReplicaSet(r.d, r.state.ReplicaSets)
+	if newRS == nil {
+		return true
+	}
+	rev, _ := rollout.Revision(newRS)
+	return rev != r.stableRevision
+}
+
+// rollBackToStable makes the last-known-good revision the desired one again
+// (kubectl rollout undo --to-revision), so the next syncs scale it back up
+// and the failed one down.
+func (r *rolloutRun) rollBackToStable(outcome string) {
+	res := rollout.RollbackToRevision(r.d, r.state.ReplicaSets, r.stableRevision)
+	status := r.d.Status
+	r.d = res.Deployment
+	r.d.Status = status
+	r.d.Spec.Paused = false
+	r.outcome = outcome
+	r.msg = res.Message
+	workflow.GetLogger(r.ctx).Warn("rolling back", "service", r.in.Service, "revision", r.stableRevision, "reason", outcome)
+}
+
+func (r *rolloutRun) shouldContinueAsNew() bool {
+	info := workflow.GetInfo(r.ctx)
+	return (info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > continueAsNewAfter) &&
+		workflow.AllHandlersFinished(r.ctx)
+}
+
+func (r *rolloutRun) carryOver() RolloutInput {
+	in := r.in
+	in.Carry = &RolloutCarry{Deployment: *r.d.DeepCopy(), StableRevision: r.stableRevision, Outcome: r.outcome}
+	return in
+}
+
+func (r *rolloutRun) result() *RolloutResult {
+	res := &RolloutResult{
+		Namespace:         r.in.Namespace,
+		Service:           r.in.Service,
+		Replicas:          r.d.Status.Replicas,
+		AvailableReplicas: r.d.Status.AvailableReplicas,
+		Outcome:           r.outcome,
+	}
+	if newRS := rollout.FindNewReplicaSet(r.d, r.state.ReplicaSets); newRS != nil {
+		res.NewReplicaSet = newRS.Name
+		res.Revision, _ = rollout.Revision(newRS)
+	}
+	return res
+}
+
+// RolloutStatus is the "status" query's answer: what `kubectl rollout
+// status` and `kubectl get rs` would show, plus the engine's current step.
+type RolloutStatus struct {
+	Namespace         string                       `json:"namespace"`
+	Service           string                       `json:"service"`
+	Step              string                       `json:"step"`
+	Message           string                       `json:"message,omitempty"`
+	Paused            bool                         `json:"paused"`
+	Strategy          string                       `json:"strategy"`
+	Replicas          int32                        `json:"replicas"`
+	UpdatedReplicas   int32                        `json:"updatedReplicas"`
+	ReadyReplicas     int32                        `json:"readyReplicas"`
+	AvailableReplicas int32                        `json:"availableReplicas"`
+	DesiredReplicas   int32                        `json:"desiredReplicas"`
+	Revision          int64                        `json:"revision"`
+	StableRevision    int64                        `json:"stableRevision"`
+	Outcome           string                       `json:"outcome,omitempty"`
+	Conditions        []appsv1.DeploymentCondition `json:"conditions,omitempty"`
+	ReplicaSets       []ReplicaSetStatus           `json:"replicaSets"`
+}
+
+// ReplicaSetStatus is one line of RolloutStatus.ReplicaSets.
+type ReplicaSetStatus struct {
+	Name      string `json:"name"`
+	Revision  int64  `json:"revision"`
+	New       bool   `json:"new"`
+	Desired   int32  `json:"desired"`
+	Current   int32  `json:"current"`
+	Ready     int32  `json:"ready"`
+	Available int32  `json:"available"`
+	Image     string `json:"image,omitempty"`
+}
+
+func (r *rolloutRun) status() RolloutStatus {
+	st := RolloutStatus{
+		Namespace:         r.in.Namespace,
+		Service:           r.in.Service,
+		Step:              string(r.step),
+		Message:           r.msg,
+		Paused:            r.d.Spec.Paused,
+		Strategy:          string(r.d.Spec.Strategy.Type),
+		Replicas:          r.d.Status.Replicas,
+		UpdatedReplicas:   r.d.Status.UpdatedReplicas,
+		ReadyReplicas:     r.d.Status.ReadyReplicas,
+		AvailableReplicas: r.d.Status.AvailableReplicas,
+		DesiredReplicas:   *r.d.Spec.Replicas,
+		StableRevision:    r.stableRevision,
+		Outcome:           r.outcome,
+		Conditions:        r.d.Status.Conditions,
+	}
+	if r.state == nil {
+		return st
+	}
+	newRS := rollout.FindNewReplicaSet(r.d, r.state.ReplicaSets)
+	for _, rs := range r.state.ReplicaSets {
+		rev, _ := rollout.Revision(rs)
+		line := ReplicaSetStatus{
+			Name: rs.Name, Revision: rev, New: newRS != nil && rs.UID == newRS.UID,
+			Current: rs.Status.Replicas, Ready: rs.Status.ReadyReplicas, Available: rs.Status.AvailableReplicas,
+		}
+		if rs.Spec.Replicas != nil {
+			line.Desired = *rs.Spec.Replicas
+		}
+		if cs := rs.Spec.Template.Spec.Containers; len(cs) > 0 {
+			line.Image = cs[0].Image
+		}
+		if line.New {
+			st.Revision = rev
+		}
+		st.ReplicaSets = append(st.ReplicaSets, line)
+	}
+	sort.Slice(st.ReplicaSets, func(i, j int) bool { return st.ReplicaSets[i].Revision > st.ReplicaSets[j].Revision })
+	return st
+}
