@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,29 +24,9 @@ import (
 // kube-apiserver, serving Prometheus metrics, and stopping cleanly on SIGTERM.
 func TestWorkerBinaryServesMetricsAndStopsOnSIGTERM(t *testing.T) {
 	env := testenv.Get(t)
-	bin := filepath.Join(t.TempDir(), "deployflow-worker")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run())
-
 	addr := freeAddr(t)
-	cmd := exec.Command(bin,
-		"--temporal-address", devstack.TemporalAddress,
-		"--kubeconfig", env.Stack.Kubeconfig(),
-		"--task-queue", testenv.Name(t, "tq"),
-		"--metrics-address", addr,
-	)
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		if t.Failed() {
-			t.Logf("worker output:\n%s", logs.String())
-		}
-	})
+	w := startWorker(t, env, testenv.Name(t, "tq"), addr)
+	cmd, exited, logs := w.cmd, w.exited, w.logs
 
 	base := "http://" + addr
 	require.Eventually(t, func() bool { return get(base+"/readyz") == "ok\n" }, 30*time.Second, 100*time.Millisecond,
@@ -75,6 +56,57 @@ func TestWorkerBinaryServesMetricsAndStopsOnSIGTERM(t *testing.T) {
 		t.Fatal("worker still running 10s after SIGTERM")
 	}
 	assert.Contains(t, logs.String(), "worker stopped")
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// workerBinary builds deployflow-worker once per test run.
+func workerBinary(t *testing.T) string {
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "deployflow-worker-test")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "deployflow-worker")
+		build := exec.Command("go", "build", "-o", binPath, ".")
+		build.Stderr = os.Stderr
+		buildErr = build.Run()
+	})
+	require.NoError(t, buildErr)
+	return binPath
+}
+
+type workerProcess struct {
+	cmd    *exec.Cmd
+	exited chan error
+	logs   *strings.Builder
+}
+
+// startWorker runs the worker binary on the local stack with its own task
+// queue and metrics address; it is killed when the test ends.
+func startWorker(t *testing.T, env *testenv.Env, taskQueue, metricsAddr string) *workerProcess {
+	cmd := exec.Command(workerBinary(t),
+		"--temporal-address", devstack.TemporalAddress,
+		"--kubeconfig", env.Stack.Kubeconfig(),
+		"--task-queue", taskQueue,
+		"--metrics-address", metricsAddr,
+	)
+	w := &workerProcess{cmd: cmd, exited: make(chan error, 1), logs: &strings.Builder{}}
+	cmd.Stdout, cmd.Stderr = w.logs, w.logs
+	require.NoError(t, cmd.Start())
+	go func() { w.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("worker pid %d output:\n%s", cmd.Process.Pid, w.logs.String())
+		}
+	})
+	return w
 }
 
 func get(url string) string {
