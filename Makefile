@@ -3,7 +3,7 @@
 #   make demo        bring up the local stack and run the main job
 #   make test        vet, format check, unit and integration tests (starts
 #                    the local stack if needed and stops what it started)
-#   make bench       benchmarks
+#   make bench       deployflow vs the native Deployment controller
 #   make dev-up / dev-down / dev-status     the local stack by hand
 #
 # Binaries of the stack are built from the Go module proxy into
@@ -54,8 +54,11 @@ unit:
 test: build tools lint
 	hack/with-stack.sh $(GO) test $(TEST_FLAGS) -v $(PKGS)
 
+# The same rollout by deployflow's engine and by the native Deployment
+# controller (a second kube-controller-manager running only that controller).
 bench: build tools
-	hack/with-stack.sh $(GO) test -run "^$$" -bench . -benchmem $(PKGS)
+	$(GO) build -o bin/bench ./hack/bench
+	hack/with-stack.sh bin/bench $(BENCH_FLAGS)
 
 clean:
 	rm -rf bin

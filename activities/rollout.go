@@ -2,6 +2,9 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -35,10 +38,9 @@ type RolloutState struct {
 	// Succeeded nor Failed (terminating pods count): Recreate waits for the
 	// old ones to reach zero.
 	ActivePods map[types.UID]int32 `json:"activePods,omitempty"`
-	// ResourceVersion of the ReplicaSet list, where a wait starts watching.
-	ResourceVersion string `json:"resourceVersion"`
-	// PodsResourceVersion of the pod list.
-	PodsResourceVersion string `json:"podsResourceVersion,omitempty"`
+	// Digest summarises everything a rollout decision depends on; a wait
+	// returns only once the cluster's digest differs from the one it got.
+	Digest string `json:"digest"`
 }
 
 // ServiceRef names one service's ReplicaSets (by ServiceLabel) and pods
@@ -47,6 +49,9 @@ type ServiceRef struct {
 	Namespace   string `json:"namespace"`
 	Service     string `json:"service"`
 	PodSelector string `json:"podSelector"`
+	// Pods: also list and watch the pods (Recreate waits for old ones to go;
+	// rolling updates decide on ReplicaSets alone).
+	Pods bool `json:"pods,omitempty"`
 }
 
 func (r ServiceRef) selector() string { return ServiceLabel + "=" + r.Service }
@@ -54,67 +59,151 @@ func (r ServiceRef) selector() string { return ServiceLabel + "=" + r.Service }
 // ReadRolloutState lists the service's ReplicaSets (sorted by name) and
 // counts their active pods.
 func (a *Activities) ReadRolloutState(ctx context.Context, ref ServiceRef) (*RolloutState, error) {
+	snap, err := a.snapshot(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return snap.state(), nil
+}
+
+// snapshot is the live objects behind a RolloutState, kept current by a
+// watch while waiting.
+type snapshot struct {
+	replicaSets map[string]*appsv1.ReplicaSet
+	pods        map[string]*corev1.Pod
+	rsVersion   string
+	podVersion  string
+}
+
+func (a *Activities) snapshot(ctx context.Context, ref ServiceRef) (*snapshot, error) {
 	rsList, err := a.Kube.AppsV1().ReplicaSets(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: ref.selector()})
 	if err != nil {
 		return nil, fmt.Errorf("list replicasets of %s/%s: %w", ref.Namespace, ref.Service, err)
+	}
+	snap := &snapshot{
+		replicaSets: map[string]*appsv1.ReplicaSet{},
+		pods:        map[string]*corev1.Pod{},
+		rsVersion:   rsList.ResourceVersion,
+	}
+	for i := range rsList.Items {
+		snap.replicaSets[rsList.Items[i].Name] = slim(&rsList.Items[i])
+	}
+	if !ref.Pods {
+		return snap, nil
 	}
 	podList, err := a.Kube.CoreV1().Pods(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: ref.PodSelector})
 	if err != nil {
 		return nil, fmt.Errorf("list pods of %s/%s: %w", ref.Namespace, ref.Service, err)
 	}
-	st := &RolloutState{ResourceVersion: rsList.ResourceVersion, PodsResourceVersion: podList.ResourceVersion}
-	for i := range rsList.Items {
-		st.ReplicaSets = append(st.ReplicaSets, slim(&rsList.Items[i]))
+	snap.podVersion = podList.ResourceVersion
+	for i := range podList.Items {
+		snap.pods[podList.Items[i].Name] = &podList.Items[i]
+	}
+	return snap, nil
+}
+
+func (s *snapshot) state() *RolloutState {
+	st := &RolloutState{}
+	for _, rs := range s.replicaSets {
+		st.ReplicaSets = append(st.ReplicaSets, rs)
 	}
 	sort.Slice(st.ReplicaSets, func(i, j int) bool { return st.ReplicaSets[i].Name < st.ReplicaSets[j].Name })
-	for _, p := range podList.Items {
+	for _, p := range s.pods {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		if owner := metav1.GetControllerOf(&p); owner != nil {
+		if owner := metav1.GetControllerOf(p); owner != nil {
 			if st.ActivePods == nil {
 				st.ActivePods = map[types.UID]int32{}
 			}
 			st.ActivePods[owner.UID]++
 		}
 	}
-	return st, nil
+	st.Digest = digest(st)
+	return st
 }
 
-// WaitForChangeInput says where a wait starts and how long it may last.
+// digest hashes the fields rollout decisions read: per ReplicaSet its
+// identity, template hash, spec and annotations, status counts and
+// conditions; and the active pods per owner.
+func digest(st *RolloutState) string {
+	type rsFacts struct {
+		Name, UID, Hash           string
+		Replicas, MinReadySeconds int32
+		Annotations               map[string]string
+		Status                    [3]int32
+		Terminating               int32
+		Conditions                []string
+		Deleting                  bool
+	}
+	facts := struct {
+		RS   []rsFacts
+		Pods map[types.UID]int32
+	}{Pods: st.ActivePods}
+	for _, rs := range st.ReplicaSets {
+		f := rsFacts{
+			Name: rs.Name, UID: string(rs.UID), Hash: rs.Labels[appsv1.DefaultDeploymentUniqueLabelKey],
+			MinReadySeconds: rs.Spec.MinReadySeconds, Annotations: rs.Annotations,
+			Status:   [3]int32{rs.Status.Replicas, rs.Status.ReadyReplicas, rs.Status.AvailableReplicas},
+			Deleting: rs.DeletionTimestamp != nil,
+		}
+		if rs.Spec.Replicas != nil {
+			f.Replicas = *rs.Spec.Replicas
+		}
+		if rs.Status.TerminatingReplicas != nil {
+			f.Terminating = *rs.Status.TerminatingReplicas
+		}
+		for _, c := range rs.Status.Conditions {
+			f.Conditions = append(f.Conditions, string(c.Type)+"="+string(c.Status)+"/"+c.Reason)
+		}
+		facts.RS = append(facts.RS, f)
+	}
+	b, _ := json.Marshal(facts) // maps marshal with sorted keys
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12])
+}
+
+// WaitForChangeInput says what the workflow last saw and how long to wait.
 type WaitForChangeInput struct {
 	ServiceRef
-	ResourceVersion     string `json:"resourceVersion"`
-	PodsResourceVersion string `json:"podsResourceVersion,omitempty"`
-	// WatchPods also wakes on pod changes (Recreate waits for old pods to go).
-	WatchPods bool `json:"watchPods,omitempty"`
+	// Digest of the state the workflow decided on.
+	Digest string `json:"digest"`
 	// Timeout ends the wait with the current state even if nothing changed
 	// (the workflow's progress-deadline re-check).
 	Timeout time.Duration `json:"timeout"`
 }
 
-// WaitForChange watches the service's ReplicaSets (and pods, if asked) from
-// the given resource versions and returns the fresh state as soon as anything
-// changes, or when Timeout passes. It heartbeats while it waits. Retrying it
-// is safe: a retry starts from a fresh list, which is itself a change.
+// WaitForChange returns the service's state as soon as it differs (by
+// digest) from what the workflow last saw, or when Timeout passes. It lists,
+// then watches ReplicaSets (and pods, for Recreate) from there, so a change made
+// between the workflow's read and this wait is not missed, and events that
+// change nothing a decision reads (such as the echo of our own writes) do not
+// wake the workflow. It heartbeats while it waits; a retry starts afresh.
 func (a *Activities) WaitForChange(ctx context.Context, in WaitForChangeInput) (*RolloutState, error) {
 	if in.Timeout <= 0 {
 		return nil, invalidInput("waitForChange: timeout must be positive")
 	}
+	snap, err := a.snapshot(ctx, in.ServiceRef)
+	if err != nil {
+		return nil, err
+	}
+	if st := snap.state(); st.Digest != in.Digest {
+		return st, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, in.Timeout)
 	defer cancel()
 	rsWatch, err := a.Kube.AppsV1().ReplicaSets(in.Namespace).Watch(ctx,
-		metav1.ListOptions{LabelSelector: in.selector(), ResourceVersion: in.ResourceVersion})
+		metav1.ListOptions{LabelSelector: in.selector(), ResourceVersion: snap.rsVersion})
 	if err != nil {
-		return a.afterWait(ctx, in, fmt.Errorf("watch replicasets of %s/%s: %w", in.Namespace, in.Service, err))
+		return nil, fmt.Errorf("watch replicasets of %s/%s: %w", in.Namespace, in.Service, err)
 	}
 	defer rsWatch.Stop()
 	podEvents := make(<-chan watch.Event)
-	if in.WatchPods {
+	if in.Pods {
 		podWatch, err := a.Kube.CoreV1().Pods(in.Namespace).Watch(ctx,
-			metav1.ListOptions{LabelSelector: in.PodSelector, ResourceVersion: in.PodsResourceVersion})
+			metav1.ListOptions{LabelSelector: in.PodSelector, ResourceVersion: snap.podVersion})
 		if err != nil {
-			return a.afterWait(ctx, in, fmt.Errorf("watch pods of %s/%s: %w", in.Namespace, in.Service, err))
+			return nil, fmt.Errorf("watch pods of %s/%s: %w", in.Namespace, in.Service, err)
 		}
 		defer podWatch.Stop()
 		podEvents = podWatch.ResultChan()
@@ -125,34 +214,37 @@ func (a *Activities) WaitForChange(ctx context.Context, in WaitForChangeInput) (
 	for {
 		select {
 		case <-ctx.Done():
-			return a.afterWait(ctx, in, nil)
+			// The timeout is the normal end of a quiet wait.
+			return snap.state(), nil
 		case <-tick.C:
 			activity.RecordHeartbeat(ctx)
 		case ev, ok := <-rsWatch.ResultChan():
-			if !ok || ev.Type != watch.Bookmark {
-				return a.afterWait(ctx, in, nil)
+			if !ok || ev.Type == watch.Error {
+				return a.ReadRolloutState(context.WithoutCancel(ctx), in.ServiceRef)
+			}
+			if rs, isRS := ev.Object.(*appsv1.ReplicaSet); isRS {
+				if ev.Type == watch.Deleted {
+					delete(snap.replicaSets, rs.Name)
+				} else {
+					snap.replicaSets[rs.Name] = slim(rs)
+				}
 			}
 		case ev, ok := <-podEvents:
-			if !ok || ev.Type != watch.Bookmark {
-				return a.afterWait(ctx, in, nil)
+			if !ok || ev.Type == watch.Error {
+				return a.ReadRolloutState(context.WithoutCancel(ctx), in.ServiceRef)
+			}
+			if p, isPod := ev.Object.(*corev1.Pod); isPod {
+				if ev.Type == watch.Deleted {
+					delete(snap.pods, p.Name)
+				} else {
+					snap.pods[p.Name] = p
+				}
 			}
 		}
+		if st := snap.state(); st.Digest != in.Digest {
+			return st, nil
+		}
 	}
-}
-
-// afterWait reads the state once the wait ends. The wait's own deadline
-// passing is normal; the read then uses a fresh context.
-func (a *Activities) afterWait(ctx context.Context, in WaitForChangeInput, watchErr error) (*RolloutState, error) {
-	if watchErr != nil {
-		return nil, watchErr
-	}
-	readCtx := ctx
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		readCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-	}
-	return a.ReadRolloutState(readCtx, in.ServiceRef)
 }
 
 // ScaleInput is one absolute scale decided by the rollout engine.
@@ -168,7 +260,17 @@ type ScaleInput struct {
 // is neither at the size the decision started from nor at the target, or was
 // replaced (another UID): someone else changed it. The write carries the read
 // resourceVersion, so a concurrent change makes it fail and retry.
-func (a *Activities) ScaleReplicaSet(ctx context.Context, in ScaleInput) (*appsv1.ReplicaSet, error) {
+// ScaleResult is what ScaleReplicaSet did.
+type ScaleResult struct {
+	ReplicaSet string `json:"replicaSet"`
+	From       int32  `json:"from"`
+	To         int32  `json:"to"`
+	// Wrote is false when the ReplicaSet was found at the target already
+	// (a retry after the write had succeeded).
+	Wrote bool `json:"wrote"`
+}
+
+func (a *Activities) ScaleReplicaSet(ctx context.Context, in ScaleInput) (*ScaleResult, error) {
 	rss := a.Kube.AppsV1().ReplicaSets(in.Namespace)
 	rs, err := rss.Get(ctx, in.Op.ReplicaSet, metav1.GetOptions{})
 	if err != nil {
@@ -182,18 +284,19 @@ func (a *Activities) ScaleReplicaSet(ctx context.Context, in ScaleInput) (*appsv
 	}
 	want := in.Op.ApplyTo(rs)
 	current := *rs.Spec.Replicas
+	res := &ScaleResult{ReplicaSet: rs.Name, From: in.Op.From, To: in.Op.To}
 	if current == in.Op.To && !rollout.ReplicasAnnotationsNeedUpdate(rs, in.Op.DesiredReplicas, in.Op.MaxReplicas) {
-		return slim(rs), nil // done already (a retry after a lost response)
+		return res, nil // done already (a retry after a lost response)
 	}
 	if current != in.Op.From && current != in.Op.To {
 		return nil, stalePlan("replicaset %s/%s has %d replicas, the decision assumed %d", in.Namespace, rs.Name, current, in.Op.From)
 	}
-	got, err := rss.Update(ctx, want, metav1.UpdateOptions{FieldManager: FieldManager})
-	if err != nil {
+	if _, err := rss.Update(ctx, want, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 		return nil, fmt.Errorf("scale replicaset %s/%s to %d: %w", in.Namespace, rs.Name, in.Op.To, err)
 	}
 	activity.GetLogger(ctx).Info(in.Op.Reason, "namespace", in.Namespace)
-	return slim(got), nil
+	res.Wrote = true
+	return res, nil
 }
 
 // UpdateReplicaSetInput is an existing ReplicaSet with new annotations or

@@ -75,20 +75,27 @@ func TestRolloutSurvivesWorkerSIGKILL(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, list.Items, 2, "no duplicate ReplicaSet")
 
-	// Spec writes the workflow decided, per ReplicaSet, from its history.
+	// Spec writes the workflow decided, per ReplicaSet: the scale local
+	// activities recorded in its history.
 	decided := map[string]int64{}
 	it := env.Temporal.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	dc := converter.GetDefaultDataConverter()
 	for it.HasNext() {
 		ev, err := it.Next()
 		require.NoError(t, err)
-		attrs := ev.GetActivityTaskScheduledEventAttributes()
-		if attrs == nil || attrs.GetActivityType().GetName() != "ScaleReplicaSet" {
+		m := ev.GetMarkerRecordedEventAttributes()
+		if m == nil || m.GetMarkerName() != "LocalActivity" {
 			continue
 		}
-		var in activities.ScaleInput
-		require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(attrs.GetInput(), &in))
-		if in.Op.From != in.Op.To {
-			decided[in.Op.ReplicaSet]++
+		var data struct{ ActivityType string }
+		require.NoError(t, dc.FromPayloads(m.GetDetails()["data"], &data))
+		if data.ActivityType != "ScaleReplicaSet" || m.GetFailure() != nil {
+			continue
+		}
+		var res activities.ScaleResult
+		require.NoError(t, dc.FromPayloads(m.GetDetails()["result"], &res))
+		if res.From != res.To {
+			decided[res.ReplicaSet]++
 		}
 	}
 	for _, rs := range list.Items {

@@ -16,13 +16,18 @@ var kubeRetry = &temporal.RetryPolicy{
 	MaximumInterval:    15 * time.Second,
 }
 
-// kubeCtx is for short Kubernetes API calls; summary shows in the UI, e.g.
-// "scale web-5d8f9 3→6".
+// kubeCtx is for short, idempotent Kubernetes API calls, run as local
+// activities: a whole sync (read, decide, scale, read) then costs one
+// workflow task instead of a server round trip per call, which keeps the
+// engine as quick as the in-cluster controller. They are retried for a day
+// (an API server outage stalls the rollout, it does not fail it); summary
+// shows in the UI, e.g. "scale web-5d8f9 3→6".
 func (r *rolloutRun) kubeCtx(summary string) workflow.Context {
-	return workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         kubeRetry,
-		Summary:             summary,
+	return workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 24 * time.Hour,
+		RetryPolicy:            kubeRetry,
+		Summary:                summary,
 	})
 }
 

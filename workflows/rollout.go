@@ -81,6 +81,7 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (*RolloutResult, err
 	// 3. Sync until the rollout is complete, as the controller would.
 	for {
 		if r.shouldContinueAsNew() {
+			r.settleControls()
 			return nil, workflow.NewContinueAsNewError(ctx, RolloutWorkflow, r.carryOver())
 		}
 		plan, err := r.sync()
@@ -107,9 +108,11 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (*RolloutResult, err
 				r.rollBackToStable(OutcomeRolledBack)
 				continue
 			}
+			r.settleControls()
 			return nil, r.deadlineExceeded()
 		}
 		if r.complete() {
+			r.settleControls()
 			return r.finish()
 		}
 		if err := r.waitForChange(plan.RequeueAfter); err != nil {

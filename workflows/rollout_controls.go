@@ -137,6 +137,7 @@ func (r *rolloutRun) registerControls() error {
 // changed records an operator's change and wakes the loop to act on it.
 func (r *rolloutRun) changed(msg string) (RolloutStatus, error) {
 	r.msg = msg
+	r.unsettled = true
 	workflow.GetLogger(r.ctx).Info("rollout control", "service", r.in.Service, "change", msg)
 	r.wakeUp()
 	return r.status(), nil

@@ -41,6 +41,7 @@ type rolloutRun struct {
 	outcome        string // set once abort or autoRollback took over
 	collisions     int    // hash collisions in a row
 	statusSyncs    int    // syncs in a row that only changed the status
+	unsettled      bool   // an operator control was handled since the last yield
 	wake           workflow.CancelFunc
 }
 
@@ -50,6 +51,7 @@ func newRolloutRun(ctx workflow.Context, in RolloutInput, d *appsv1.Deployment) 
 		Namespace:   in.Namespace,
 		Service:     in.Service,
 		PodSelector: metav1.FormatLabelSelector(d.Spec.Selector),
+		Pods:        d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType,
 	}
 	if in.Carry != nil {
 		r.stableRevision = in.Carry.StableRevision
@@ -60,7 +62,7 @@ func newRolloutRun(ctx workflow.Context, in RolloutInput, d *appsv1.Deployment) 
 
 func (r *rolloutRun) ensureNamespace() error {
 	var a *activities.Activities
-	return workflow.ExecuteActivity(r.kubeCtx("ensure namespace "+r.in.Namespace), a.EnsureNamespace, activities.EnsureNamespaceInput{
+	return workflow.ExecuteLocalActivity(r.kubeCtx("ensure namespace "+r.in.Namespace), a.EnsureNamespace, activities.EnsureNamespaceInput{
 		Name:   r.in.Namespace,
 		Labels: map[string]string{"app.kubernetes.io/managed-by": "deployflow"},
 	}).Get(r.ctx, nil)
@@ -71,7 +73,7 @@ func (r *rolloutRun) ensureNamespace() error {
 func (r *rolloutRun) defaultDeployment() error {
 	var a *activities.Activities
 	var d *appsv1.Deployment
-	if err := workflow.ExecuteActivity(r.kubeCtx("default and validate "+r.in.Service), a.DefaultDeployment,
+	if err := workflow.ExecuteLocalActivity(r.kubeCtx("default and validate "+r.in.Service), a.DefaultDeployment,
 		activities.DefaultDeploymentInput{Deployment: r.d}).Get(r.ctx, &d); err != nil {
 		return err
 	}
@@ -98,7 +100,7 @@ func (r *rolloutRun) collided() error {
 func (r *rolloutRun) read() error {
 	var a *activities.Activities
 	var st activities.RolloutState
-	if err := workflow.ExecuteActivity(r.kubeCtx("read "+r.in.Service), a.ReadRolloutState, r.ref).Get(r.ctx, &st); err != nil {
+	if err := workflow.ExecuteLocalActivity(r.kubeCtx("read "+r.in.Service), a.ReadRolloutState, r.ref).Get(r.ctx, &st); err != nil {
 		return err
 	}
 	r.state = &st
@@ -168,7 +170,7 @@ func (r *rolloutRun) apply(plan rollout.Plan) error {
 		if plan.Update != nil {
 			var rs *appsv1.ReplicaSet
 			summary := fmt.Sprintf("update %s (revision %s)", plan.Update.Name, plan.Update.Annotations[rollout.RevisionAnnotation])
-			if err := workflow.ExecuteActivity(r.kubeCtx(summary), a.UpdateReplicaSet,
+			if err := workflow.ExecuteLocalActivity(r.kubeCtx(summary), a.UpdateReplicaSet,
 				activities.UpdateReplicaSetInput{ReplicaSet: plan.Update}).Get(r.ctx, &rs); err != nil {
 				return err
 			}
@@ -178,7 +180,7 @@ func (r *rolloutRun) apply(plan rollout.Plan) error {
 			want.Labels[activities.ServiceLabel] = r.in.Service
 			var rs *appsv1.ReplicaSet
 			summary := fmt.Sprintf("create %s with %d replicas (revision %s)", want.Name, *want.Spec.Replicas, want.Annotations[rollout.RevisionAnnotation])
-			if err := workflow.ExecuteActivity(r.kubeCtx(summary), a.EnsureReplicaSet,
+			if err := workflow.ExecuteLocalActivity(r.kubeCtx(summary), a.EnsureReplicaSet,
 				activities.EnsureReplicaSetInput{ReplicaSet: want}).Get(r.ctx, &rs); err != nil {
 				return err
 			}
@@ -186,14 +188,14 @@ func (r *rolloutRun) apply(plan rollout.Plan) error {
 		}
 		for _, op := range plan.Scales {
 			summary := fmt.Sprintf("scale %s %d→%d", op.ReplicaSet, op.From, op.To)
-			if err := workflow.ExecuteActivity(r.kubeCtx(summary), a.ScaleReplicaSet, activities.ScaleInput{
+			if err := workflow.ExecuteLocalActivity(r.kubeCtx(summary), a.ScaleReplicaSet, activities.ScaleInput{
 				Namespace: r.in.Namespace, Op: op, UID: uids[op.ReplicaSet],
 			}).Get(r.ctx, nil); err != nil {
 				return err
 			}
 		}
 		for _, name := range plan.Deletes {
-			if err := workflow.ExecuteActivity(r.kubeCtx("delete old "+name), a.DeleteReplicaSet, activities.DeleteReplicaSetInput{
+			if err := workflow.ExecuteLocalActivity(r.kubeCtx("delete old "+name), a.DeleteReplicaSet, activities.DeleteReplicaSetInput{
 				Namespace: r.in.Namespace, Name: name, UID: uids[name],
 			}).Get(r.ctx, nil); err != nil {
 				return err
@@ -227,12 +229,11 @@ func (r *rolloutRun) waitForChange(requeueAfter time.Duration) error {
 	var a *activities.Activities
 	var st activities.RolloutState
 	err := workflow.ExecuteActivity(r.waitCtx(waitCtx, timeout), a.WaitForChange, activities.WaitForChangeInput{
-		ServiceRef:          r.ref,
-		ResourceVersion:     r.state.ResourceVersion,
-		PodsResourceVersion: r.state.PodsResourceVersion,
-		WatchPods:           r.d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType,
-		Timeout:             timeout,
+		ServiceRef: r.ref,
+		Digest:     r.state.Digest,
+		Timeout:    timeout,
 	}).Get(r.ctx, &st)
+	r.unsettled = false
 	if temporal.IsCanceledError(err) {
 		return nil // an operator changed the desired state: decide again
 	}
@@ -241,6 +242,19 @@ func (r *rolloutRun) waitForChange(requeueAfter time.Duration) error {
 	}
 	r.state = &st
 	return nil
+}
+
+// settleControls ends the current workflow task with a tiny durable timer
+// if an operator control was handled in it. The server refuses to complete
+// a workflow while new events (say, the interrupted wait's result) are
+// arriving, and a refused task takes the updates it accepted with it: the
+// operator would see "unexpected workflow task failure" for an abort that
+// then never happened. Settling first records the update on its own.
+func (r *rolloutRun) settleControls() {
+	if r.unsettled {
+		_ = workflow.Sleep(r.ctx, time.Millisecond)
+		r.unsettled = false
+	}
 }
 
 // wakeUp interrupts a running wait so the next sync sees a control's change.

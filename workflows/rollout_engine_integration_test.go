@@ -371,4 +371,3 @@ func TestRestartRollsANewRevision(t *testing.T) {
 	assert.NotEmpty(t, rs.Spec.Template.Annotations[workflows.RestartedAtAnnotation])
 	assert.Equal(t, int32(3), rs.Status.AvailableReplicas)
 }
-

@@ -75,6 +75,13 @@ func (s *Stack) component(name string) component {
 				"--service-cluster-ip-range=" + ServiceCIDR,
 				"--profiling=false",
 				"--v=0",
+				// One line per request, by user agent: make bench counts the
+				// requests each rollout driver makes.
+				"--audit-policy-file=" + s.auditPolicy(),
+				"--audit-log-path=" + s.AuditLog(),
+				"--audit-log-format=json",
+				"--audit-log-maxsize=100",
+				"--audit-log-maxbackup=1",
 			}},
 			ready:   s.kubeHealth("/readyz"),
 			timeout: 60 * time.Second,
@@ -152,6 +159,19 @@ func (s *Stack) component(name string) component {
 	}
 	panic("devstack: unknown component " + name)
 }
+
+// auditPolicy logs every request's metadata once, when it completes.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+- level: Metadata
+`
+
+func (s *Stack) auditPolicy() string { return filepath.Join(s.RunDir, "audit-policy.yaml") }
+
+// AuditLog is the kube-apiserver's audit log (JSON lines).
+func (s *Stack) AuditLog() string { return filepath.Join(s.RunDir, "logs", "audit.log") }
 
 // httpOK checks that url answers 200 with body containing want. The stack's
 // own serving certificates are self-signed, so verification is skipped for

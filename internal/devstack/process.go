@@ -1,6 +1,8 @@
 package devstack
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -53,10 +55,34 @@ func (s *Stack) start(p process) (int, error) {
 	// Reap it if it exits while this process lives (a long test run), so a
 	// dead component never lingers as a zombie that looks alive.
 	go func() { _ = cmd.Wait() }()
-	if err := os.WriteFile(s.pidFile(p.name), []byte(strconv.Itoa(pid)+"\n"+p.bin+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(s.pidFile(p.name), []byte(strconv.Itoa(pid)+"\n"+p.bin+"\n"+p.fingerprint()+"\n"), 0o644); err != nil {
 		return pid, err
 	}
 	return pid, nil
+}
+
+// fingerprint identifies the command line, so a component whose flags
+// changed since it was started is restarted by Up.
+func (p process) fingerprint() string {
+	h := sha256.New()
+	fmt.Fprintln(h, p.bin)
+	for _, a := range append(append([]string{}, p.args...), p.env...) {
+		fmt.Fprintln(h, a)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// recordedFingerprint is the fingerprint written when name was started.
+func (s *Stack) recordedFingerprint(name string) string {
+	b, err := os.ReadFile(s.pidFile(name))
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) < 3 {
+		return ""
+	}
+	return lines[2]
 }
 
 // running reports the PID of name if its recorded process is alive and is
@@ -66,7 +92,7 @@ func (s *Stack) running(name string) (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	lines := strings.SplitN(strings.TrimSpace(string(b)), "\n", 2)
+	lines := strings.SplitN(strings.TrimSpace(string(b)), "\n", 3)
 	pid, err := strconv.Atoi(lines[0])
 	if err != nil || pid <= 0 {
 		return 0, false
@@ -74,7 +100,7 @@ func (s *Stack) running(name string) (int, bool) {
 	if !alive(pid) {
 		return pid, false
 	}
-	if len(lines) == 2 {
+	if len(lines) >= 2 {
 		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 		if err != nil || strings.TrimSuffix(exe, " (deleted)") != lines[1] {
 			return pid, false // the PID was reused by something else

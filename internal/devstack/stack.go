@@ -206,6 +206,9 @@ func (s *Stack) Up(ctx context.Context) (started bool, err error) {
 	if err := s.writeKubeconfig(); err != nil {
 		return false, err
 	}
+	if err := os.WriteFile(s.auditPolicy(), []byte(auditPolicy), 0o644); err != nil {
+		return false, err
+	}
 	for _, name := range Components {
 		ok, err := s.upOne(ctx, name)
 		if err != nil {
@@ -242,16 +245,24 @@ func (s *Stack) Stop(name string) error {
 }
 
 func (s *Stack) upOne(ctx context.Context, name string) (bool, error) {
-	c := s.component(name)
+	return s.upComponent(ctx, s.component(name))
+}
+
+func (s *Stack) upComponent(ctx context.Context, c component) (bool, error) {
+	name := c.name
 	if pid, ok := s.running(name); ok {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := c.ready(rctx)
 		cancel()
-		if err == nil {
+		switch {
+		case err == nil && s.recordedFingerprint(name) == c.fingerprint():
 			s.Logf("%-24s reusing pid %d", name, pid)
 			return false, nil
+		case err == nil:
+			s.Logf("%-24s pid %d runs with other flags: restarting it", name, pid)
+		default:
+			s.Logf("%-24s pid %d is not ready (%v): restarting it", name, pid, err)
 		}
-		s.Logf("%-24s pid %d is not ready (%v): restarting it", name, pid, err)
 		if err := s.stop(name, 10*time.Second); err != nil {
 			return false, err
 		}
@@ -341,4 +352,31 @@ func (s *Stack) Status(ctx context.Context) []ComponentStatus {
 		out = append(out, st)
 	}
 	return out
+}
+
+// StartControllerManager starts an extra kube-controller-manager running
+// only the given controllers (make bench: the native deployment controller),
+// recorded like the stack's own processes so `dev-down` stops it too. The
+// returned function stops it by PID.
+func (s *Stack) StartControllerManager(ctx context.Context, name, controllers, port string) (stop func() error, err error) {
+	c := s.component(ControllerManager)
+	c.process.name = name
+	for i, a := range c.process.args {
+		switch {
+		case strings.HasPrefix(a, "--controllers="):
+			c.process.args[i] = "--controllers=" + controllers
+		case strings.HasPrefix(a, "--secure-port="):
+			c.process.args[i] = "--secure-port=" + port
+		}
+	}
+	c.ready = httpOK("https://127.0.0.1:"+port+"/healthz", "ok")
+	unlock, err := s.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if _, err := s.upComponent(ctx, c); err != nil {
+		return nil, err
+	}
+	return func() error { return s.stop(name, 10*time.Second) }, nil
 }

@@ -1,0 +1,309 @@
+// Command bench runs the same rollout with deployflow's engine and with the
+// native Kubernetes Deployment controller on the local stack, and prints for
+// each: wall time, Temporal history events and kube-apiserver requests made
+// by the rollout driver (counted from the apiserver's audit log by user
+// agent). make bench runs it with the stack up.
+//
+//	bench [-replicas 10] [-ready-after 1s] [-runs 3]
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/app"
+	"github.com/deployflow/deployflow/internal/devstack"
+	"github.com/deployflow/deployflow/internal/searchattr"
+	"github.com/deployflow/deployflow/k8s/kube"
+	"github.com/deployflow/deployflow/k8s/rollout"
+	"github.com/deployflow/deployflow/workflows"
+)
+
+const (
+	engineAgent = "deployflow-bench-engine"
+	nativeAgent = "/deployment-controller" // suffix kube-controller-manager gives that controller's client
+)
+
+type bench struct {
+	stack      *devstack.Stack
+	kube       kubernetes.Interface
+	temporal   client.Client
+	taskQueue  string
+	replicas   int32
+	readyAfter time.Duration
+}
+
+type result struct {
+	wall     time.Duration
+	requests int
+	events   int
+}
+
+func main() {
+	replicas := flag.Int("replicas", 10, "replicas of the benchmarked service")
+	readyAfter := flag.Duration("ready-after", time.Second, "kwok readiness delay of every pod")
+	runs := flag.Int("runs", 3, "rollouts per driver (the median is reported)")
+	flag.Parse()
+	if err := run(int32(*replicas), *readyAfter, *runs); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(replicas int32, readyAfter time.Duration, runs int) error {
+	ctx := context.Background()
+	wd, _ := os.Getwd()
+	repo, err := devstack.FindRepo(wd)
+	if err != nil {
+		return err
+	}
+	s, err := devstack.New(repo, searchattr.Registration())
+	if err != nil {
+		return err
+	}
+	if _, err := s.Up(ctx); err != nil {
+		return err
+	}
+	kc, err := kube.NewClientset(s.Kubeconfig(), engineAgent)
+	if err != nil {
+		return err
+	}
+	tc, err := client.Dial(client.Options{HostPort: devstack.TemporalAddress,
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	b := &bench{stack: s, kube: kc, temporal: tc, taskQueue: fmt.Sprintf("bench-%d", time.Now().UnixNano()),
+		replicas: replicas, readyAfter: readyAfter}
+
+	w := worker.New(tc, b.taskQueue, worker.Options{})
+	app.Register(w, &activities.Activities{Kube: kc})
+	if err := w.Start(); err != nil {
+		return err
+	}
+	defer w.Stop()
+
+	stopKCM, err := s.StartControllerManager(ctx, "bench-deployment-controller", "deployment-controller", "10260")
+	if err != nil {
+		return fmt.Errorf("native deployment controller: %w", err)
+	}
+	defer stopKCM()
+
+	fmt.Printf("rollout of %d replicas, maxSurge 25%%, maxUnavailable 25%%, pods ready after %s; %d runs each\n\n",
+		replicas, readyAfter, runs)
+	var native, engine []result
+	for i := 0; i < runs; i++ {
+		n, err := b.native(ctx, i)
+		if err != nil {
+			return fmt.Errorf("native run %d: %w", i, err)
+		}
+		e, err := b.engine(ctx, i, readyAfter)
+		if err != nil {
+			return fmt.Errorf("engine run %d: %w", i, err)
+		}
+		fmt.Printf("run %d: native %6s  %3d requests | deployflow %6s  %3d requests  %3d events\n",
+			i+1, n.wall.Round(time.Millisecond), n.requests, e.wall.Round(time.Millisecond), e.requests, e.events)
+		native, engine = append(native, n), append(engine, e)
+	}
+	// Waiting must not grow the history: the same single-replica rollout
+	// (whose steps cannot vary) with pods ready after 1s and after 5s.
+	b.replicas = 1
+	quick, err := b.engine(ctx, runs, time.Second)
+	if err != nil {
+		return fmt.Errorf("engine 1-replica run: %w", err)
+	}
+	slow, err := b.engine(ctx, runs+1, 5*time.Second)
+	if err != nil {
+		return fmt.Errorf("engine 1-replica slow run: %w", err)
+	}
+
+	mn, me := median(native), median(engine)
+	fmt.Printf("\n%-28s %12s %12s\n", "median of runs", "native", "deployflow")
+	fmt.Printf("%-28s %12s %12s\n", "wall time", mn.wall.Round(time.Millisecond), me.wall.Round(time.Millisecond))
+	fmt.Printf("%-28s %12d %12d\n", "apiserver requests/rollout", mn.requests, me.requests)
+	fmt.Printf("%-28s %12s %12d\n", "history events/rollout", "-", me.events)
+	fmt.Printf("\nwall-time ratio deployflow/native: %.3f (target <= 1.05)\n", float64(me.wall)/float64(mn.wall))
+	fmt.Printf("history events of a 1-replica rollout, pods ready after 1s: %d, after 5s: %d (target: constant in wait time)\n",
+		quick.events, slow.events)
+	return nil
+}
+
+func median(rs []result) result {
+	pick := func(less func(a, b result) bool) result {
+		c := append([]result(nil), rs...)
+		sort.Slice(c, func(i, j int) bool { return less(c[i], c[j]) })
+		return c[len(c)/2]
+	}
+	out := pick(func(a, b result) bool { return a.wall < b.wall })
+	out.requests = pick(func(a, b result) bool { return a.requests < b.requests }).requests
+	out.events = pick(func(a, b result) bool { return a.events < b.events }).events
+	return out
+}
+
+func (b *bench) deployment(ns, image string, readyAfter time.Duration) *appsv1.Deployment {
+	r := b.replicas
+	labels := map[string]string{"app": "web"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &r,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels,
+					Annotations: map[string]string{"deployflow.dev/ready-after": readyAfter.String()}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: image}}},
+			},
+		},
+	}
+}
+
+func (b *bench) namespace(ctx context.Context, name string) error {
+	_ = b.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+	for i := 0; i < 300; i++ {
+		if _, err := b.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	a := &activities.Activities{Kube: b.kube}
+	return a.EnsureNamespace(ctx, activities.EnsureNamespaceInput{Name: name})
+}
+
+// native rolls nginx:1.26 → 1.27 with a real Deployment object.
+func (b *bench) native(ctx context.Context, i int) (result, error) {
+	ns := fmt.Sprintf("bench-native-%d", i)
+	if err := b.namespace(ctx, ns); err != nil {
+		return result{}, err
+	}
+	deps := b.kube.AppsV1().Deployments(ns)
+	if _, err := deps.Create(ctx, b.deployment(ns, "nginx:1.26", 0), metav1.CreateOptions{}); err != nil {
+		return result{}, err
+	}
+	if err := b.waitDeployment(ctx, ns); err != nil {
+		return result{}, err
+	}
+	start := time.Now()
+	d, err := deps.Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		return result{}, err
+	}
+	d.Spec.Template = b.deployment(ns, "nginx:1.27", b.readyAfter).Spec.Template
+	if _, err := deps.Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+		return result{}, err
+	}
+	if err := b.waitDeployment(ctx, ns); err != nil {
+		return result{}, err
+	}
+	wall := time.Since(start)
+	reqs, err := b.countRequests(ns, nativeAgent, start, time.Now())
+	return result{wall: wall, requests: reqs}, err
+}
+
+func (b *bench) waitDeployment(ctx context.Context, ns string) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		d, err := b.kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if d.Status.ObservedGeneration >= d.Generation && rollout.DeploymentComplete(d, &d.Status) {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return fmt.Errorf("deployment %s/web not complete after 5 minutes", ns)
+}
+
+// engine rolls nginx:1.26 → 1.27 with RolloutWorkflow.
+func (b *bench) engine(ctx context.Context, i int, readyAfter time.Duration) (result, error) {
+	ns := fmt.Sprintf("bench-engine-%d", i)
+	if err := b.namespace(ctx, ns); err != nil {
+		return result{}, err
+	}
+	rollOut := func(image string, readyAfter time.Duration) (client.WorkflowRun, error) {
+		run, err := b.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: fmt.Sprintf("bench-%s-%s-%d", ns, image, time.Now().UnixNano()), TaskQueue: b.taskQueue,
+		}, workflows.RolloutWorkflow, workflows.RolloutInput{Namespace: ns, Service: "web",
+			Deployment: *b.deployment(ns, image, readyAfter)})
+		if err != nil {
+			return nil, err
+		}
+		return run, run.Get(ctx, nil)
+	}
+	if _, err := rollOut("nginx:1.26", 0); err != nil {
+		return result{}, err
+	}
+	start := time.Now()
+	run, err := rollOut("nginx:1.27", readyAfter)
+	if err != nil {
+		return result{}, err
+	}
+	wall := time.Since(start)
+	reqs, err := b.countRequests(ns, engineAgent, start, time.Now())
+	if err != nil {
+		return result{}, err
+	}
+	events := 0
+	it := b.temporal.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		if _, err := it.Next(); err != nil {
+			return result{}, err
+		}
+		events++
+	}
+	return result{wall: wall, requests: reqs, events: events}, nil
+}
+
+// countRequests counts audit-log requests in namespace ns whose user agent
+// contains agent, received within [from, to].
+func (b *bench) countRequests(ns, agent string, from, to time.Time) (int, error) {
+	time.Sleep(500 * time.Millisecond) // let the apiserver flush its audit log
+	f, err := os.Open(b.stack.AuditLog())
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var entry struct {
+		UserAgent string    `json:"userAgent"`
+		Received  time.Time `json:"requestReceivedTimestamp"`
+		ObjectRef struct {
+			Namespace string `json:"namespace"`
+		} `json:"objectRef"`
+	}
+	n := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !strings.Contains(string(line), ns) {
+			continue
+		}
+		if err := json.Unmarshal(line, &entry); err != nil {
+			continue
+		}
+		if entry.ObjectRef.Namespace == ns && strings.Contains(entry.UserAgent, agent) &&
+			!entry.Received.Before(from) && !entry.Received.After(to) {
+			n++
+		}
+	}
+	return n, sc.Err()
+}
