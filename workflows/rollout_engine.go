@@ -41,7 +41,7 @@ type rolloutRun struct {
 	outcome        string // set once abort or autoRollback took over
 	collisions     int    // hash collisions in a row
 	statusSyncs    int    // syncs in a row that only changed the status
-	unsettled      bool   // an operator control was handled since the last yield
+	unsettled      bool   // an operator control was handled and not yet settled
 	wake           workflow.CancelFunc
 }
 
@@ -233,7 +233,6 @@ func (r *rolloutRun) waitForChange(requeueAfter time.Duration) error {
 		Digest:     r.state.Digest,
 		Timeout:    timeout,
 	}).Get(r.ctx, &st)
-	r.unsettled = false
 	if temporal.IsCanceledError(err) {
 		return nil // an operator changed the desired state: decide again
 	}
