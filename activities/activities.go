@@ -11,10 +11,18 @@ package activities
 
 import (
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/deployflow/deployflow/internal/lease"
+	"github.com/deployflow/deployflow/internal/metrics"
+	"github.com/deployflow/deployflow/internal/reserve"
 )
 
 // Activities are registered on the worker as one struct; the Temporal
 // activity names are the method names (EnsureNamespace, ...).
 type Activities struct {
-	Kube kubernetes.Interface
+	Kube      kubernetes.Interface
+	Leases    lease.Store
+	Hostnames *reserve.Hostnames
+	IPs       *reserve.IPs
+	Metrics   *metrics.Metrics // optional
 }

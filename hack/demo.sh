@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # demo.sh: the main job on the local stack (make demo runs `make dev-up`
 # first). Starts a deployflow worker in the background (PID recorded beside
-# the stack's, so `make dev-down` stops it too), rolls a service out through
-# a Temporal workflow, and shows the result in Kubernetes and in the UI.
+# the stack's, so `make dev-down` stops it too), then deploys a two-service
+# lease with a hostname and an IP endpoint, rolls an image update out, and
+# prints the result.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(bin/devstack env)"
@@ -27,12 +28,13 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 
-echo "demo: rolling out service 'web' (3 x nginx:1.27) into namespace 'demo'"
-bin/deployflow rollout --namespace demo --service web --image nginx:1.27 --replicas 3
-
+step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+step bin/deployflow lease create demo-shop --owner acme
+step bin/deployflow deploy -f examples/shop.yaml --wait
+step bin/deployflow deploy -f examples/shop-v2.yaml --wait
+step kubectl get rs,svc,ingress -n lease-demo-shop
+step kubectl get hostnamereservations,ipreservations
+step bin/deployflow status demo-shop
 echo
-echo "demo: kubectl get rs,pods -n demo"
-kubectl get rs,pods -n demo -o wide
-echo
-echo "demo: the workflow in the Temporal UI: http://127.0.0.1:8233/namespaces/default/workflows"
-echo "demo: stop everything with 'make dev-down'"
+echo "demo: the lease's workflow in the Temporal UI: http://127.0.0.1:8233/namespaces/default/workflows/deploy-demo-shop"
+echo "demo: tear it down with 'bin/deployflow teardown demo-shop'; stop everything with 'make dev-down'"

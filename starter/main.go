@@ -27,7 +27,11 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"rollout": {"roll a service's pod template out and wait until it is available", runRollout},
+	"rollout":  {"roll one service's pod template out and wait until it is available", runRollout},
+	"deploy":   {"deploy a manifest to its lease (-f manifest.yaml [--wait])", runDeploy},
+	"status":   {"show a lease's phase, last deploy, hostnames and IPs", runStatus},
+	"teardown": {"delete a lease's workload and release its hostnames and IPs", runTeardown},
+	"lease":    {"manage leases: create <id> --owner <owner> | close <id> | list", runLease},
 }
 
 func main() {

@@ -6,14 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
@@ -67,9 +64,9 @@ func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 		return usageError{fmt.Errorf("--service is required (or metadata.name in -f)")}
 	}
 
-	c, err := client.DialContext(ctx, client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace, Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	c, err := (&globals{cfg: cfg}).temporal(ctx)
 	if err != nil {
-		return fmt.Errorf("cannot reach Temporal at %s (%v): start it with 'make dev-up' or set --temporal-address", cfg.TemporalAddress, err)
+		return err
 	}
 	defer c.Close()
 
@@ -104,14 +101,4 @@ func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "replicaset %q successfully rolled out: %d/%d available (%s)\n",
 		res.NewReplicaSet, res.AvailableReplicas, res.Replicas, time.Since(t0).Round(100*time.Millisecond))
 	return nil
-}
-
-// workflowURL links a workflow in the Temporal Web UI. The UI's address is
-// DEPLOYFLOW_UI_URL, by default the dev server's.
-func workflowURL(cfg config.Config, id, runID string) string {
-	base := strings.TrimSuffix(os.Getenv("DEPLOYFLOW_UI_URL"), "/")
-	if base == "" {
-		base = "http://127.0.0.1:8233"
-	}
-	return fmt.Sprintf("%s/namespaces/%s/workflows/%s/%s/history", base, cfg.TemporalNamespace, id, runID)
 }

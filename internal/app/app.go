@@ -6,15 +6,23 @@ package app
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"os"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
+	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/config"
+	"github.com/deployflow/deployflow/internal/lease"
+	"github.com/deployflow/deployflow/internal/metrics"
+	"github.com/deployflow/deployflow/internal/reserve"
 	"github.com/deployflow/deployflow/k8s/kube"
 )
 
@@ -27,7 +35,11 @@ func Module(cfg config.Config) fx.Option {
 			NewRegistry,
 			NewMetricsHandler,
 			NewTemporalClient,
+			NewKubeConfig,
 			NewKubeClient,
+			NewDynamicClient,
+			NewDeployflowMetrics,
+			NewActivities,
 			NewWorker,
 			NewHealth,
 		),
@@ -36,7 +48,7 @@ func Module(cfg config.Config) fx.Option {
 			l.UseLogLevel(slog.LevelDebug)
 			return l
 		}),
-		fx.Invoke(StartWorker, ServeHTTP),
+		fx.Invoke(InstallCRDs, StartWorker, ServeHTTP),
 	)
 }
 
@@ -70,7 +82,43 @@ func NewTemporalClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, mh 
 	return c, nil
 }
 
+// NewKubeConfig is the worker's Kubernetes client configuration; every
+// request it makes is counted in deployflow_kube_requests_total.
+func NewKubeConfig(cfg config.Config, m *metrics.Metrics) (*rest.Config, error) {
+	rc, err := kube.RESTConfig(cfg.Kubeconfig, "deployflow-worker")
+	if err != nil {
+		return nil, err
+	}
+	rc.Wrap(m.WrapTransport)
+	return rc, nil
+}
+
 // NewKubeClient builds the Kubernetes client the activities use.
-func NewKubeClient(cfg config.Config) (kubernetes.Interface, error) {
-	return kube.NewClientset(cfg.Kubeconfig, "deployflow-worker")
+func NewKubeClient(rc *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(rc) }
+
+// NewDynamicClient serves deployflow's own resources (leases, reservations).
+func NewDynamicClient(rc *rest.Config) (dynamic.Interface, error) { return dynamic.NewForConfig(rc) }
+
+// NewDeployflowMetrics registers deployflow's metrics in the one registry.
+func NewDeployflowMetrics(reg *prometheus.Registry) *metrics.Metrics { return metrics.New(reg) }
+
+// NewActivities is the activities' dependencies: clients, the lease store,
+// hostname and IP reservations, metrics.
+func NewActivities(cfg config.Config, kc kubernetes.Interface, dyn dynamic.Interface, m *metrics.Metrics) (*activities.Activities, error) {
+	pool, err := cfg.Pool()
+	if err != nil {
+		return nil, err
+	}
+	return Activities(kc, dyn, pool, cfg.Blocked(), m), nil
+}
+
+// Activities wires the activities; tests use it with their own clients.
+func Activities(kc kubernetes.Interface, dyn dynamic.Interface, pool netip.Prefix, blocked []string, m *metrics.Metrics) *activities.Activities {
+	return &activities.Activities{
+		Kube:      kc,
+		Leases:    lease.NewKubeStore(dyn),
+		Hostnames: reserve.NewHostnames(dyn, blocked),
+		IPs:       reserve.NewIPs(dyn, pool),
+		Metrics:   m,
+	}
 }

@@ -2,17 +2,21 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/fx"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/config"
+	"github.com/deployflow/deployflow/internal/metrics"
+	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/workflows"
 )
 
@@ -20,18 +24,34 @@ import (
 // worker binary and the integration tests' in-process workers share it.
 func Register(w worker.Registry, acts *activities.Activities) {
 	w.RegisterWorkflow(workflows.RolloutWorkflow)
+	w.RegisterWorkflow(workflows.DeployWorkflow)
 	w.RegisterActivity(acts)
 }
 
 // NewWorker builds the Temporal worker polling cfg.TaskQueue.
-func NewWorker(cfg config.Config, c client.Client, kube kubernetes.Interface) worker.Worker {
+func NewWorker(cfg config.Config, c client.Client, acts *activities.Activities, m *metrics.Metrics) worker.Worker {
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		// Activities get this long to finish on SIGTERM; the heartbeating
 		// waits return promptly and are retried by the next worker.
 		WorkerStopTimeout: 5 * time.Second,
+		Interceptors:      []interceptor.WorkerInterceptor{m.Interceptor()},
 	})
-	Register(w, &activities.Activities{Kube: kube})
+	Register(w, acts)
 	return w
+}
+
+// InstallCRDs makes sure deployflow's resources (leases, reservations)
+// exist in the cluster before the worker takes work.
+func InstallCRDs(lc fx.Lifecycle, dyn dynamic.Interface, log *slog.Logger) {
+	lc.Append(fx.StartHook(func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := crds.Install(ctx, dyn); err != nil {
+			return fmt.Errorf("install deployflow CRDs (leases, hostname and IP reservations): %w", err)
+		}
+		log.Info("deployflow CRDs installed")
+		return nil
+	}))
 }
 
 // StartWorker starts polling on fx start and stops (draining in-flight

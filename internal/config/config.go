@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"strings"
 )
@@ -28,7 +29,12 @@ type Config struct {
 	MetricsAddress    string // DEPLOYFLOW_METRICS_ADDRESS (worker only)
 	LogLevel          string // DEPLOYFLOW_LOG_LEVEL: debug, info, warn, error
 	LogFormat         string // DEPLOYFLOW_LOG_FORMAT: text or json
+	IPPool            string // DEPLOYFLOW_IP_POOL: CIDR declared IPs are allocated from
+	BlockedHostnames  string // DEPLOYFLOW_BLOCKED_HOSTNAMES: comma-separated names and .suffixes
 }
+
+// DefaultIPPool is the range declared IPs come from unless configured.
+const DefaultIPPool = "10.200.0.0/24"
 
 // RegisterFlags binds c to fs, with defaults taken from the environment.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
@@ -39,6 +45,28 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.MetricsAddress, "metrics-address", env("DEPLOYFLOW_METRICS_ADDRESS", DefaultMetricsAddress), "address serving /metrics, /healthz and /readyz (env DEPLOYFLOW_METRICS_ADDRESS)")
 	fs.StringVar(&c.LogLevel, "log-level", env("DEPLOYFLOW_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env DEPLOYFLOW_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("DEPLOYFLOW_LOG_FORMAT", "text"), "log format: text or json (env DEPLOYFLOW_LOG_FORMAT)")
+	fs.StringVar(&c.IPPool, "ip-pool", env("DEPLOYFLOW_IP_POOL", DefaultIPPool), "CIDR the declared IPs of leases are allocated from (env DEPLOYFLOW_IP_POOL)")
+	fs.StringVar(&c.BlockedHostnames, "blocked-hostnames", os.Getenv("DEPLOYFLOW_BLOCKED_HOSTNAMES"), "comma-separated hostnames (exact, or .suffix) no lease may reserve (env DEPLOYFLOW_BLOCKED_HOSTNAMES)")
+}
+
+// Pool parses IPPool.
+func (c Config) Pool() (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(c.IPPool)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("--ip-pool %q: want a CIDR such as %s", c.IPPool, DefaultIPPool)
+	}
+	return p.Masked(), nil
+}
+
+// Blocked is BlockedHostnames as a list.
+func (c Config) Blocked() []string {
+	var out []string
+	for _, h := range strings.Split(c.BlockedHostnames, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // FromEnv is the configuration the environment alone gives.
@@ -61,6 +89,9 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("--task-queue is empty: set it or DEPLOYFLOW_TASK_QUEUE (e.g. deployflow)"))
 	}
 	if _, err := c.SlogLevel(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.Pool(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"regexp"
 	"strings"
@@ -20,19 +21,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/app"
 	"github.com/deployflow/deployflow/internal/devstack"
+	"github.com/deployflow/deployflow/internal/metrics"
 	"github.com/deployflow/deployflow/internal/searchattr"
+	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/k8s/kube"
 )
 
@@ -41,8 +46,17 @@ type Env struct {
 	Stack      *devstack.Stack
 	RESTConfig *rest.Config
 	Kube       kubernetes.Interface
+	Dynamic    dynamic.Interface
 	Temporal   client.Client
 }
+
+// Settings of the tests' in-process workers.
+var (
+	// IPPool is the range test leases get declared IPs from.
+	IPPool = netip.MustParsePrefix("10.200.0.0/16")
+	// BlockedHostnames are refused to every lease.
+	BlockedHostnames = []string{"forbidden.example.com", ".blocked.example.com"}
+)
 
 var (
 	once      sync.Once
@@ -93,6 +107,13 @@ func setUp() (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := crds.Install(ctx, dyn); err != nil {
+		return nil, fmt.Errorf("install CRDs: %w", err)
+	}
 	tc, err := client.DialContext(ctx, client.Options{
 		HostPort: devstack.TemporalAddress,
 		Logger:   sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
@@ -100,7 +121,7 @@ func setUp() (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Env{Stack: s, RESTConfig: cfg, Kube: kc, Temporal: tc}, nil
+	return &Env{Stack: s, RESTConfig: cfg, Kube: kc, Dynamic: dyn, Temporal: tc}, nil
 }
 
 var unsafeChars = regexp.MustCompile(`[^a-z0-9-]+`)
@@ -114,6 +135,14 @@ func Name(t testing.TB, prefix string) string {
 		base = base[:max]
 	}
 	return strings.Trim(prefix+"-"+strings.Trim(base, "-"), "-") + "-" + hex.EncodeToString(b)
+}
+
+// ShortName is prefix and 8 random hex digits: unique names for things with
+// tight length limits (lease IDs).
+func ShortName(prefix string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
 }
 
 // Namespace creates a fresh namespace, waits until pods can be created in it
@@ -144,13 +173,19 @@ func (e *Env) Namespace(t testing.TB) string {
 	}
 }
 
+// Activities are the activities as the worker wires them, on the test
+// clients, with metrics in a registry of their own.
+func (e *Env) Activities() *activities.Activities {
+	return app.Activities(e.Kube, e.Dynamic, IPPool, BlockedHostnames, metrics.New(prometheus.NewRegistry()))
+}
+
 // Worker starts an in-process deployflow worker on a task queue of its own,
 // stopped when the test ends, and returns the task queue.
 func (e *Env) Worker(t testing.TB) string {
 	t.Helper()
 	tq := Name(t, "tq")
 	w := worker.New(e.Temporal, tq, worker.Options{WorkerStopTimeout: 2 * time.Second})
-	app.Register(w, &activities.Activities{Kube: e.Kube})
+	app.Register(w, e.Activities())
 	if err := w.Start(); err != nil {
 		t.Fatalf("start worker: %v", err)
 	}

@@ -1,0 +1,135 @@
+package manifest
+
+import (
+	"maps"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// WithDefaults returns a deep copy of m with every default filled in:
+// replicas 1; each port's targetPort = port and protocol TCP; a rollout with
+// strategy RollingUpdate, maxSurge and maxUnavailable 25% (rolling updates
+// only), progressDeadlineSeconds 600, revisionHistoryLimit 10 and
+// autoRollback true. Empty lists and maps become nil and empty resources are
+// dropped, so a defaulted manifest survives a JSON round trip unchanged.
+//
+// WithDefaults is idempotent and never modifies m. It does not validate: an
+// invalid manifest stays invalid.
+func (m *Manifest) WithDefaults() *Manifest {
+	if m == nil {
+		return nil
+	}
+	out := &Manifest{Lease: m.Lease, RequireApproval: m.RequireApproval}
+	if m.Services != nil {
+		out.Services = make([]Service, len(m.Services))
+		for i := range m.Services {
+			out.Services[i] = m.Services[i].withDefaults()
+		}
+	}
+	return out
+}
+
+// withDefaults is WithDefaults for one service.
+func (s *Service) withDefaults() Service {
+	out := Service{
+		Name:           s.Name,
+		Image:          s.Image,
+		Replicas:       ptrOr(s.Replicas, DefaultReplicas),
+		Command:        cloneSlice(s.Command),
+		Args:           cloneSlice(s.Args),
+		Env:            cloneMap(s.Env),
+		PodLabels:      cloneMap(s.PodLabels),
+		PodAnnotations: cloneMap(s.PodAnnotations),
+	}
+	if r := s.Resources; r != nil && (r.CPU != "" || r.Memory != "") {
+		out.Resources = &Resources{CPU: r.CPU, Memory: r.Memory}
+	}
+	if len(s.Ports) > 0 {
+		out.Ports = make([]Port, len(s.Ports))
+		for i, p := range s.Ports {
+			out.Ports[i] = p.withDefaults()
+		}
+	}
+	out.Rollout = s.Rollout.withDefaults()
+	return out
+}
+
+func (p Port) withDefaults() Port {
+	if p.TargetPort == 0 {
+		p.TargetPort = p.Port
+	}
+	if p.Protocol == "" {
+		p.Protocol = DefaultProtocol
+	}
+	if e := p.Expose; e != nil {
+		p.Expose = &Expose{IP: e.IP}
+		if e.HTTP != nil {
+			p.Expose.HTTP = &HTTPExpose{Hostnames: cloneSlice(e.HTTP.Hostnames)}
+		}
+	}
+	return p
+}
+
+// withDefaults returns a filled copy of r; r may be nil.
+func (r *Rollout) withDefaults() *Rollout {
+	out := &Rollout{}
+	if r != nil {
+		*out = *r
+		out.MaxSurge = clonePtr(r.MaxSurge)
+		out.MaxUnavailable = clonePtr(r.MaxUnavailable)
+		out.ProgressDeadlineSeconds = clonePtr(r.ProgressDeadlineSeconds)
+		out.RevisionHistoryLimit = clonePtr(r.RevisionHistoryLimit)
+		out.AutoRollback = clonePtr(r.AutoRollback)
+	}
+	if out.Strategy == "" {
+		out.Strategy = DefaultStrategy
+	}
+	if out.Strategy == StrategyRollingUpdate {
+		if out.MaxSurge == nil {
+			v := intstr.FromString(DefaultMaxSurge)
+			out.MaxSurge = &v
+		}
+		if out.MaxUnavailable == nil {
+			v := intstr.FromString(DefaultMaxUnavailable)
+			out.MaxUnavailable = &v
+		}
+	}
+	out.ProgressDeadlineSeconds = ptrOr(out.ProgressDeadlineSeconds, DefaultProgressDeadlineSeconds)
+	out.RevisionHistoryLimit = ptrOr(out.RevisionHistoryLimit, DefaultRevisionHistoryLimit)
+	out.AutoRollback = ptrOr(out.AutoRollback, DefaultAutoRollback)
+	return out
+}
+
+// ptrOr returns a copy of p, or a pointer to def when p is nil.
+func ptrOr[T any](p *T, def T) *T {
+	if p != nil {
+		v := *p
+		return &v
+	}
+	return &def
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+// cloneSlice copies s; nil when s is empty.
+func cloneSlice[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return slices.Clone(s)
+}
+
+// cloneMap copies m; nil when m is empty.
+func cloneMap(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return maps.Clone(m)
+}

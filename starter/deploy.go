@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/workflows"
+)
+
+// runDeploy is `deployflow deploy -f manifest.yaml [--wait]`: one command
+// that starts the lease's workflow or, if it runs, hands it the manifest
+// (Update-with-Start).
+func runDeploy(ctx context.Context, args []string, stdout io.Writer) error {
+	var g globals
+	fs := newFlags("deploy", &g)
+	file := fs.String("f", "", "the manifest (YAML or JSON); - for standard input")
+	wait := fs.Bool("wait", false, "wait until the deploy has finished; exit 1 if it failed")
+	timeout := fs.Duration("timeout", 15*time.Minute, "with --wait: how long to wait")
+	if _, err := g.parse(fs, args); err != nil {
+		return err
+	}
+	if *file == "" {
+		return usageError{errors.New("-f: give the manifest to deploy (YAML or JSON; - for standard input)")}
+	}
+	data, err := readFile(*file)
+	if err != nil {
+		return usageError{fmt.Errorf("-f: %w", err)}
+	}
+	m, err := manifest.Parse(data)
+	if err != nil {
+		return usageError{fmt.Errorf("%s is not a valid manifest; nothing was deployed:\n%w", *file, err)}
+	}
+
+	c, err := g.temporal(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	id := workflows.DeployWorkflowID(m.Lease)
+	start := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID: id, TaskQueue: g.cfg.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		StaticSummary:            "deploy lease " + m.Lease,
+	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: *m, Trigger: "cli"})
+	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			WorkflowID: id, UpdateName: workflows.UpdateDeploy, Args: []any{*m},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("deploy lease %s: %w", m.Lease, err)
+	}
+	var accepted workflows.DeployStatus
+	if err := h.Get(ctx, &accepted); err != nil {
+		return fmt.Errorf("lease %s refused the manifest: %w", m.Lease, err)
+	}
+	run, err := start.Get(ctx)
+	if err != nil {
+		return err
+	}
+	link := workflowURL(g.cfg, id, "")
+	if g.output == "text" {
+		fmt.Fprintf(stdout, "deploy of lease %s accepted (workflow %s)\n  %s\n", m.Lease, run.GetID(), link)
+	}
+	if !*wait {
+		if g.output == "json" {
+			return json.NewEncoder(stdout).Encode(accepted)
+		}
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	st, err := waitDeploy(wctx, c, m.Lease, accepted.Revision)
+	if err != nil {
+		return err
+	}
+	if g.output == "json" {
+		if err := json.NewEncoder(stdout).Encode(st); err != nil {
+			return err
+		}
+	} else {
+		printStatus(stdout, st)
+	}
+	if st.Phase != workflows.PhaseActive {
+		return fmt.Errorf("deploy of lease %s ended %s: %s", m.Lease, st.Phase, st.LastError)
+	}
+	return nil
+}
+
+func readFile(name string) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(os.Stdin)
+	}
+	return os.ReadFile(name)
+}
+
+// waitDeploy polls the lease's status until a deploy after revision has
+// finished (the workflow continues as new after each deploy, so it follows
+// the newest run).
+func waitDeploy(ctx context.Context, c client.Client, lease string, revision int64) (workflows.DeployStatus, error) {
+	var st workflows.DeployStatus
+	for {
+		v, err := c.QueryWorkflow(ctx, workflows.DeployWorkflowID(lease), "", workflows.QueryDeploy)
+		if err == nil && v.Get(&st) == nil {
+			if n := len(st.History); n > 0 && st.History[n-1].Revision > revision && !st.Pending && st.Phase != workflows.PhaseDeploying {
+				return st, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return st, fmt.Errorf("lease %s: still %s after waiting: %w (follow it with 'deployflow status %s')", lease, st.Phase, ctx.Err(), lease)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// runStatus is `deployflow status <lease>`.
+func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
+	var g globals
+	fs := newFlags("status", &g)
+	pos, err := g.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError{errors.New("usage: deployflow status <lease>")}
+	}
+	c, err := g.temporal(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	v, err := c.QueryWorkflow(ctx, workflows.DeployWorkflowID(pos[0]), "", workflows.QueryDeploy)
+	if err != nil {
+		return fmt.Errorf("lease %s: %w (is it deployed? 'deployflow deploy -f manifest.yaml')", pos[0], err)
+	}
+	var st workflows.DeployStatus
+	if err := v.Get(&st); err != nil {
+		return err
+	}
+	if g.output == "json" {
+		return json.NewEncoder(stdout).Encode(st)
+	}
+	printStatus(stdout, st)
+	fmt.Fprintf(stdout, "  %s\n", workflowURL(g.cfg, workflows.DeployWorkflowID(pos[0]), ""))
+	return nil
+}
+
+// runTeardown is `deployflow teardown <lease>`.
+func runTeardown(ctx context.Context, args []string, stdout io.Writer) error {
+	var g globals
+	fs := newFlags("teardown", &g)
+	pos, err := g.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError{errors.New("usage: deployflow teardown <lease>")}
+	}
+	c, err := g.temporal(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflows.DeployWorkflowID(pos[0]), UpdateName: workflows.UpdateTeardown,
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("teardown of lease %s: %w", pos[0], err)
+	}
+	fmt.Fprintf(stdout, "lease %s is being torn down: workloads, then IPs and hostnames\n", pos[0])
+	return nil
+}
+
+func printStatus(w io.Writer, st workflows.DeployStatus) {
+	fmt.Fprintf(w, "lease %s (owner %s): %s, deploy #%d\n", st.Lease, st.Owner, st.Phase, st.Revision)
+	if st.LastError != "" {
+		fmt.Fprintf(w, "  last error: %s\n", st.LastError)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if len(st.Classes) > 0 {
+		svcs := make([]string, 0, len(st.Classes))
+		for s := range st.Classes {
+			svcs = append(svcs, s)
+		}
+		sort.Strings(svcs)
+		fmt.Fprintln(tw, "  SERVICE\tCHANGE")
+		for _, s := range svcs {
+			fmt.Fprintf(tw, "  %s\t%s\n", s, st.Classes[s])
+		}
+	}
+	_ = tw.Flush()
+	if len(st.Hostnames) > 0 {
+		fmt.Fprintf(w, "  hostnames: %s\n", strings.Join(st.Hostnames, ", "))
+	}
+	for _, h := range st.Withheld {
+		fmt.Fprintf(w, "  withheld: %s (held by your lease %s)\n", h.Hostname, h.Lease)
+	}
+	if len(st.IPs) > 0 {
+		eps := make([]string, 0, len(st.IPs))
+		for e, ip := range st.IPs {
+			eps = append(eps, e+"="+ip)
+		}
+		sort.Strings(eps)
+		fmt.Fprintf(w, "  IPs: %s\n", strings.Join(eps, ", "))
+	}
+	if n := len(st.History); n > 0 {
+		r := st.History[n-1]
+		fmt.Fprintf(w, "  last deploy #%d (%s): %s in %s\n", r.Revision, r.Trigger, r.Outcome, r.Finished.Sub(r.Started).Round(100*time.Millisecond))
+	}
+}

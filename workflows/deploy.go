@@ -1,0 +1,238 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/manifest"
+)
+
+// Error types of DeployWorkflow's failures.
+const (
+	ErrLeaseNotActive   = "LeaseNotActive"
+	ErrHostnameConflict = "HostnameConflict"
+	ErrHostnameBlocked  = "HostnameBlocked"
+	ErrIPPoolExhausted  = "IPPoolExhausted"
+	ErrInvalidManifest  = "InvalidManifest"
+)
+
+// Phases of a lease, as DeployStatus.Phase and the DeployflowPhase search
+// attribute show them.
+const (
+	PhaseDeploying   = "Deploying"
+	PhaseActive      = "Active"   // the last deploy is healthy
+	PhaseDegraded    = "Degraded" // fewer replicas available than desired for too long
+	PhaseUnknown     = "Unknown"  // the cluster could not be observed
+	PhaseFailed      = "Failed"   // the last deploy failed (and was rolled back if it could be)
+	PhaseTearingDown = "TearingDown"
+	PhaseTornDown    = "TornDown"
+)
+
+// Names of DeployWorkflow's updates, signal and query.
+const (
+	UpdateDeploy   = "deploy"   // argument: a manifest; starts or supersedes a deploy
+	UpdateTeardown = "teardown" // tear the lease's workload down and release its reservations
+	SignalTeardown = "teardown"
+	QueryDeploy    = "status"
+)
+
+// DeployWorkflowID is the one workflow of a lease.
+func DeployWorkflowID(lease string) string { return "deploy-" + lease }
+
+// DeployInput is DeployWorkflow's input: plain JSON, so it can be started
+// from the Temporal UI or `temporal workflow start`.
+type DeployInput struct {
+	Manifest manifest.Manifest `json:"manifest"`
+	// Trigger says who started it: cli, ui, schedule (default: api).
+	Trigger string `json:"trigger,omitempty"`
+	// Health monitor settings; zero means the defaults (30s, 60s).
+	HealthIntervalSeconds int `json:"healthIntervalSeconds,omitempty"`
+	DegradedAfterSeconds  int `json:"degradedAfterSeconds,omitempty"`
+	// Carry is the state handed to a continued run; leave it empty.
+	Carry *DeployCarry `json:"carry,omitempty"`
+}
+
+// DeployCarry is what a lease's workflow carries across continue-as-new.
+type DeployCarry struct {
+	Owner    string             `json:"owner,omitempty"`
+	Phase    string             `json:"phase"`
+	LastGood *manifest.Manifest `json:"lastGood,omitempty"`
+	Pending  *manifest.Manifest `json:"pending,omitempty"`
+	Revision int64              `json:"revision"`
+	History  []DeployRecord     `json:"history,omitempty"`
+	Teardown bool               `json:"teardown,omitempty"`
+	// What the status query shows of the last deploy.
+	LastError string                `json:"lastError,omitempty"`
+	Classes   map[string]string     `json:"classes,omitempty"`
+	Hostnames []string              `json:"hostnames,omitempty"`
+	Withheld  []activities.Withheld `json:"withheld,omitempty"`
+	IPs       map[string]string     `json:"ips,omitempty"`
+}
+
+// DeployWorkflow is one lease's durable deployment, the deploymentManager of
+// the Akash provider rebuilt on Temporal. It deploys the manifest it starts
+// with, then waits for work: a new manifest (the "deploy" update, usually
+// through Update-with-Start), a teardown request, the lease closing, or the
+// health monitor's timer. Each deploy checks the lease, reserves hostnames
+// and IPs, applies the namespace, Services and Ingress, and rolls every
+// changed service out in a child RolloutWorkflow. A failed update returns the
+// lease to its last-known-good manifest; nothing running is ever deleted
+// except by teardown. After each finished deploy it continues as new.
+// Replaying it after a worker restart writes nothing to the cluster.
+func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error) {
+	if err := in.Manifest.Validate(); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
+	}
+	w := newDeployRun(ctx, in)
+	if err := w.registerControls(); err != nil {
+		return nil, err
+	}
+
+	for {
+		if w.teardown {
+			return w.tearDown()
+		}
+		if w.pending != nil {
+			m := w.pending
+			w.pending = nil
+			err := w.deploy(m)
+			if errors.Is(err, errTeardown) || w.teardown {
+				return w.tearDown()
+			}
+			// One finished deploy per run keeps the history bounded.
+			w.settle()
+			return nil, workflow.NewContinueAsNewError(ctx, DeployWorkflow, w.carryOver())
+		}
+		if w.historyFull() {
+			w.settle()
+			return nil, workflow.NewContinueAsNewError(ctx, DeployWorkflow, w.carryOver())
+		}
+		// Idle: wait for work, checking health and the lease on a timer.
+		woken, err := workflow.AwaitWithTimeout(ctx, w.healthInterval, func() bool {
+			return w.pending != nil || w.teardown
+		})
+		if err != nil {
+			return nil, err
+		}
+		if !woken {
+			w.monitor()
+		}
+	}
+}
+
+var errTeardown = errors.New("teardown requested")
+
+// deploy runs the deploy chain for m and, if it fails after changing
+// anything, the chain again for the last-known-good manifest.
+func (w *deployRun) deploy(m *manifest.Manifest) error {
+	w.revision++
+	rec := DeployRecord{Revision: w.revision, Trigger: w.trigger, Started: workflow.Now(w.ctx), Image: images(m)}
+	w.setPhase(PhaseDeploying)
+	w.current = m
+
+	res, err := w.runChain(m)
+	rec.Classes = res.classes
+	rec.Withheld = res.withheld
+	switch {
+	case errors.Is(err, errTeardown):
+		rec.Outcome = "Interrupted by teardown"
+	case errors.Is(err, errSuperseded):
+		rec.Outcome = "Superseded by a newer manifest"
+	case err == nil:
+		rec.Outcome = "Succeeded"
+		w.lastGood = m
+		w.lastErr = ""
+		w.setPhase(PhaseActive)
+	default:
+		rec.Outcome = "Failed: " + errorMessage(err)
+		w.lastErr = errorMessage(err)
+		w.setPhase(PhaseFailed)
+		if res.changed && w.lastGood != nil && !sameManifest(w.lastGood, m) {
+			workflow.GetLogger(w.ctx).Warn("deploy failed; returning to the last-known-good manifest", "lease", m.Lease, "error", err)
+			w.current = w.lastGood
+			if _, rerr := w.runChain(w.lastGood); rerr != nil {
+				rec.Outcome += "; rollback failed: " + errorMessage(rerr)
+			} else {
+				rec.Outcome += "; rolled back to the last-known-good manifest"
+			}
+		}
+	}
+	rec.Finished = workflow.Now(w.ctx)
+	w.record(rec)
+	w.reportDeploy(rec, err)
+	if errors.Is(err, errTeardown) {
+		return err
+	}
+	return nil
+}
+
+func errorMessage(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return fmt.Sprintf("%s: %s", appErr.Type(), appErr.Message())
+	}
+	return err.Error()
+}
+
+// monitor is the health monitor's tick: a closed lease tears down; fewer
+// available replicas than desired for longer than degradedAfter is Degraded;
+// a cluster that cannot be observed is Unknown — never Degraded, never a
+// reason to tear anything down.
+func (w *deployRun) monitor() {
+	if w.lastGood == nil && w.current == nil {
+		return
+	}
+	active, err := w.leaseActive()
+	switch {
+	case err != nil:
+		w.observe(false, false)
+		return
+	case !active:
+		w.teardown = true
+		return
+	}
+	healthy, err := w.checkHealth()
+	w.observe(err == nil, healthy)
+}
+
+// observe moves the phase on one health observation.
+func (w *deployRun) observe(observed, healthy bool) {
+	now := workflow.Now(w.ctx)
+	switch {
+	case !observed:
+		w.setPhase(PhaseUnknown)
+	case healthy:
+		w.unhealthySince = time.Time{}
+		if w.phase != PhaseFailed {
+			w.setPhase(PhaseActive)
+		}
+	default:
+		if w.unhealthySince.IsZero() {
+			w.unhealthySince = now
+		}
+		if now.Sub(w.unhealthySince) >= w.degradedAfter {
+			w.setPhase(PhaseDegraded)
+		}
+	}
+}
+
+// tearDown cancels any rollout, deletes the lease's namespace (and with it
+// every workload object) and releases its IPs and hostnames, last.
+func (w *deployRun) tearDown() (*DeployStatus, error) {
+	w.setPhase(PhaseTearingDown)
+	if err := w.deleteWorkloads(); err != nil {
+		return nil, err
+	}
+	if err := w.releaseAll(); err != nil {
+		return nil, err
+	}
+	w.setPhase(PhaseTornDown)
+	w.settle()
+	st := w.status()
+	return &st, nil
+}

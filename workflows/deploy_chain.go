@@ -1,0 +1,255 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/manifest"
+)
+
+// chainResult is what one run of the deploy chain did.
+type chainResult struct {
+	classes  map[string]string // service -> change class
+	withheld []activities.Withheld
+	changed  bool // something of the workload was written
+}
+
+var errSuperseded = errors.New("superseded by a newer manifest")
+
+// runChain is one deploy of manifest m, in the Akash provider's order:
+// lease check → hostname check (before any write) → declared IPs → hostname
+// reservations → namespace, Services, Ingress → one rollout per changed
+// service, in parallel → release what the manifest no longer declares, once
+// the new version is healthy.
+func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
+	res := chainResult{classes: map[string]string{}}
+	m = m.WithDefaults()
+	ns := manifest.Namespace(m.Lease)
+	var a *activities.Activities
+
+	// 1. The lease must be active.
+	lease, err := w.checkLease(m.Lease)
+	if err != nil {
+		return res, err
+	}
+	w.owner = lease.Owner
+	ref := activities.HostnamesInput{Lease: m.Lease, Owner: lease.Owner, Hostnames: m.Hostnames()}
+
+	// 2. Hostnames held by other owners fail the deploy before any change.
+	if err := workflow.ExecuteLocalActivity(w.kubeCtx("check hostnames"), a.CheckHostnames, ref).Get(w.ctx, nil); err != nil {
+		return res, err
+	}
+
+	// 3. Declared IPs: existing endpoints keep theirs, new ones get one.
+	var ips map[string]string
+	if err := workflow.ExecuteLocalActivity(w.kubeCtx("reserve IPs"), a.EnsureIPs, activities.IPsInput{
+		Lease: m.Lease, Owner: lease.Owner, Endpoints: m.IPEndpoints(),
+	}).Get(w.ctx, &ips); err != nil {
+		return res, err
+	}
+	w.ips = ips
+
+	// 4. Hostname reservations; the same owner's other leases keep theirs.
+	var hosts activities.HostnamesResult
+	if err := workflow.ExecuteLocalActivity(w.kubeCtx("reserve hostnames"), a.ReserveHostnames, ref).Get(w.ctx, &hosts); err != nil {
+		return res, err
+	}
+	res.withheld = hosts.Withheld
+	w.hostnames, w.withheld = hosts.Reserved, hosts.Withheld
+
+	// 5. Namespace, Services, LoadBalancer Services and Ingress.
+	if err := workflow.ExecuteLocalActivity(w.kubeCtx("ensure namespace "+ns), a.EnsureNamespace, activities.EnsureNamespaceInput{
+		Name: ns, Labels: map[string]string{manifest.LeaseLabel: m.Lease, manifest.ManagedByLabel: manifest.ManagedBy},
+	}).Get(w.ctx, nil); err != nil {
+		return res, err
+	}
+	objects, err := renderObjects(m, ips, hosts.Withheld)
+	if err != nil {
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
+	}
+	var applied activities.ApplyObjectsResult
+	if err := workflow.ExecuteLocalActivity(w.kubeCtx("apply services and ingress"), a.ApplyObjects, objects).Get(w.ctx, &applied); err != nil {
+		return res, err
+	}
+	res.changed = len(applied.Changed)+len(applied.Pruned) > 0
+
+	// 6. Classify each service's change before acting on it.
+	rollouts := map[string]RolloutInput{}
+	for _, svc := range m.ServiceNames() {
+		d, err := m.Deployment(svc)
+		if err != nil {
+			return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
+		}
+		var c activities.Classification
+		if err := workflow.ExecuteLocalActivity(w.kubeCtx("classify "+svc), a.ClassifyService, activities.ClassifyInput{
+			Deployment: d, Service: svc,
+		}).Get(w.ctx, &c); err != nil {
+			return res, err
+		}
+		class := c.Class
+		if class == activities.ChangeNone && objectsChanged(applied, svc) {
+			class = activities.ChangeMetadata
+		}
+		res.classes[svc] = class
+		if class == activities.ChangeScale || class == activities.ChangeRollout {
+			rollouts[svc] = RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc)}
+		}
+	}
+	w.classes = res.classes
+
+	// 7. Roll the changed services out, in parallel.
+	if len(rollouts) > 0 {
+		res.changed = true
+		if err := w.rollOut(rollouts); err != nil {
+			return res, err
+		}
+	}
+
+	// 8. Healthy: release hostnames and IPs the manifest no longer declares.
+	if err := workflow.ExecuteLocalActivity(w.kubeCtx("release dropped hostnames"), a.ReleaseHostnames, activities.ReleaseInput{
+		Lease: m.Lease, Keep: m.Hostnames(),
+	}).Get(w.ctx, nil); err != nil {
+		return res, err
+	}
+	if err := workflow.ExecuteLocalActivity(w.kubeCtx("release dropped IPs"), a.ReleaseIPs, activities.ReleaseInput{
+		Lease: m.Lease, Keep: m.IPEndpoints(),
+	}).Get(w.ctx, nil); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+func autoRollback(m *manifest.Manifest, svc string) bool {
+	for _, s := range m.Services {
+		if s.Name == svc && s.Rollout != nil && s.Rollout.AutoRollback != nil {
+			return *s.Rollout.AutoRollback
+		}
+	}
+	return true
+}
+
+// renderObjects is the lease's Services, LoadBalancer Services (with their
+// declared IPs) and Ingress, without the hostnames withheld for the owner's
+// other leases.
+func renderObjects(m *manifest.Manifest, ips map[string]string, withheld []activities.Withheld) (activities.ApplyObjectsInput, error) {
+	out := activities.ApplyObjectsInput{Namespace: manifest.Namespace(m.Lease), Lease: m.Lease}
+	out.Services = append(out.Services, m.ClusterIPServices()...)
+	lbs, err := m.LoadBalancerServices(ips)
+	if err != nil {
+		return out, err
+	}
+	out.Services = append(out.Services, lbs...)
+	if ing := m.Ingress(); ing != nil {
+		skip := map[string]bool{}
+		for _, h := range withheld {
+			skip[h.Hostname] = true
+		}
+		var rules []networkingv1.IngressRule
+		for _, r := range ing.Spec.Rules {
+			if !skip[r.Host] {
+				rules = append(rules, r)
+			}
+		}
+		if len(rules) > 0 {
+			ing.Spec.Rules = rules
+			out.Ingress = ing
+		}
+	}
+	return out, nil
+}
+
+func objectsChanged(applied activities.ApplyObjectsResult, svc string) bool {
+	for _, o := range append(append([]string{}, applied.Changed...), applied.Pruned...) {
+		if o == "Service/"+svc || o == "Ingress/"+manifest.IngressName || len(o) > len("Service/"+svc+"-ip-") && o[:len("Service/"+svc+"-ip-")] == "Service/"+svc+"-ip-" {
+			return true
+		}
+	}
+	return false
+}
+
+// rollOut runs one RolloutWorkflow child per service and waits for all of
+// them. A newer manifest or a teardown request cancels them after their
+// current step (the next deploy continues from wherever they stopped, as a
+// Deployment does when its template changes mid-rollout); so does the lease
+// closing, which the wait checks on the health timer.
+func (w *deployRun) rollOut(rollouts map[string]RolloutInput) error {
+	childCtx, cancel := workflow.WithCancel(w.ctx)
+	defer cancel()
+	services := make([]string, 0, len(rollouts))
+	for svc := range rollouts {
+		services = append(services, svc)
+	}
+	sort.Strings(services)
+
+	errs := map[string]error{}
+	done := 0
+	for _, svc := range services {
+		in := rollouts[svc]
+		opts := workflow.ChildWorkflowOptions{
+			WorkflowID:          RolloutWorkflowID(in.Namespace, svc),
+			WaitForCancellation: true,
+			ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+			StaticSummary:       fmt.Sprintf("rollout %s to %s", svc, firstImage(in)),
+		}
+		f := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(childCtx, opts), RolloutWorkflow, in)
+		workflow.Go(w.ctx, func(gctx workflow.Context) {
+			var r RolloutResult
+			errs[svc] = f.Get(gctx, &r)
+			done++
+		})
+	}
+
+	var interrupted error
+	for done < len(services) {
+		woken, err := workflow.AwaitWithTimeout(w.ctx, w.healthInterval, func() bool {
+			// Once interrupted, only the children's ends are awaited.
+			return done == len(services) || interrupted == nil && (w.teardown || w.pending != nil)
+		})
+		if err != nil {
+			return err
+		}
+		if !woken && interrupted == nil {
+			if active, err := w.leaseActive(); err == nil && !active {
+				w.teardown = true
+			}
+		}
+		if interrupted == nil && (w.teardown || w.pending != nil) && done < len(services) {
+			interrupted = errSuperseded
+			if w.teardown {
+				interrupted = errTeardown
+			}
+			cancel()
+		}
+	}
+	if interrupted != nil {
+		return interrupted
+	}
+	var failed []string
+	var first error
+	for _, svc := range services {
+		if err := errs[svc]; err != nil {
+			failed = append(failed, svc)
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if first != nil {
+		return fmt.Errorf("rollout of %v failed: %w", failed, first)
+	}
+	return nil
+}
+
+func firstImage(in RolloutInput) string {
+	if cs := in.Deployment.Spec.Template.Spec.Containers; len(cs) > 0 {
+		return cs[0].Image
+	}
+	return ""
+}

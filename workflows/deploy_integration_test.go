@@ -1,0 +1,315 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/workflows"
+)
+
+// deployTest is one lease on the real local stack.
+type deployTest struct {
+	t     *testing.T
+	env   *testenv.Env
+	tq    string
+	acts  *activities.Activities
+	lease string
+	owner string
+}
+
+func newDeployTest(t *testing.T) *deployTest {
+	env := testenv.Get(t)
+	dt := &deployTest{t: t, env: env, tq: env.Worker(t), acts: env.Activities(),
+		lease: testenv.ShortName("lease"), owner: "acme"}
+	dt.createLease(dt.lease, dt.owner)
+	return dt
+}
+
+func (dt *deployTest) createLease(id, owner string) {
+	dt.t.Helper()
+	_, err := dt.acts.Leases.Create(context.Background(), id, owner)
+	require.NoError(dt.t, err)
+	dt.t.Cleanup(func() {
+		ctx := context.Background()
+		_ = dt.acts.Hostnames.ReleaseAll(ctx, id)
+		_ = dt.acts.IPs.ReleaseAll(ctx, id)
+		_ = dt.env.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(id), metav1.DeleteOptions{})
+	})
+}
+
+// twoServices is web (HTTP on a hostname) and api (on an IP endpoint).
+func twoServices(lease, host, webImage string, podAnnotations map[string]string, neverReady bool) manifest.Manifest {
+	replicas := int32(3)
+	deadline := int32(5)
+	web := manifest.Service{
+		Name: "web", Image: webImage, Replicas: &replicas,
+		Ports:          []manifest.Port{{Port: 80, Expose: &manifest.Expose{HTTP: &manifest.HTTPExpose{Hostnames: []string{host}}}}},
+		PodAnnotations: podAnnotations,
+		Rollout:        &manifest.Rollout{ProgressDeadlineSeconds: &deadline},
+	}
+	if neverReady {
+		web.PodLabels = map[string]string{"deployflow.dev/never-ready": "true"}
+	}
+	api := manifest.Service{
+		Name: "api", Image: "ghcr.io/acme/api:1.0", Replicas: &replicas,
+		Ports: []manifest.Port{{Port: 8080, Expose: &manifest.Expose{IP: "public"}}},
+	}
+	return manifest.Manifest{Lease: lease, Services: []manifest.Service{web, api}}
+}
+
+// deploy sends m with Update-with-Start, as `deployflow deploy` does, and
+// returns the lease's workflow run.
+func (dt *deployTest) deploy(m manifest.Manifest) client.WorkflowRun {
+	dt.t.Helper()
+	ctx := context.Background()
+	start := dt.env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID: workflows.DeployWorkflowID(m.Lease), TaskQueue: dt.tq,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "test", HealthIntervalSeconds: 1, DegradedAfterSeconds: 3})
+	h, err := dt.env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			WorkflowID: workflows.DeployWorkflowID(m.Lease), UpdateName: workflows.UpdateDeploy,
+			Args: []any{m}, WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	require.NoError(dt.t, err)
+	var st workflows.DeployStatus
+	require.NoError(dt.t, h.Get(ctx, &st))
+	run, err := start.Get(ctx)
+	require.NoError(dt.t, err)
+	dt.t.Cleanup(func() {
+		_ = dt.env.Temporal.TerminateWorkflow(context.Background(), workflows.DeployWorkflowID(m.Lease), "", "test over")
+	})
+	return run
+}
+
+func (dt *deployTest) status(lease string) (workflows.DeployStatus, error) {
+	v, err := dt.env.Temporal.QueryWorkflow(context.Background(), workflows.DeployWorkflowID(lease), "", workflows.QueryDeploy)
+	if err != nil {
+		return workflows.DeployStatus{}, err
+	}
+	var st workflows.DeployStatus
+	return st, v.Get(&st)
+}
+
+// waitRevision waits until deploy number rev of the lease has finished.
+func (dt *deployTest) waitRevision(lease string, rev int64) workflows.DeployStatus {
+	dt.t.Helper()
+	var st workflows.DeployStatus
+	require.Eventually(dt.t, func() bool {
+		s, err := dt.status(lease)
+		if err != nil {
+			return false
+		}
+		st = s
+		return len(s.History) > 0 && s.History[len(s.History)-1].Revision >= rev && !s.Pending && s.Phase != workflows.PhaseDeploying
+	}, 90*time.Second, 100*time.Millisecond, "deploy %d of %s never finished (last %+v)", rev, lease, st)
+	return st
+}
+
+func (dt *deployTest) kubectl(args ...string) string {
+	dt.t.Helper()
+	out, err := exec.Command(dt.env.Stack.Bin("kubectl"), append([]string{"--kubeconfig", dt.env.Stack.Kubeconfig()}, args...)...).CombinedOutput()
+	require.NoError(dt.t, err, "kubectl %v: %s", args, out)
+	return string(out)
+}
+
+func (dt *deployTest) available(ns, svc string) (desired, available int32, images map[string]int32) {
+	dt.t.Helper()
+	list, err := dt.env.Kube.AppsV1().ReplicaSets(ns).List(context.Background(), metav1.ListOptions{LabelSelector: activities.ServiceLabel + "=" + svc})
+	require.NoError(dt.t, err)
+	images = map[string]int32{}
+	for _, rs := range list.Items {
+		desired += *rs.Spec.Replicas
+		available += rs.Status.AvailableReplicas
+		images[rs.Spec.Template.Spec.Containers[0].Image] += rs.Status.AvailableReplicas
+	}
+	return desired, available, images
+}
+
+func TestDeployTwoServicesWithHostnameAndIP(t *testing.T) {
+	dt := newDeployTest(t)
+	host := dt.lease + ".apps.example.com"
+	dt.deploy(twoServices(dt.lease, host, "nginx:1.26", nil, false))
+	st := dt.waitRevision(dt.lease, 1)
+
+	require.Equal(t, workflows.PhaseActive, st.Phase, "last error: %s", st.LastError)
+	assert.Equal(t, map[string]string{"web": activities.ChangeRollout, "api": activities.ChangeRollout}, st.Classes)
+	ns := manifest.Namespace(dt.lease)
+	for _, svc := range []string{"web", "api"} {
+		desired, available, _ := dt.available(ns, svc)
+		assert.Equal(t, int32(3), desired, svc)
+		assert.Equal(t, int32(3), available, svc)
+	}
+	assert.Contains(t, dt.kubectl("get", "svc", "-n", ns), "web")
+	assert.Contains(t, dt.kubectl("get", "ingress", "-n", ns, "-o", "wide"), host)
+	assert.Contains(t, dt.kubectl("get", "hostnamereservations"), host)
+	ip := st.IPs["public"]
+	require.NotEmpty(t, ip, "the IP endpoint got a declared IP")
+	assert.Contains(t, dt.kubectl("get", "ipreservations"), ip)
+	lb, err := dt.env.Kube.CoreV1().Services(ns).Get(context.Background(), "api-ip-public", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, corev1.ServiceTypeLoadBalancer, lb.Spec.Type)
+	assert.Equal(t, ip, lb.Annotations[manifest.DeclaredIPAnnotation])
+
+	// The same manifest again writes nothing new: every class is no-op.
+	dt.deploy(twoServices(dt.lease, host, "nginx:1.26", nil, false))
+	st = dt.waitRevision(dt.lease, 2)
+	assert.Equal(t, map[string]string{"web": activities.ChangeNone, "api": activities.ChangeNone}, st.Classes)
+}
+
+func TestHostnameOfAnotherOwnerFailsWritingNothing(t *testing.T) {
+	dt := newDeployTest(t)
+	host := dt.lease + ".shared.example.com"
+	dt.deploy(twoServices(dt.lease, host, "nginx:1.26", nil, false))
+	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+
+	other := dt.lease + "-b"
+	dt.createLease(other, "globex")
+	dt.deploy(twoServices(other, host, "nginx:1.26", nil, false))
+	st := dt.waitRevision(other, 1)
+	assert.Equal(t, workflows.PhaseFailed, st.Phase)
+	assert.Contains(t, st.LastError, "HostnameConflict")
+	assert.Contains(t, st.LastError, "hostname "+host+" is held by lease "+dt.lease+" of owner acme")
+
+	_, err := dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(other), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "no namespace for the refused lease")
+	ips, err := dt.acts.IPs.Declared(context.Background(), other)
+	require.NoError(t, err)
+	assert.Empty(t, ips, "no IP reserved for the refused lease")
+	held, err := dt.acts.Hostnames.Held(context.Background(), dt.lease)
+	require.NoError(t, err)
+	assert.Equal(t, []string{host}, held, "the holder keeps its hostname")
+}
+
+func TestTenLeasesRaceForOneHostname(t *testing.T) {
+	dt := newDeployTest(t)
+	host := dt.lease + ".race.example.com"
+	var leases []string
+	for i := 0; i < 10; i++ {
+		id := fmt.Sprintf("%s-%d", dt.lease, i)
+		dt.createLease(id, fmt.Sprintf("owner-%d", i))
+		leases = append(leases, id)
+	}
+	var wg sync.WaitGroup
+	for _, id := range leases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			one := int32(1)
+			dt.deploy(manifest.Manifest{Lease: id, Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &one,
+				Ports: []manifest.Port{{Port: 80, Expose: &manifest.Expose{HTTP: &manifest.HTTPExpose{Hostnames: []string{host}}}}}}}})
+		}()
+	}
+	wg.Wait()
+	winners, conflicts := 0, 0
+	for _, id := range leases {
+		st := dt.waitRevision(id, 1)
+		switch st.Phase {
+		case workflows.PhaseActive:
+			winners++
+		case workflows.PhaseFailed:
+			assert.Contains(t, st.LastError, "HostnameConflict")
+			conflicts++
+		}
+	}
+	assert.Equal(t, 1, winners, "exactly one lease gets the hostname")
+	assert.Equal(t, 9, conflicts)
+}
+
+func TestImageUpdateAndFailingUpdateKeepsTheLastGoodVersion(t *testing.T) {
+	dt := newDeployTest(t)
+	host := dt.lease + ".apps.example.com"
+	ns := manifest.Namespace(dt.lease)
+	dt.deploy(twoServices(dt.lease, host, "nginx:1.26", nil, false))
+	st := dt.waitRevision(dt.lease, 1)
+	require.Equal(t, workflows.PhaseActive, st.Phase)
+	ip := st.IPs["public"]
+
+	// An image update rolls out.
+	dt.deploy(twoServices(dt.lease, host, "nginx:1.27", map[string]string{"deployflow.dev/ready-after": "500ms"}, false))
+	st = dt.waitRevision(dt.lease, 2)
+	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	assert.Equal(t, activities.ChangeRollout, st.Classes["web"])
+	assert.Equal(t, activities.ChangeNone, st.Classes["api"])
+	_, available, images := dt.available(ns, "web")
+	assert.Equal(t, int32(3), available)
+	assert.Equal(t, int32(3), images["nginx:1.27"])
+
+	// A failing update (pods never ready) ends with the previous version
+	// fully available and the hostname and IP intact.
+	dt.deploy(twoServices(dt.lease, host, "nginx:1.28-broken", nil, true))
+	st = dt.waitRevision(dt.lease, 3)
+	assert.Equal(t, workflows.PhaseFailed, st.Phase)
+	assert.Contains(t, st.History[len(st.History)-1].Outcome, "ProgressDeadlineExceeded")
+	desired, available, images := dt.available(ns, "web")
+	assert.Equal(t, int32(3), available, "the last good version is fully available")
+	assert.Equal(t, int32(3), images["nginx:1.27"])
+	assert.Equal(t, int32(3), desired, "nothing of the failed version is left running")
+	held, err := dt.acts.Hostnames.Held(context.Background(), dt.lease)
+	require.NoError(t, err)
+	assert.Equal(t, []string{host}, held)
+	ips, err := dt.acts.IPs.Declared(context.Background(), dt.lease)
+	require.NoError(t, err)
+	assert.Equal(t, ip, ips["public"], "the declared IP is kept")
+}
+
+func TestClosingTheLeaseMidRolloutTearsEverythingDown(t *testing.T) {
+	dt := newDeployTest(t)
+	host := dt.lease + ".apps.example.com"
+	ns := manifest.Namespace(dt.lease)
+	run := dt.deploy(twoServices(dt.lease, host, "nginx:1.26", map[string]string{"deployflow.dev/ready-after": "30s"}, false))
+	require.Eventually(t, func() bool {
+		desired, _, _ := dt.available(ns, "web")
+		return desired > 0
+	}, 30*time.Second, 100*time.Millisecond, "the rollout never started")
+
+	_, err := dt.acts.Leases.Close(context.Background(), dt.lease)
+	require.NoError(t, err)
+	var st workflows.DeployStatus
+	require.NoError(t, run.Get(context.Background(), &st), "the lease's workflow ends with the teardown")
+	assert.Equal(t, workflows.PhaseTornDown, st.Phase)
+
+	_, err = dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the lease's namespace is gone")
+	held, err := dt.acts.Hostnames.Held(context.Background(), dt.lease)
+	require.NoError(t, err)
+	assert.Empty(t, held)
+	ips, err := dt.acts.IPs.Declared(context.Background(), dt.lease)
+	require.NoError(t, err)
+	assert.Empty(t, ips)
+}
+
+func TestBadManifestIsRefusedWritingNothing(t *testing.T) {
+	dt := newDeployTest(t)
+	m := twoServices(dt.lease, "*.wild.example.com", "nginx:1.26", nil, false)
+	run, err := dt.env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
+		ID: workflows.DeployWorkflowID(dt.lease), TaskQueue: dt.tq,
+	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m})
+	require.NoError(t, err)
+	err = run.Get(context.Background(), nil)
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "got %v", err)
+	assert.Equal(t, workflows.ErrInvalidManifest, appErr.Type())
+	assert.Contains(t, appErr.Error(), "services[0].ports[0].expose.http.hostnames[0]")
+	_, err = dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(dt.lease), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err))
+}
