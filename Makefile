@@ -51,8 +51,11 @@ lint:
 unit:
 	$(GO) test $(TEST_FLAGS) -short $(PKGS)
 
+# Two phases: everything in parallel, then the tests that stop parts of the
+# local stack (TestDisruptive*: an API server outage), alone.
 test: build tools lint
-	hack/with-stack.sh $(GO) test $(TEST_FLAGS) -v $(PKGS)
+	hack/with-stack.sh bash -c '$(GO) test $(TEST_FLAGS) -v -skip Disruptive $(PKGS) && \
+	  $(GO) test $(TEST_FLAGS) -v -p 1 -run Disruptive $(PKGS)'
 
 # The same rollout by deployflow's engine and by the native Deployment
 # controller (a second kube-controller-manager running only that controller).

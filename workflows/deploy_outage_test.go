@@ -1,0 +1,87 @@
+package workflows_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/deployflow/deployflow/internal/devstack"
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/workflows"
+)
+
+// TestDisruptiveAPIServerOutage stops the real kube-apiserver for 20s while
+// the health monitor runs (every second, Degraded after 3s). Not being able
+// to observe the cluster is Unknown: the lease never turns Degraded, nothing
+// is torn down, and it is Active again once the API server is back.
+//
+// It stops a component other tests use, so `make test` runs it on its own
+// after the rest (go test -run Disruptive -p 1).
+func TestDisruptiveAPIServerOutage(t *testing.T) {
+	dt := newDeployTest(t)
+	host := dt.lease + ".apps.example.com"
+	run := dt.deploy(twoServices(dt.lease, host, "nginx:1.26", nil, false))
+	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+
+	var mu sync.Mutex
+	seen := map[string]int{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			if st, err := dt.status(dt.lease); err == nil {
+				mu.Lock()
+				seen[st.Phase]++
+				mu.Unlock()
+			}
+		}
+	}()
+
+	require.NoError(t, dt.env.Stack.Stop(devstack.APIServer))
+	restarted := false
+	defer func() {
+		if !restarted {
+			_ = dt.env.Stack.Start(context.Background(), devstack.APIServer)
+		}
+	}()
+	time.Sleep(20 * time.Second)
+	mu.Lock()
+	during := map[string]int{}
+	for k, v := range seen {
+		during[k] = v
+	}
+	mu.Unlock()
+	require.NoError(t, dt.env.Stack.Start(context.Background(), devstack.APIServer))
+	restarted = true
+
+	require.Eventually(t, func() bool {
+		st, err := dt.status(dt.lease)
+		return err == nil && st.Phase == workflows.PhaseActive
+	}, 60*time.Second, 250*time.Millisecond, "the lease never became Active again")
+	close(stop)
+	wg.Wait()
+
+	assert.Positive(t, during[workflows.PhaseUnknown], "the outage is reported as Unknown (seen %v)", during)
+	for _, bad := range []string{workflows.PhaseDegraded, workflows.PhaseTearingDown, workflows.PhaseTornDown, workflows.PhaseFailed} {
+		assert.Zero(t, seen[bad], "phase %s during or after the outage (seen %v)", bad, seen)
+	}
+	_, err := dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(dt.lease), metav1.GetOptions{})
+	require.NoError(t, err, "nothing was torn down")
+	_, available, _ := dt.available(manifest.Namespace(dt.lease), "web")
+	assert.Equal(t, int32(3), available)
+	desc, err := dt.env.Temporal.DescribeWorkflowExecution(context.Background(), run.GetID(), "")
+	require.NoError(t, err)
+	assert.Nil(t, desc.GetWorkflowExecutionInfo().GetCloseTime(), "the lease's workflow carries on")
+}
