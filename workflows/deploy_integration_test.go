@@ -313,3 +313,34 @@ func TestBadManifestIsRefusedWritingNothing(t *testing.T) {
 	_, err = dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(dt.lease), metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err))
 }
+
+// A manifest that arrives mid-rollout supersedes it after the current step;
+// several arriving together are coalesced to the newest.
+func TestNewerManifestSupersedesARolloutInProgress(t *testing.T) {
+	dt := newDeployTest(t)
+	host := dt.lease + ".apps.example.com"
+	ns := manifest.Namespace(dt.lease)
+	dt.deploy(twoServices(dt.lease, host, "nginx:1.26", map[string]string{"deployflow.dev/ready-after": "60s"}, false))
+	require.Eventually(t, func() bool {
+		desired, _, _ := dt.available(ns, "web")
+		return desired > 0
+	}, 30*time.Second, 50*time.Millisecond, "the first rollout never started")
+
+	dt.deploy(twoServices(dt.lease, host, "nginx:1.27", nil, false))
+	dt.deploy(twoServices(dt.lease, host, "nginx:1.28", nil, false))
+	var st workflows.DeployStatus
+	require.Eventually(t, func() bool {
+		s, err := dt.status(dt.lease)
+		st = s
+		return err == nil && s.Phase == workflows.PhaseActive && !s.Pending
+	}, 90*time.Second, 100*time.Millisecond, "never Active on the newest manifest (last %+v)", st)
+
+	_, available, images := dt.available(ns, "web")
+	assert.Equal(t, int32(3), available)
+	assert.Equal(t, int32(3), images["nginx:1.28"], "the newest manifest wins")
+	assert.Zero(t, images["nginx:1.27"], "the middle manifest was coalesced away")
+	require.GreaterOrEqual(t, len(st.History), 2)
+	assert.Equal(t, "Superseded by a newer manifest", st.History[0].Outcome)
+	assert.Equal(t, "Succeeded", st.History[len(st.History)-1].Outcome)
+	assert.Equal(t, "nginx:1.28", st.History[len(st.History)-1].Image["web"])
+}
