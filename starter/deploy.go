@@ -57,7 +57,7 @@ func runDeploy(ctx context.Context, args []string, stdout io.Writer) error {
 	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{
-			WorkflowID: id, UpdateName: workflows.UpdateDeploy, Args: []any{*m},
+			WorkflowID: id, UpdateName: workflows.UpdateDeploy, Args: []any{workflows.DeployRequest{Manifest: *m, Trigger: "cli"}},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})

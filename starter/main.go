@@ -32,6 +32,7 @@ var commands = map[string]command{
 	"status":   {"show a lease's phase, last deploy, hostnames and IPs", runStatus},
 	"teardown": {"delete a lease's workload and release its hostnames and IPs", runTeardown},
 	"lease":    {"manage leases: create <id> --owner <owner> | close <id> | list", runLease},
+	"schedule": {"scheduled redeploys: create <lease> --cron|--every [--action restart|reapply] | list | delete | trigger", runSchedule},
 }
 
 func main() {

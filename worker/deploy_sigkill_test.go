@@ -53,7 +53,7 @@ func TestDeploySurvivesWorkerSIGKILL(t *testing.T) {
 	h, err := env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: workflows.DeployWorkflowID(id), UpdateName: workflows.UpdateDeploy,
-			Args: []any{m}, WaitForStage: client.WorkflowUpdateStageCompleted},
+			Args: []any{workflows.DeployRequest{Manifest: m, Trigger: "test"}}, WaitForStage: client.WorkflowUpdateStageCompleted},
 	})
 	require.NoError(t, err)
 	require.NoError(t, h.Get(ctx, nil))

@@ -63,9 +63,11 @@ type DeployCarry struct {
 	Phase    string             `json:"phase"`
 	LastGood *manifest.Manifest `json:"lastGood,omitempty"`
 	Pending  *manifest.Manifest `json:"pending,omitempty"`
-	Revision int64              `json:"revision"`
-	History  []DeployRecord     `json:"history,omitempty"`
-	Teardown bool               `json:"teardown,omitempty"`
+	// PendingTrigger is who asked for Pending.
+	PendingTrigger string         `json:"pendingTrigger,omitempty"`
+	Revision       int64          `json:"revision"`
+	History        []DeployRecord `json:"history,omitempty"`
+	Teardown       bool           `json:"teardown,omitempty"`
 	// What the status query shows of the last deploy.
 	LastError string                `json:"lastError,omitempty"`
 	Classes   map[string]string     `json:"classes,omitempty"`
@@ -100,6 +102,7 @@ func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error)
 		if w.pending != nil {
 			m := w.pending
 			w.pending = nil
+			w.trigger = w.pendingTrigger
 			err := w.deploy(m)
 			if errors.Is(err, errTeardown) || w.teardown {
 				return w.tearDown()
@@ -130,6 +133,7 @@ var errTeardown = errors.New("teardown requested")
 // deploy runs the deploy chain for m and, if it fails after changing
 // anything, the chain again for the last-known-good manifest.
 func (w *deployRun) deploy(m *manifest.Manifest) error {
+	m = w.keepRestarts(m)
 	w.revision++
 	rec := DeployRecord{Revision: w.revision, Trigger: w.trigger, Started: workflow.Now(w.ctx), Image: images(m)}
 	w.setPhase(PhaseDeploying)
@@ -164,6 +168,7 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 	}
 	rec.Finished = workflow.Now(w.ctx)
 	w.record(rec)
+	w.publish()
 	w.reportDeploy(rec, err)
 	if errors.Is(err, errTeardown) {
 		return err

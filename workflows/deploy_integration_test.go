@@ -87,7 +87,7 @@ func (dt *deployTest) deploy(m manifest.Manifest) client.WorkflowRun {
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{
 			WorkflowID: workflows.DeployWorkflowID(m.Lease), UpdateName: workflows.UpdateDeploy,
-			Args: []any{m}, WaitForStage: client.WorkflowUpdateStageCompleted,
+			Args: []any{workflows.DeployRequest{Manifest: m, Trigger: "test"}}, WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})
 	require.NoError(dt.t, err)

@@ -2,7 +2,9 @@ package workflows
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/searchattr"
 )
 
 const (
@@ -34,6 +37,7 @@ type deployRun struct {
 	current        *manifest.Manifest // being deployed, or last deployed
 	lastGood       *manifest.Manifest
 	pending        *manifest.Manifest
+	pendingTrigger string
 	teardown       bool
 	history        []DeployRecord
 	lastErr        string
@@ -43,6 +47,74 @@ type deployRun struct {
 	ips            map[string]string
 	unhealthySince time.Time
 	unsettled      bool
+}
+
+// redeploy queues the lease's last-known-good manifest again, restarted if
+// asked. A lease with nothing deployed yet has nothing to redeploy.
+func (w *deployRun) redeploy(req RedeployRequest) {
+	base := w.lastGood
+	if base == nil {
+		base = w.current
+	}
+	if base == nil || w.teardown {
+		workflow.GetLogger(w.ctx).Warn("redeploy ignored: nothing deployed", "lease", w.lease, "action", req.Action)
+		return
+	}
+	m := *base.WithDefaults()
+	if req.Action == RedeployRestart {
+		at := workflow.Now(w.ctx).UTC().Format(time.RFC3339)
+		for i := range m.Services {
+			if m.Services[i].PodAnnotations == nil {
+				m.Services[i].PodAnnotations = map[string]string{}
+			}
+			m.Services[i].PodAnnotations[RestartedAtAnnotation] = at
+		}
+	}
+	if w.pending == nil {
+		w.pending = &m
+		w.pendingTrigger = req.Trigger
+		if w.pendingTrigger == "" {
+			w.pendingTrigger = "api"
+		}
+	}
+}
+
+// keepRestarts carries restart annotations of the running services into a
+// new manifest that does not set them, as a Deployment keeps
+// kubectl.kubernetes.io/restartedAt across applies: a new manifest is not a
+// reason to restart again, nor to drop a restart.
+func (w *deployRun) keepRestarts(m *manifest.Manifest) *manifest.Manifest {
+	if w.current == nil {
+		return m
+	}
+	out := *m.WithDefaults()
+	for i, s := range out.Services {
+		old, ok := w.current.Lookup(s.Name)
+		at := old.PodAnnotations[RestartedAtAnnotation]
+		if !ok || at == "" || s.PodAnnotations[RestartedAtAnnotation] != "" {
+			continue
+		}
+		ann := map[string]string{RestartedAtAnnotation: at}
+		for k, v := range s.PodAnnotations {
+			ann[k] = v
+		}
+		out.Services[i].PodAnnotations = ann
+	}
+	return &out
+}
+
+// DeployRequest is the "deploy" update's argument.
+type DeployRequest struct {
+	Manifest manifest.Manifest `json:"manifest"`
+	// Trigger says who asked: cli, ui, schedule, api (the default).
+	Trigger string `json:"trigger,omitempty"`
+}
+
+func (r DeployRequest) trigger() string {
+	if r.Trigger == "" {
+		return "api"
+	}
+	return r.Trigger
 }
 
 // DeployRecord is one deploy of a lease, for `deployflow history`.
@@ -92,11 +164,13 @@ func newDeployRun(ctx workflow.Context, in DeployInput) *deployRun {
 	if c := in.Carry; c != nil {
 		w.owner, w.phase, w.revision = c.Owner, c.Phase, c.Revision
 		w.lastGood, w.pending, w.history, w.teardown = c.LastGood, c.Pending, c.History, c.Teardown
+		w.pendingTrigger = c.PendingTrigger
 		w.lastErr, w.classes, w.hostnames, w.withheld, w.ips = c.LastError, c.Classes, c.Hostnames, c.Withheld, c.IPs
 		w.current = w.lastGood
 	} else {
 		m := in.Manifest
 		w.pending = &m
+		w.pendingTrigger = w.trigger
 	}
 	return w
 }
@@ -108,21 +182,23 @@ func (w *deployRun) registerControls() error {
 		return err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateDeploy,
-		func(_ workflow.Context, m manifest.Manifest) (DeployStatus, error) {
+		func(_ workflow.Context, req DeployRequest) (DeployStatus, error) {
+			m := req.Manifest
 			w.pending = &m // the newest manifest wins; older pending ones are dropped
+			w.pendingTrigger = req.trigger()
 			w.unsettled = true
 			return w.status(), nil
 		},
 		workflow.UpdateHandlerOptions{
-			Description: "Deploy a manifest to this lease (supersedes a deploy in progress)",
-			Validator: func(_ workflow.Context, m manifest.Manifest) error {
-				if m.Lease != w.lease {
-					return errors.New("lease: the manifest is for lease " + m.Lease + ", this workflow deploys lease " + w.lease)
+			Description: `Deploy a manifest to this lease (supersedes a deploy in progress). Argument: {"manifest": {...}, "trigger": "ui"}`,
+			Validator: func(_ workflow.Context, req DeployRequest) error {
+				if req.Manifest.Lease != w.lease {
+					return errors.New("manifest.lease: the manifest is for lease " + req.Manifest.Lease + ", this workflow deploys lease " + w.lease)
 				}
 				if w.teardown || w.phase == PhaseTearingDown || w.phase == PhaseTornDown {
 					return errors.New("the lease is being torn down; start a new deploy once it is gone")
 				}
-				return m.Validate()
+				return req.Manifest.Validate()
 			},
 		}); err != nil {
 		return err
@@ -141,6 +217,14 @@ func (w *deployRun) registerControls() error {
 		for {
 			ch.Receive(ctx, nil)
 			w.teardown = true
+		}
+	})
+	redeploys := workflow.GetSignalChannel(w.ctx, SignalRedeploy)
+	workflow.Go(w.ctx, func(ctx workflow.Context) {
+		for {
+			var req RedeployRequest
+			redeploys.Receive(ctx, &req)
+			w.redeploy(req)
 		}
 	})
 	return nil
@@ -164,7 +248,7 @@ func (w *deployRun) carryOver() DeployInput {
 		in.Manifest = *w.current
 	}
 	in.Carry = &DeployCarry{
-		Owner: w.owner, Phase: w.phase, LastGood: w.lastGood, Pending: w.pending,
+		Owner: w.owner, Phase: w.phase, LastGood: w.lastGood, Pending: w.pending, PendingTrigger: w.pendingTrigger,
 		Revision: w.revision, History: w.history, Teardown: w.teardown,
 		LastError: w.lastErr, Classes: w.classes, Hostnames: w.hostnames, Withheld: w.withheld, IPs: w.ips,
 	}
@@ -279,14 +363,61 @@ func (w *deployRun) releaseAll() error {
 	return nil
 }
 
-// setPhase records the lease's phase (and exports it as a metric).
+// setPhase records the lease's phase: in the status, in the search
+// attributes (temporal workflow list --query 'DeployflowPhase="Failed"'), in
+// the workflow's details shown by the UI, and as a metric.
 func (w *deployRun) setPhase(phase string) {
 	if w.phase == phase {
 		return
 	}
 	w.phase = phase
+	w.publish()
 	var a *activities.Activities
 	_ = workflow.ExecuteLocalActivity(w.probeCtx("phase "+phase), a.ReportPhase, activities.PhaseReport{Lease: w.lease, Phase: phase}).Get(w.ctx, nil)
+}
+
+// publish upserts the search attributes and the UI details.
+func (w *deployRun) publish() {
+	updates := []temporal.SearchAttributeUpdate{
+		searchattr.Lease.ValueSet(w.lease),
+		searchattr.Phase.ValueSet(w.phase),
+		searchattr.Revision.ValueSet(w.revision),
+		searchattr.Trigger.ValueSet(w.trigger),
+		searchattr.Namespace.ValueSet(manifest.Namespace(w.lease)),
+	}
+	if w.owner != "" {
+		updates = append(updates, searchattr.Owner.ValueSet(w.owner))
+	}
+	if w.current != nil {
+		updates = append(updates, searchattr.Services.ValueSet(w.current.ServiceNames()))
+	}
+	if err := workflow.UpsertTypedSearchAttributes(w.ctx, updates...); err != nil {
+		workflow.GetLogger(w.ctx).Warn("search attributes not upserted (are they registered?)", "error", err)
+	}
+	workflow.SetCurrentDetails(w.ctx, w.details())
+}
+
+// details is the UI's "current details" of the lease: markdown.
+func (w *deployRun) details() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**%s** — lease `%s`", w.phase, w.lease)
+	if w.owner != "" {
+		fmt.Fprintf(&b, " of `%s`", w.owner)
+	}
+	fmt.Fprintf(&b, ", deploy #%d (%s)\n\n", w.revision, w.trigger)
+	if w.current != nil {
+		for _, s := range w.current.Services {
+			class := w.classes[s.Name]
+			if class == "" {
+				class = "pending"
+			}
+			fmt.Fprintf(&b, "- %s: `%s` — %s\n", s.Name, s.Image, class)
+		}
+	}
+	if w.lastErr != "" {
+		fmt.Fprintf(&b, "\nlast error: %s\n", w.lastErr)
+	}
+	return b.String()
 }
 
 func (w *deployRun) reportDeploy(rec DeployRecord, err error) {

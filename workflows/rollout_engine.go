@@ -234,6 +234,9 @@ func (r *rolloutRun) waitForChange(requeueAfter time.Duration) error {
 		Timeout:    timeout,
 	}).Get(r.ctx, &st)
 	if temporal.IsCanceledError(err) {
+		if r.ctx.Err() != nil {
+			return err // the rollout itself is cancelled (superseded, torn down)
+		}
 		return nil // an operator changed the desired state: decide again
 	}
 	if err != nil {

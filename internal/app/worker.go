@@ -25,6 +25,7 @@ import (
 func Register(w worker.Registry, acts *activities.Activities) {
 	w.RegisterWorkflow(workflows.RolloutWorkflow)
 	w.RegisterWorkflow(workflows.DeployWorkflow)
+	w.RegisterWorkflow(workflows.ScheduledDeployWorkflow)
 	w.RegisterActivity(acts)
 }
 

@@ -74,7 +74,7 @@ func decode(data []byte) (any, error) {
 		return nil, errEmpty
 	}
 	if trimmed[0] == '{' {
-		v, err := decodeJSON(trimmed)
+		v, err := decodeJSON(data)
 		var syntax *jsonSyntaxError
 		if err == nil || !errors.As(err, &syntax) {
 			return v, err

@@ -1,7 +1,10 @@
 package manifest
 
 import (
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -187,127 +190,32 @@ func portYAML(extra string) string {
 	return svcYAML("    ports:\n      - port: 80\n" + extra)
 }
 
-var badCases = []badCase{
-	// The manifest itself.
-	{name: "empty input", in: "", fragment: "the manifest is empty", plain: true},
-	{name: "only comments", in: "# nothing\n---\n", fragment: "the manifest is empty", plain: true},
-	{name: "two documents", in: svcYAML("") + "---\n" + svcYAML(""), fragment: "holds 2 YAML documents: give exactly one manifest", plain: true},
-	{name: "list at top level", in: "- lease: shop\n", fragment: "must be a mapping with lease and services, not a list", plain: true},
-	{name: "scalar at top level", in: "shop", fragment: "must be a mapping", plain: true},
-	{name: "bad YAML", in: "lease: shop\n services: x\n", fragment: "not valid YAML", plain: true},
-	{name: "bad JSON", in: "{\"lease\": \"shop\",\n \"services\": [}", fragment: "not valid JSON: line 2, column", plain: true},
-	{name: "trailing JSON", in: `{"lease":"shop","services":[]} {}`, fragment: "give exactly one manifest", plain: true},
-	{name: "duplicate YAML key", in: "lease: a\nlease: b\nservices: []\n", fragment: `key "lease" is given twice: keep only one`, plain: true},
-	{name: "duplicate JSON key", in: `{"lease":"a","services":[{"name":"web","name":"api"}]}`, path: "services[0].name", fragment: "is given twice: keep only one"},
+// badCases is the catalogue of bad manifests in testdata/bad: each file,
+// and the path and message fragment its error must name (catalogue.json).
+// The CLI's tests deploy every one of them too and check nothing is written.
+var badCases = loadBadCases()
 
-	// Unknown fields, at every depth.
-	{name: "unknown top-level field", in: "leas: shop\nlease: shop\nservices: [{name: web, image: nginx}]\n", path: "leas", fragment: "unknown field; did you mean lease?"},
-	{name: "unknown service field", in: svcYAML("    imag: nginx\n"), path: "services[0].imag", fragment: "did you mean image?"},
-	{name: "unknown rollout field", in: svcYAML("    rollout:\n      maxSurg: 1\n"), path: "services[0].rollout.maxSurg", fragment: "unknown field; did you mean maxSurge?"},
-	{name: "unknown port field", in: portYAML("        target: 8080\n"), path: "services[0].ports[0].target", fragment: "did you mean targetPort?"},
-	{name: "unknown http field", in: portYAML("        expose:\n          http:\n            hostname: [a.example.com]\n"), path: "services[0].ports[0].expose.http.hostname", fragment: "did you mean hostnames?"},
-	{name: "unknown resources field", in: svcYAML("    resources: {cpus: 1}\n"), path: "services[0].resources.cpus", fragment: "did you mean cpu?"},
-	{name: "field case", in: portYAML("        targetport: 8080\n"), path: "services[0].ports[0].targetport", fragment: "did you mean targetPort? (field names are case-sensitive)"},
-	{name: "misplaced field", in: svcYAML("    maxSurge: 1\n"), path: "services[0].maxSurge", fragment: "belongs at services[].rollout.maxSurge"},
-	{name: "misplaced hostnames", in: portYAML("        expose:\n          hostnames: [a.example.com]\n"), path: "services[0].ports[0].expose.hostnames", fragment: "belongs at services[].ports[].expose.http.hostnames"},
-	{name: "unrelated field", in: svcYAML("    zzzzzz: 1\n"), path: "services[0].zzzzzz", fragment: "the fields here are args, command, env"},
-
-	// Wrong types.
-	{name: "quoted replicas", in: svcYAML("    replicas: \"3\"\n"), path: "services[0].replicas", fragment: "remove the quotes"},
-	{name: "fractional replicas", in: svcYAML("    replicas: 1.5\n"), path: "services[0].replicas", fragment: "want a whole number"},
-	{name: "boolean env value", in: svcYAML("    env: {DEBUG: yes}\n"), path: "services[0].env.DEBUG", fragment: "put the value in quotes"},
-	{name: "number image", in: "lease: shop\nservices: [{name: web, image: 42}]\n", path: "services[0].image", fragment: "want a string, got the number 42: put the value in quotes"},
-	{name: "hostnames not a list", in: portYAML("        expose: {http: {hostnames: a.example.com}}\n"), path: "services[0].ports[0].expose.http.hostnames", fragment: "write it as a list, [a.example.com]"},
-	{name: "services a mapping", in: "lease: shop\nservices: {web: {image: nginx}}\n", path: "services", fragment: "want a list, got a mapping: write each entry as a list item, starting with '- '"},
-	{name: "replicas out of range", in: svcYAML("    replicas: 3000000000\n"), path: "services[0].replicas", fragment: "want a whole number, got the number 3000000000, which is out of range"},
-	{name: "maxSurge a list", in: svcYAML("    rollout: {maxSurge: [1]}\n"), path: "services[0].rollout.maxSurge", fragment: "want a number of pods or a percentage like 25%"},
-
-	// Lease.
-	{name: "missing lease", in: "services: [{name: web, image: nginx}]\n", path: "lease", fragment: "is required: give the lease ID"},
-	{name: "bad lease", in: "lease: shop_1\nservices: [{name: web, image: nginx}]\n", path: "lease", fragment: "not a valid lease ID: use lowercase letters, digits and '-'"},
-	{name: "uppercase lease", in: "lease: Shop\nservices: [{name: web, image: nginx}]\n", path: "lease", fragment: `(e.g. "shop")`},
-	{name: "long lease", in: "lease: " + strings.Repeat("a", 41) + "\nservices: [{name: web, image: nginx}]\n", path: "lease", fragment: "lease IDs have at most 40"},
-
-	// Services.
-	{name: "no services", in: "lease: shop\nservices: []\n", path: "services", fragment: "is empty: list at least one service"},
-	{name: "services missing", in: "lease: shop\n", path: "services", fragment: "list at least one service"},
-	{name: "duplicate service", in: "lease: shop\nservices: [{name: web, image: nginx}, {name: web, image: nginx}]\n", path: "services[1].name", fragment: "already the name of services[0]: service names must be unique"},
-	{name: "missing name", in: "lease: shop\nservices: [{image: nginx}]\n", path: "services[0].name", fragment: "is required: give the service a name"},
-	{name: "bad name", in: "lease: shop\nservices: [{name: Web, image: nginx}]\n", path: "services[0].name", fragment: `not a valid service name: use lowercase letters, digits and '-', starting with a letter and ending with a letter or digit (e.g. "web")`},
-	{name: "name starts with digit", in: "lease: shop\nservices: [{name: 1web, image: nginx}]\n", path: "services[0].name", fragment: "starting with a letter"},
-	{name: "long name", in: "lease: shop\nservices: [{name: " + strings.Repeat("w", 41) + ", image: nginx}]\n", path: "services[0].name", fragment: "service names have at most 40"},
-
-	// Images.
-	{name: "missing image", in: "lease: shop\nservices: [{name: web}]\n", path: "services[0].image", fragment: "is required: give the container image, e.g. nginx:1.27"},
-	{name: "uppercase image", in: "lease: shop\nservices: [{name: web, image: Nginx:1.27}]\n", path: "services[0].image", fragment: `the repository path must be lowercase ("nginx")`},
-	{name: "bad tag", in: "lease: shop\nservices: [{name: web, image: 'nginx:-1'}]\n", path: "services[0].image", fragment: `the tag "-1" is invalid`},
-	{name: "long tag", in: "lease: shop\nservices: [{name: web, image: 'nginx:" + strings.Repeat("t", 129) + "'}]\n", path: "services[0].image", fragment: "at most 128"},
-	{name: "bad digest", in: "lease: shop\nservices: [{name: web, image: 'nginx@sha256:abc'}]\n", path: "services[0].image", fragment: "sha256: followed by 64 lowercase hex digits"},
-	{name: "double slash", in: "lease: shop\nservices: [{name: web, image: 'example.com//nginx'}]\n", path: "services[0].image", fragment: "empty path component: remove the extra '/'"},
-	{name: "image with space", in: "lease: shop\nservices: [{name: web, image: 'nginx 1.27'}]\n", path: "services[0].image", fragment: "contains spaces"},
-	{name: "bad registry", in: "lease: shop\nservices: [{name: web, image: 'a-.example.com/nginx'}]\n", path: "services[0].image", fragment: "not a valid host[:port]"},
-
-	// Replicas, env, resources.
-	{name: "negative replicas", in: svcYAML("    replicas: -1\n"), path: "services[0].replicas", fragment: "-1 is negative: use 0 to 1000"},
-	{name: "too many replicas", in: svcYAML("    replicas: 1001\n"), path: "services[0].replicas", fragment: "use at most 1000"},
-	{name: "bad env key", in: svcYAML("    env: {1BAD: x}\n"), path: `services[0].env["1BAD"]`, fragment: "not a valid environment variable name: use letters, digits"},
-	{name: "env key with equals", in: svcYAML("    env: {'A=B': x}\n"), path: `services[0].env["A=B"]`, fragment: "not a valid environment variable name"},
-	{name: "bad cpu", in: svcYAML("    resources: {cpu: lots}\n"), path: "services[0].resources.cpu", fragment: `"lots" is not a Kubernetes quantity: write e.g. 500m or 2`},
-	{name: "zero memory", in: svcYAML("    resources: {memory: 0Mi}\n"), path: "services[0].resources.memory", fragment: "must be greater than zero: write e.g. 256Mi or 1Gi"},
-	{name: "negative cpu", in: svcYAML("    resources: {cpu: -1}\n"), path: "services[0].resources.cpu", fragment: `"-1" must be greater than zero`},
-	{name: "negative cpu string", in: svcYAML("    resources: {cpu: '-100m'}\n"), path: "services[0].resources.cpu", fragment: "must be greater than zero"},
-
-	// Ports.
-	{name: "port out of range", in: svcYAML("    ports: [{port: 70000}]\n"), path: "services[0].ports[0].port", fragment: "70000 is out of range: use 1-65535"},
-	{name: "port missing", in: svcYAML("    ports: [{targetPort: 80}]\n"), path: "services[0].ports[0].port", fragment: "is required: give the port number"},
-	{name: "duplicate port", in: svcYAML("    ports: [{port: 80}, {port: 80, protocol: UDP}]\n"), path: "services[0].ports[1].port", fragment: "80 is already listed at services[0].ports[0]: list each port once"},
-	{name: "target port out of range", in: svcYAML("    ports: [{port: 80, targetPort: -1}]\n"), path: "services[0].ports[0].targetPort", fragment: "use 1-65535, or leave it out"},
-	{name: "lowercase protocol", in: portYAML("        protocol: tcp\n"), path: "services[0].ports[0].protocol", fragment: `want TCP or UDP (write "TCP")`},
-	{name: "bad protocol", in: portYAML("        protocol: SCTP\n"), path: "services[0].ports[0].protocol", fragment: "want TCP or UDP"},
-
-	// Exposure.
-	{name: "empty expose", in: portYAML("        expose: {}\n"), path: "services[0].ports[0].expose", fragment: "give http.hostnames, an ip endpoint name, or both; or remove expose"},
-	{name: "http on UDP", in: portYAML("        protocol: UDP\n        expose: {http: {hostnames: [a.example.com]}}\n"), path: "services[0].ports[0].expose.http", fragment: "needs a TCP port"},
-	{name: "empty hostnames", in: portYAML("        expose: {http: {hostnames: []}}\n"), path: "services[0].ports[0].expose.http.hostnames", fragment: "is empty: list at least one host name"},
-	{name: "empty hostname", in: portYAML("        expose: {http: {hostnames: ['']}}\n"), path: "services[0].ports[0].expose.http.hostnames[0]", fragment: "is empty: give a fully qualified host name"},
-	{name: "wildcard hostname", in: portYAML("        expose: {http: {hostnames: [a.example.com, '*.example.com']}}\n"), path: "services[0].ports[0].expose.http.hostnames[1]", fragment: `"*.example.com": wildcard hostnames are not allowed; list each hostname`},
-	{name: "uppercase hostname", in: portYAML("        expose: {http: {hostnames: [Shop.Example.com]}}\n"), path: "services[0].ports[0].expose.http.hostnames[0]", fragment: `host names must be lowercase (e.g. "shop.example.com")`},
-	{name: "invalid hostname", in: portYAML("        expose: {http: {hostnames: [shop_.example.com]}}\n"), path: "services[0].ports[0].expose.http.hostnames[0]", fragment: "not a valid host name: use lowercase letters, digits, '-' and '.'"},
-	{name: "hostname not fully qualified", in: portYAML("        expose: {http: {hostnames: [shop]}}\n"), path: "services[0].ports[0].expose.http.hostnames[0]", fragment: "not fully qualified: give the full name, like shop.example.com"},
-	{name: "hostname too long", in: portYAML("        expose: {http: {hostnames: [" + strings.Repeat("a.", 127) + "com]}}\n"), path: "services[0].ports[0].expose.http.hostnames[0]", fragment: "host names have at most 253"},
-	{name: "hostname label too long", in: portYAML("        expose: {http: {hostnames: [" + strings.Repeat("a", 64) + ".com]}}\n"), path: "services[0].ports[0].expose.http.hostnames[0]", fragment: "DNS labels have at most 63"},
-	{name: "hostname trailing dot", in: portYAML("        expose: {http: {hostnames: [shop.example.com.]}}\n"), path: "services[0].ports[0].expose.http.hostnames[0]", fragment: `leave out the trailing dot: write "shop.example.com"`},
-	{name: "hostname is an IP", in: portYAML("        expose: {http: {hostnames: [10.0.0.1]}}\n"), path: "services[0].ports[0].expose.http.hostnames[0]", fragment: "is an IP address"},
-	{name: "duplicate hostname across services", in: "lease: shop\nservices:\n- {name: web, image: nginx, ports: [{port: 80, expose: {http: {hostnames: [a.example.com]}}}]}\n- {name: api, image: nginx, ports: [{port: 80, expose: {http: {hostnames: [a.example.com]}}}]}\n", path: "services[1].ports[0].expose.http.hostnames[0]", fragment: `"a.example.com" is already routed by services[0].ports[0].expose.http.hostnames[0]`},
-	{name: "bad ip endpoint", in: portYAML("        expose: {ip: Edge_1}\n"), path: "services[0].ports[0].expose.ip", fragment: "not a valid IP endpoint name"},
-	{name: "ip endpoint port taken", in: "lease: shop\nservices:\n- {name: web, image: nginx, ports: [{port: 443, expose: {ip: edge}}]}\n- {name: api, image: nginx, ports: [{port: 443, expose: {ip: edge}}]}\n", path: "services[1].ports[0].expose.ip", fragment: "port 443/TCP on IP endpoint \"edge\" is already exposed by services[0].ports[0].expose.ip: use another port or another endpoint"},
-	{name: "load balancer name too long", in: portYAML("        expose: {ip: " + strings.Repeat("e", 60) + "}\n"), path: "services[0].ports[0].expose.ip", fragment: "shorten the service or endpoint name"},
-	{name: "load balancer name clash", in: "lease: shop\nservices:\n- {name: web, image: nginx, ports: [{port: 443, expose: {ip: edge}}]}\n- {name: web-ip-edge, image: nginx}\n", path: "services[0].ports[0].expose.ip", fragment: "same name as services[1]: rename that service or use another endpoint name"},
-
-	// Rollout.
-	{name: "bad strategy", in: svcYAML("    rollout: {strategy: BlueGreen}\n"), path: "services[0].rollout.strategy", fragment: `"BlueGreen": want RollingUpdate or Recreate`},
-	{name: "strategy case", in: svcYAML("    rollout: {strategy: recreate}\n"), path: "services[0].rollout.strategy", fragment: `(write "Recreate")`},
-	{name: "maxSurge not a percentage", in: svcYAML("    rollout: {maxSurge: lots}\n"), path: "services[0].rollout.maxSurge", fragment: "neither a number nor a percentage: use a number of pods (0 or more) or a percentage"},
-	{name: "maxSurge quoted number", in: svcYAML("    rollout: {maxSurge: '2'}\n"), path: "services[0].rollout.maxSurge", fragment: `write 2 without quotes for a number of pods, or "2%" for a percentage`},
-	{name: "negative maxSurge", in: svcYAML("    rollout: {maxSurge: -1}\n"), path: "services[0].rollout.maxSurge", fragment: "-1 is negative"},
-	{name: "negative maxUnavailable percent", in: svcYAML("    rollout: {maxUnavailable: -5%}\n"), path: "services[0].rollout.maxUnavailable", fragment: `"-5%" is negative`},
-	{name: "maxUnavailable over 100%", in: svcYAML("    rollout: {maxUnavailable: 150%}\n"), path: "services[0].rollout.maxUnavailable", fragment: `"150%" is more than 100%`},
-	{name: "both zero", in: svcYAML("    rollout: {maxSurge: 0, maxUnavailable: 0%}\n"), path: "services[0].rollout", fragment: "maxSurge and maxUnavailable are both 0: the rollout could never progress; make one of them positive"},
-	{name: "Recreate with maxSurge", in: svcYAML("    rollout: {strategy: Recreate, maxSurge: 1}\n"), path: "services[0].rollout.maxSurge", fragment: "not allowed with strategy Recreate: remove it, or use strategy RollingUpdate"},
-	{name: "Recreate with maxUnavailable", in: svcYAML("    rollout: {strategy: Recreate, maxUnavailable: 1}\n"), path: "services[0].rollout.maxUnavailable", fragment: "not allowed with strategy Recreate"},
-	{name: "negative minReadySeconds", in: svcYAML("    rollout: {minReadySeconds: -1}\n"), path: "services[0].rollout.minReadySeconds", fragment: "-1 is negative: use 0 or more seconds"},
-	{name: "deadline not after minReady", in: svcYAML("    rollout: {minReadySeconds: 30, progressDeadlineSeconds: 30}\n"), path: "services[0].rollout.progressDeadlineSeconds", fragment: "30 must be greater than minReadySeconds (30) and 0: raise it"},
-	{name: "default deadline not after minReady", in: svcYAML("    rollout: {minReadySeconds: 900}\n"), path: "services[0].rollout.progressDeadlineSeconds", fragment: "the default, 600, is not greater than minReadySeconds (900): set progressDeadlineSeconds above"},
-	{name: "negative revisionHistoryLimit", in: svcYAML("    rollout: {revisionHistoryLimit: -1}\n"), path: "services[0].rollout.revisionHistoryLimit", fragment: "-1 is negative: use 0 or more"},
-
-	// Pod labels and annotations.
-	{name: "reserved app label", in: svcYAML("    podLabels: {app: other}\n"), path: "services[0].podLabels.app", fragment: `"app" is reserved (deployflow sets it to the service name and selects pods by it): remove it`},
-	{name: "reserved hash label", in: svcYAML("    podLabels: {pod-template-hash: x}\n"), path: `services[0].podLabels["pod-template-hash"]`, fragment: "is reserved"},
-	{name: "reserved service label", in: svcYAML("    podLabels: {deployflow.dev/service: x}\n"), path: `services[0].podLabels["deployflow.dev/service"]`, fragment: "is reserved"},
-	{name: "bad label key", in: svcYAML("    podLabels: {'-tier': x}\n"), path: `services[0].podLabels["-tier"]`, fragment: "not a valid label key: use a name of at most 63"},
-	{name: "bad label value", in: svcYAML("    podLabels: {tier: 'front end'}\n"), path: "services[0].podLabels.tier", fragment: `value "front end" is not a valid label value`},
-	{name: "bad annotation key", in: svcYAML("    podAnnotations: {'bad key': x}\n"), path: `services[0].podAnnotations["bad key"]`, fragment: "not a valid annotation key"},
-	{name: "annotations too large", in: svcYAML("    podAnnotations: {big: " + strings.Repeat("x", 256<<10) + "}\n"), path: "services[0].podAnnotations", fragment: "shorten or remove some"},
+func loadBadCases() []badCase {
+	idx, err := os.ReadFile(filepath.Join("testdata", "bad", "catalogue.json"))
+	if err != nil {
+		panic(err)
+	}
+	var entries []struct {
+		File, Name, Path, Fragment string
+		Plain                      bool
+	}
+	if err := json.Unmarshal(idx, &entries); err != nil {
+		panic(err)
+	}
+	out := make([]badCase, 0, len(entries))
+	for _, e := range entries {
+		in, err := os.ReadFile(filepath.Join("testdata", "bad", e.File))
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, badCase{name: e.Name, in: string(in), path: e.Path, fragment: e.Fragment, plain: e.Plain})
+	}
+	return out
 }
 
 func TestParseRejectsBadManifests(t *testing.T) {

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/deployflow/deployflow/internal/devstack"
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/workflows"
+)
+
+// cli runs the deployflow CLI against the local stack and a test's worker.
+func cli(t *testing.T, env *testenv.Env, tq string, args ...string) (string, string) {
+	t.Helper()
+	args = append(args, "--temporal-address", devstack.TemporalAddress, "--task-queue", tq, "--kubeconfig", env.Stack.Kubeconfig())
+	code, stdout, stderr := runCLI(args...)
+	require.Equal(t, 0, code, "deployflow %v\nstdout: %s\nstderr: %s", args, stdout, stderr)
+	return stdout, stderr
+}
+
+// A deploy from the CLI, then a schedule whose run is triggered with
+// `temporal schedule trigger`: it restarts the lease's pods through the
+// lease's own workflow (deploy-<lease>), recorded with trigger "schedule".
+func TestScheduledRestartGoesThroughTheLeaseWorkflow(t *testing.T) {
+	env := testenv.Get(t)
+	tq := env.Worker(t)
+	lease := testenv.ShortName("sched")
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowID(lease), "", "test over")
+		_ = env.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(lease), metav1.DeleteOptions{})
+	})
+	file := filepath.Join(t.TempDir(), "m.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("lease: "+lease+"\nservices:\n  - name: web\n    image: nginx:1.27\n    replicas: 2\n"), 0o644))
+
+	cli(t, env, tq, "lease", "create", lease, "--owner", "acme")
+	out, _ := cli(t, env, tq, "deploy", "-f", file, "--wait")
+	assert.Contains(t, out, "lease "+lease+" (owner acme): Active, deploy #1")
+
+	// A second CLI deploy of the same lease updates the running workflow.
+	out, _ = cli(t, env, tq, "deploy", "-f", file, "--wait")
+	assert.Contains(t, out, "Active, deploy #2")
+	assert.Contains(t, out, "web      no-op")
+
+	id := ScheduleID(lease, workflows.RedeployRestart)
+	out, _ = cli(t, env, tq, "schedule", "create", lease, "--every", "24h", "--action", "restart")
+	assert.Contains(t, out, "schedule "+id+" created")
+	t.Cleanup(func() { runCLI("schedule", "delete", id, "--temporal-address", devstack.TemporalAddress) })
+
+	trigger := exec.Command(env.Stack.Bin(devstack.Temporal), "schedule", "trigger", "--address", devstack.TemporalAddress, "--schedule-id", id)
+	b, err := trigger.CombinedOutput()
+	require.NoError(t, err, "temporal schedule trigger: %s", b)
+
+	var st workflows.DeployStatus
+	require.Eventually(t, func() bool {
+		out, _ := cli(t, env, tq, "status", lease, "-o", "json")
+		return json.Unmarshal([]byte(out), &st) == nil && st.Revision >= 3 && st.Phase == workflows.PhaseActive && !st.Pending
+	}, 60*time.Second, 250*time.Millisecond, "the scheduled restart never ran (last %+v)", st)
+	last := st.History[len(st.History)-1]
+	assert.Equal(t, "schedule", last.Trigger)
+	assert.Equal(t, "rollout", st.Classes["web"], "a restart is a new revision")
+
+	list, err := env.Kube.AppsV1().ReplicaSets(manifest.Namespace(lease)).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	restarted := 0
+	for _, rs := range list.Items {
+		if rs.Spec.Template.Annotations[workflows.RestartedAtAnnotation] != "" && rs.Status.AvailableReplicas == 2 {
+			restarted++
+		}
+	}
+	assert.Equal(t, 1, restarted, "the pods run a restarted revision")
+
+	// The schedule's own run had a timestamped ID and handed off.
+	runs, err := exec.Command(env.Stack.Bin(devstack.Temporal), "workflow", "list", "--address", devstack.TemporalAddress,
+		"--query", `WorkflowType="ScheduledDeployWorkflow" AND TaskQueue="`+tq+`"`).CombinedOutput()
+	require.NoError(t, err, "%s", runs)
+	assert.Contains(t, string(runs), "scheduled-"+lease+"-restart-")
+	assert.True(t, strings.Contains(string(runs), "Completed"), "%s", runs)
+}
