@@ -84,6 +84,12 @@ func runDeploy(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	if g.output == "text" {
+		// Progress as a tree, redrawn as the rollouts move.
+		if err := watchStatus(wctx, c, m.Lease, stdout, 500*time.Millisecond); err != nil && wctx.Err() != nil {
+			return err
+		}
+	}
 	st, err := waitDeploy(wctx, c, m.Lease, accepted.Revision)
 	if err != nil {
 		return err
@@ -132,6 +138,8 @@ func waitDeploy(ctx context.Context, c client.Client, lease string, revision int
 func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	var g globals
 	fs := newFlags("status", &g)
+	watch := fs.Bool("watch", false, "redraw until no deploy is in progress; exit 0 when Active, 1 when it failed")
+	interval := fs.Duration("interval", 500*time.Millisecond, "with --watch: how often to redraw")
 	pos, err := g.parse(fs, args)
 	if err != nil {
 		return err
@@ -144,12 +152,11 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	v, err := c.QueryWorkflow(ctx, workflows.DeployWorkflowID(pos[0]), "", workflows.QueryDeploy)
-	if err != nil {
-		return fmt.Errorf("lease %s: %w (is it deployed? 'deployflow deploy -f manifest.yaml')", pos[0], err)
+	if *watch && g.output == "text" {
+		return watchStatus(ctx, c, pos[0], stdout, *interval)
 	}
-	var st workflows.DeployStatus
-	if err := v.Get(&st); err != nil {
+	st, err := queryDeploy(ctx, c, pos[0])
+	if err != nil {
 		return err
 	}
 	if g.output == "json" {

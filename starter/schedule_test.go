@@ -81,6 +81,10 @@ func TestScheduledRestartGoesThroughTheLeaseWorkflow(t *testing.T) {
 	}
 	assert.Equal(t, 1, restarted, "the pods run a restarted revision")
 
+	out, _ = cli(t, env, tq, "history", lease)
+	assert.Regexp(t, `#1\s+cli\s+.*Succeeded`, out)
+	assert.Regexp(t, `#3\s+schedule\s+.*Succeeded`, out)
+
 	// The schedule's own run had a timestamped ID and handed off.
 	runs, err := exec.Command(env.Stack.Bin(devstack.Temporal), "workflow", "list", "--address", devstack.TemporalAddress,
 		"--query", `WorkflowType="ScheduledDeployWorkflow" AND TaskQueue="`+tq+`"`).CombinedOutput()

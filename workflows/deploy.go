@@ -94,6 +94,9 @@ func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error)
 	if err := w.registerControls(); err != nil {
 		return nil, err
 	}
+	if in.Carry != nil {
+		w.publish() // a continued run shows the lease's state from its start
+	}
 
 	for {
 		if w.teardown {

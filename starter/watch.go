@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"golang.org/x/term"
+
+	"github.com/deployflow/deployflow/workflows"
+)
+
+// watchStatus redraws the lease's tree until no deploy is in progress, like
+// `kubectl rollout status`: nil when the lease is Active, an error when the
+// deploy failed (a progress deadline included).
+func watchStatus(ctx context.Context, c client.Client, lease string, out io.Writer, interval time.Duration) error {
+	tty := false
+	if f, ok := out.(*os.File); ok {
+		tty = term.IsTerminal(int(f.Fd()))
+	}
+	last := ""
+	for {
+		st, err := queryDeploy(ctx, c, lease)
+		if err != nil {
+			return err
+		}
+		frame := renderTree(st, rolloutStatuses(ctx, c, st))
+		if frame != last {
+			if tty {
+				fmt.Fprint(out, "\033[H\033[2J")
+			} else if last != "" {
+				fmt.Fprintln(out)
+			}
+			fmt.Fprint(out, frame)
+			last = frame
+		}
+		if st.Phase != workflows.PhaseDeploying && !st.Pending && st.Phase != "" {
+			switch st.Phase {
+			case workflows.PhaseActive:
+				return nil
+			default:
+				return fmt.Errorf("lease %s is %s: %s", lease, st.Phase, st.LastError)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+}
+
+func queryDeploy(ctx context.Context, c client.Client, lease string) (workflows.DeployStatus, error) {
+	var st workflows.DeployStatus
+	v, err := c.QueryWorkflow(ctx, workflows.DeployWorkflowID(lease), "", workflows.QueryDeploy)
+	if err != nil {
+		return st, fmt.Errorf("lease %s: %w (is it deployed? 'deployflow deploy -f manifest.yaml')", lease, err)
+	}
+	return st, v.Get(&st)
+}
+
+// rolloutStatuses asks each service's running rollout for its status.
+func rolloutStatuses(ctx context.Context, c client.Client, st workflows.DeployStatus) map[string]workflows.RolloutStatus {
+	out := map[string]workflows.RolloutStatus{}
+	for _, svc := range st.Services {
+		if class := st.Classes[svc]; class != "rollout" && class != "scale-only" {
+			continue // nothing rolls; its last rollout is history
+		}
+		v, err := c.QueryWorkflow(ctx, workflows.RolloutWorkflowID(st.Namespace, svc), "", workflows.QueryStatus)
+		if err != nil {
+			continue // no rollout of this service, or it has finished
+		}
+		var rs workflows.RolloutStatus
+		if v.Get(&rs) == nil {
+			out[svc] = rs
+		}
+	}
+	return out
+}
+
+// renderTree draws lease → service → ReplicaSets → step and conditions.
+func renderTree(st workflows.DeployStatus, rollouts map[string]workflows.RolloutStatus) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "lease %s (owner %s) — %s, deploy #%d", st.Lease, st.Owner, st.Phase, st.Revision)
+	if st.Pending {
+		b.WriteString(", another deploy queued")
+	}
+	b.WriteString("\n")
+	services := append([]string(nil), st.Services...)
+	sort.Strings(services)
+	for i, svc := range services {
+		branch, indent := "├─", "│  "
+		if i == len(services)-1 {
+			branch, indent = "└─", "   "
+		}
+		class := st.Classes[svc]
+		if class == "" {
+			class = "pending"
+		}
+		fmt.Fprintf(&b, "%s %s: %s\n", branch, svc, class)
+		r, ok := rollouts[svc]
+		if !ok {
+			continue
+		}
+		lines := []string{}
+		for _, rs := range r.ReplicaSets {
+			if rs.Desired == 0 && rs.Current == 0 && !rs.New {
+				continue
+			}
+			mark := ""
+			if rs.New {
+				mark = "  ← new"
+			}
+			lines = append(lines, fmt.Sprintf("rev %d %s %s  desired %d  ready %d  available %d%s",
+				rs.Revision, rs.Name, rs.Image, rs.Desired, rs.Ready, rs.Available, mark))
+		}
+		step := "step " + r.Step
+		if r.Paused {
+			step += " (paused)"
+		}
+		for _, c := range r.Conditions {
+			step += fmt.Sprintf(" · %s=%s %s", c.Type, c.Status, c.Reason)
+		}
+		lines = append(lines, step)
+		if r.Message != "" {
+			lines = append(lines, r.Message)
+		}
+		for j, l := range lines {
+			sub := "├─"
+			if j == len(lines)-1 {
+				sub = "└─"
+			}
+			fmt.Fprintf(&b, "%s%s %s\n", indent, sub, l)
+		}
+	}
+	if st.LastError != "" && st.Phase != workflows.PhaseDeploying {
+		fmt.Fprintf(&b, "last error: %s\n", st.LastError)
+	}
+	return b.String()
+}
