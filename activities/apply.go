@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"time"
 
@@ -25,6 +26,8 @@ type ApplyObjectsInput struct {
 	Lease     string                `json:"lease"`
 	Services  []*corev1.Service     `json:"services,omitempty"`
 	Ingress   *networkingv1.Ingress `json:"ingress,omitempty"`
+	// DryRun reports what would change and writes nothing (deploy --plan).
+	DryRun bool `json:"dryRun,omitempty"`
 }
 
 // ApplyObjectsResult says what the apply changed.
@@ -45,7 +48,7 @@ func (a *Activities) ApplyObjects(ctx context.Context, in ApplyObjectsInput) (*A
 		svc.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
 		svc.Namespace = in.Namespace
 		keepSvc[svc.Name] = true
-		changed, err := a.apply(ctx, "services", svc.Name, svc, func(body []byte, opts metav1.PatchOptions) (metav1.Object, error) {
+		changed, err := a.apply(ctx, in.DryRun, "services", svc.Name, svc, func(body []byte, opts metav1.PatchOptions) (metav1.Object, error) {
 			return a.Kube.CoreV1().Services(in.Namespace).Patch(ctx, svc.Name, types.ApplyPatchType, body, opts)
 		})
 		if err != nil {
@@ -61,7 +64,7 @@ func (a *Activities) ApplyObjects(ctx context.Context, in ApplyObjectsInput) (*A
 		ing.TypeMeta = metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"}
 		ing.Namespace = in.Namespace
 		keepIng[ing.Name] = true
-		changed, err := a.apply(ctx, "ingresses", ing.Name, ing, func(body []byte, opts metav1.PatchOptions) (metav1.Object, error) {
+		changed, err := a.apply(ctx, in.DryRun, "ingresses", ing.Name, ing, func(body []byte, opts metav1.PatchOptions) (metav1.Object, error) {
 			return a.Kube.NetworkingV1().Ingresses(in.Namespace).Patch(ctx, ing.Name, types.ApplyPatchType, body, opts)
 		})
 		if err != nil {
@@ -81,6 +84,10 @@ func (a *Activities) ApplyObjects(ctx context.Context, in ApplyObjectsInput) (*A
 		if keepSvc[s.Name] {
 			continue
 		}
+		if in.DryRun {
+			res.Pruned = append(res.Pruned, "Service/"+s.Name)
+			continue
+		}
 		if err := a.Kube.CoreV1().Services(in.Namespace).Delete(ctx, s.Name, uidPrecondition(s.UID)); err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("delete service %s/%s: %w", in.Namespace, s.Name, err)
 		}
@@ -92,6 +99,10 @@ func (a *Activities) ApplyObjects(ctx context.Context, in ApplyObjectsInput) (*A
 	}
 	for _, i := range ings.Items {
 		if keepIng[i.Name] {
+			continue
+		}
+		if in.DryRun {
+			res.Pruned = append(res.Pruned, "Ingress/"+i.Name)
 			continue
 		}
 		if err := a.Kube.NetworkingV1().Ingresses(in.Namespace).Delete(ctx, i.Name, uidPrecondition(i.UID)); err != nil && !apierrors.IsNotFound(err) {
@@ -113,7 +124,7 @@ func uidPrecondition(uid types.UID) metav1.DeleteOptions {
 
 // apply server-side-applies obj and reports whether its resourceVersion
 // moved (the content changed).
-func (a *Activities) apply(ctx context.Context, resource, name string, obj any,
+func (a *Activities) apply(ctx context.Context, dryRun bool, resource, name string, obj any,
 	patch func(body []byte, opts metav1.PatchOptions) (metav1.Object, error)) (bool, error) {
 	body, err := json.Marshal(obj)
 	if err != nil {
@@ -127,6 +138,11 @@ func (a *Activities) apply(ctx context.Context, resource, name string, obj any,
 		}
 		return false, fmt.Errorf("apply %s %s (dry run): %w", resource, name, err)
 	}
+	if dryRun {
+		// A dry run does not say whether it would write: compare with the
+		// live object.
+		return a.wouldChange(ctx, resource, name, dry)
+	}
 	got, err := patch(body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
 	if err != nil {
 		return false, fmt.Errorf("apply %s %s: %w", resource, name, err)
@@ -134,6 +150,40 @@ func (a *Activities) apply(ctx context.Context, resource, name string, obj any,
 	// A dry run reports the current resourceVersion (none for a new object);
 	// the real apply moves it only if it wrote something.
 	return got.GetResourceVersion() != dry.GetResourceVersion(), nil
+}
+
+// wouldChange compares a dry-run result with the live object: a missing
+// object, or one whose managed content differs, would change.
+func (a *Activities) wouldChange(ctx context.Context, resource, name string, dry metav1.Object) (bool, error) {
+	var live metav1.Object
+	var err error
+	switch resource {
+	case "services":
+		live, err = a.Kube.CoreV1().Services(dry.GetNamespace()).Get(ctx, name, metav1.GetOptions{})
+	case "ingresses":
+		live, err = a.Kube.NetworkingV1().Ingresses(dry.GetNamespace()).Get(ctx, name, metav1.GetOptions{})
+	default:
+		return true, nil
+	}
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get %s %s: %w", resource, name, err)
+	}
+	// A dry run that changes nothing returns the live object unchanged:
+	// same generation and same managed fields.
+	return dry.GetGeneration() != live.GetGeneration() || !reflect.DeepEqual(stripTimes(dry.GetManagedFields()), stripTimes(live.GetManagedFields())) ||
+		!reflect.DeepEqual(dry.GetLabels(), live.GetLabels()) || !reflect.DeepEqual(dry.GetAnnotations(), live.GetAnnotations()), nil
+}
+
+func stripTimes(mf []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
+	out := make([]metav1.ManagedFieldsEntry, len(mf))
+	for i, e := range mf {
+		e.Time = nil
+		out[i] = e
+	}
+	return out
 }
 
 // Change classes of a service in a deploy, decided before anything is
@@ -172,6 +222,12 @@ type Classification struct {
 // a rollout. It reads only.
 func (a *Activities) ClassifyService(ctx context.Context, in ClassifyInput) (*Classification, error) {
 	d, err := a.DefaultDeployment(ctx, DefaultDeploymentInput{Deployment: in.Deployment})
+	if apierrors.IsNotFound(err) {
+		// No namespace yet (a first deploy being planned): nothing runs.
+		c := classify(in.Deployment, nil)
+		c.Service = in.Service
+		return c, nil
+	}
 	if err != nil {
 		return nil, err
 	}

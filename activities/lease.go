@@ -115,16 +115,18 @@ type ReleaseInput struct {
 	Keep  []string `json:"keep,omitempty"`
 }
 
-// ReleaseHostnames releases the lease's hostnames not in Keep.
-func (a *Activities) ReleaseHostnames(ctx context.Context, in ReleaseInput) error {
-	if len(in.Keep) == 0 {
-		return a.Hostnames.ReleaseAll(ctx, in.Lease)
-	}
+// ReleaseHostnames releases the lease's hostnames not in Keep and returns
+// them.
+func (a *Activities) ReleaseHostnames(ctx context.Context, in ReleaseInput) ([]string, error) {
 	held, err := a.Hostnames.Held(ctx, in.Lease)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return a.Hostnames.Release(ctx, in.Lease, without(held, in.Keep))
+	drop := without(held, in.Keep)
+	if len(in.Keep) == 0 {
+		return drop, a.Hostnames.ReleaseAll(ctx, in.Lease)
+	}
+	return drop, a.Hostnames.Release(ctx, in.Lease, drop)
 }
 
 // IPsInput is a lease's declared IP endpoints.
@@ -149,21 +151,22 @@ func (a *Activities) EnsureIPs(ctx context.Context, in IPsInput) (map[string]str
 	return ips, err
 }
 
-// ReleaseIPs releases the lease's IP endpoints not in Keep.
-func (a *Activities) ReleaseIPs(ctx context.Context, in ReleaseInput) error {
-	if len(in.Keep) == 0 {
-		return a.IPs.ReleaseAll(ctx, in.Lease)
-	}
+// ReleaseIPs releases the lease's IP endpoints not in Keep and returns them.
+func (a *Activities) ReleaseIPs(ctx context.Context, in ReleaseInput) ([]string, error) {
 	declared, err := a.IPs.Declared(ctx, in.Lease)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	endpoints := make([]string, 0, len(declared))
 	for e := range declared {
 		endpoints = append(endpoints, e)
 	}
 	sort.Strings(endpoints)
-	return a.IPs.Release(ctx, in.Lease, without(endpoints, in.Keep))
+	drop := without(endpoints, in.Keep)
+	if len(in.Keep) == 0 {
+		return drop, a.IPs.ReleaseAll(ctx, in.Lease)
+	}
+	return drop, a.IPs.Release(ctx, in.Lease, drop)
 }
 
 func without(all, keep []string) []string {

@@ -27,6 +27,8 @@ func runDeploy(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("deploy", &g)
 	file := fs.String("f", "", "the manifest (YAML or JSON); - for standard input")
 	wait := fs.Bool("wait", false, "wait until the deploy has finished; exit 1 if it failed")
+	planOnly := fs.Bool("plan", false, "print what the deploy would change, computed from the live cluster, and change nothing")
+	yes := fs.Bool("yes", false, "with --plan: deploy after printing the plan (and approve it if the manifest requires approval)")
 	timeout := fs.Duration("timeout", 15*time.Minute, "with --wait: how long to wait")
 	if _, err := g.parse(fs, args); err != nil {
 		return err
@@ -41,6 +43,21 @@ func runDeploy(ctx context.Context, args []string, stdout io.Writer) error {
 	m, err := manifest.Parse(data)
 	if err != nil {
 		return usageError{fmt.Errorf("%s is not a valid manifest; nothing was deployed:\n%w", *file, err)}
+	}
+
+	if *planOnly {
+		plan, err := computePlan(ctx, &g, m)
+		if err != nil {
+			return err
+		}
+		if g.output == "json" && !*yes {
+			return json.NewEncoder(stdout).Encode(plan)
+		}
+		printPlan(stdout, plan)
+		if !*yes {
+			return nil
+		}
+		fmt.Fprintln(stdout)
 	}
 
 	c, err := g.temporal(ctx)
@@ -75,6 +92,15 @@ func runDeploy(ctx context.Context, args []string, stdout io.Writer) error {
 	link := workflowURL(g.cfg, id, "")
 	if g.output == "text" {
 		fmt.Fprintf(stdout, "deploy of lease %s accepted (workflow %s)\n  %s\n", m.Lease, run.GetID(), link)
+	}
+	if m.RequireApproval {
+		if *planOnly && *yes {
+			if err := approveWhenReady(ctx, c, m.Lease); err != nil {
+				return err
+			}
+		} else if g.output == "text" {
+			fmt.Fprintf(stdout, "the manifest requires approval: review the plan with 'deployflow status %s -o json' and run 'deployflow approve %s'\n", m.Lease, m.Lease)
+		}
 	}
 	if !*wait {
 		if g.output == "json" {

@@ -28,9 +28,10 @@ type command struct {
 
 var commands = map[string]command{
 	"rollout":  {"roll one service's pod template out and wait until it is available", runRollout},
-	"deploy":   {"deploy a manifest to its lease (-f manifest.yaml [--wait])", runDeploy},
+	"deploy":   {"deploy a manifest to its lease (-f manifest.yaml [--wait] [--plan] [--yes])", runDeploy},
 	"status":   {"show a lease's phase, last deploy, hostnames and IPs (--watch: a live tree)", runStatus},
 	"history":  {"list a lease's deploys: trigger, time, outcome, duration", runHistory},
+	"approve":  {"approve the plan a lease's deploy is waiting on (manifests with requireApproval)", runApprove},
 	"teardown": {"delete a lease's workload and release its hostnames and IPs", runTeardown},
 	"lease":    {"manage leases: create <id> --owner <owner> | close <id> | list", runLease},
 	"schedule": {"scheduled redeploys: create <lease> --cron|--every [--action restart|reapply] | list | delete | trigger", runSchedule},

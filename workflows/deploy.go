@@ -31,6 +31,7 @@ const (
 	PhaseFailed      = "Failed"   // the last deploy failed (and was rolled back if it could be)
 	PhaseTearingDown = "TearingDown"
 	PhaseTornDown    = "TornDown"
+	PhaseAborted     = "Aborted" // the first deploy was not approved; nothing was deployed
 )
 
 // Names of DeployWorkflow's updates, signal and query.
@@ -53,6 +54,9 @@ type DeployInput struct {
 	// Health monitor settings; zero means the defaults (30s, 60s).
 	HealthIntervalSeconds int `json:"healthIntervalSeconds,omitempty"`
 	DegradedAfterSeconds  int `json:"degradedAfterSeconds,omitempty"`
+	// ApprovalTimeoutSeconds bounds the wait for a plan's approval
+	// (manifests with requireApproval); zero means an hour.
+	ApprovalTimeoutSeconds int `json:"approvalTimeoutSeconds,omitempty"`
 	// Carry is the state handed to a continued run; leave it empty.
 	Carry *DeployCarry `json:"carry,omitempty"`
 }
@@ -145,9 +149,13 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 	res, err := w.runChain(m)
 	rec.Classes = res.classes
 	rec.Withheld = res.withheld
+	rec.Operations = res.operations
 	switch {
 	case errors.Is(err, errTeardown):
 		rec.Outcome = "Interrupted by teardown"
+	case errors.Is(err, errApprovalTimeout) || errors.Is(err, errStaleApproval):
+		rec.Outcome = "Aborted: " + err.Error()
+		w.lastErr = err.Error()
 	case errors.Is(err, errSuperseded):
 		rec.Outcome = "Superseded by a newer manifest"
 	case err == nil:

@@ -8,7 +8,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/manifest"
@@ -16,15 +15,17 @@ import (
 
 // chainResult is what one run of the deploy chain did.
 type chainResult struct {
-	classes  map[string]string // service -> change class
-	withheld []activities.Withheld
-	changed  bool // something of the workload was written
+	classes    map[string]string // service -> change class
+	withheld   []activities.Withheld
+	changed    bool     // something of the workload was written
+	operations []string // what was done, in the plan's words
 }
 
 var errSuperseded = errors.New("superseded by a newer manifest")
 
 // runChain is one deploy of manifest m, in the Akash provider's order:
-// lease check → hostname check (before any write) → declared IPs → hostname
+// lease check → plan (hostname conflicts fail here, before any write) →
+// approval, if the manifest asks for it → declared IPs → hostname
 // reservations → namespace, Services, Ingress → one rollout per changed
 // service, in parallel → release what the manifest no longer declares, once
 // the new version is healthy.
@@ -40,11 +41,21 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		return res, err
 	}
 	w.owner = lease.Owner
-	ref := activities.HostnamesInput{Lease: m.Lease, Owner: lease.Owner, Hostnames: m.Hostnames()}
 
-	// 2. Hostnames held by other owners fail the deploy before any change.
-	if err := workflow.ExecuteLocalActivity(w.kubeCtx("check hostnames"), a.CheckHostnames, ref).Get(w.ctx, nil); err != nil {
+	// 2. The plan, read from the cluster with the code `deploy --plan`
+	// runs; another owner's hostname fails the deploy here.
+	plan, err := w.planDeploy(m)
+	if err != nil {
 		return res, err
+	}
+	if m.RequireApproval {
+		if err := w.awaitApproval(m, plan); err != nil {
+			return res, err
+		}
+	}
+	heldBefore := map[string]bool{}
+	for _, h := range m.Hostnames() {
+		heldBefore[h] = !contains(plan.ReserveHostnames, h)
 	}
 
 	// 3. Declared IPs: existing endpoints keep theirs, new ones get one.
@@ -55,14 +66,26 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		return res, err
 	}
 	w.ips = ips
+	for _, e := range m.IPEndpoints() {
+		if _, kept := plan.KeepIPs[e]; !kept {
+			res.operations = append(res.operations, activities.OpAllocateIP(e))
+		}
+	}
 
 	// 4. Hostname reservations; the same owner's other leases keep theirs.
 	var hosts activities.HostnamesResult
-	if err := workflow.ExecuteLocalActivity(w.kubeCtx("reserve hostnames"), a.ReserveHostnames, ref).Get(w.ctx, &hosts); err != nil {
+	if err := workflow.ExecuteLocalActivity(w.kubeCtx("reserve hostnames"), a.ReserveHostnames, activities.HostnamesInput{
+		Lease: m.Lease, Owner: lease.Owner, Hostnames: m.Hostnames(),
+	}).Get(w.ctx, &hosts); err != nil {
 		return res, err
 	}
 	res.withheld = hosts.Withheld
 	w.hostnames, w.withheld = hosts.Reserved, hosts.Withheld
+	for _, h := range hosts.Reserved {
+		if !heldBefore[h] {
+			res.operations = append(res.operations, activities.OpReserveHostname(h))
+		}
+	}
 
 	// 5. Namespace, Services, LoadBalancer Services and Ingress.
 	if err := workflow.ExecuteLocalActivity(w.kubeCtx("ensure namespace "+ns), a.EnsureNamespace, activities.EnsureNamespaceInput{
@@ -70,7 +93,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	}).Get(w.ctx, nil); err != nil {
 		return res, err
 	}
-	objects, err := renderObjects(m, ips, hosts.Withheld)
+	objects, err := activities.RenderObjects(m, ips, hosts.Withheld)
 	if err != nil {
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
 	}
@@ -79,6 +102,12 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		return res, err
 	}
 	res.changed = len(applied.Changed)+len(applied.Pruned) > 0
+	for _, o := range applied.Changed {
+		res.operations = append(res.operations, activities.OpApply(o))
+	}
+	for _, o := range applied.Pruned {
+		res.operations = append(res.operations, activities.OpDelete(o))
+	}
 
 	// 6. Classify each service's change before acting on it.
 	rollouts := map[string]RolloutInput{}
@@ -93,12 +122,14 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		}).Get(w.ctx, &c); err != nil {
 			return res, err
 		}
-		class := c.Class
-		if class == activities.ChangeNone && objectsChanged(applied, svc) {
-			class = activities.ChangeMetadata
+		if c.Class == activities.ChangeNone && activities.TouchesService(applied, svc) {
+			c.Class = activities.ChangeMetadata
 		}
-		res.classes[svc] = class
-		if class == activities.ChangeScale || class == activities.ChangeRollout {
+		res.classes[svc] = c.Class
+		if op := activities.OpService(c); op != "" {
+			res.operations = append(res.operations, op)
+		}
+		if c.Class == activities.ChangeScale || c.Class == activities.ChangeRollout {
 			rollouts[svc] = RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc)}
 		}
 	}
@@ -113,65 +144,41 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	}
 
 	// 8. Healthy: release hostnames and IPs the manifest no longer declares.
+	var released []string
 	if err := workflow.ExecuteLocalActivity(w.kubeCtx("release dropped hostnames"), a.ReleaseHostnames, activities.ReleaseInput{
 		Lease: m.Lease, Keep: m.Hostnames(),
-	}).Get(w.ctx, nil); err != nil {
+	}).Get(w.ctx, &released); err != nil {
 		return res, err
 	}
+	for _, h := range released {
+		res.operations = append(res.operations, activities.OpReleaseHostname(h))
+	}
+	released = nil
 	if err := workflow.ExecuteLocalActivity(w.kubeCtx("release dropped IPs"), a.ReleaseIPs, activities.ReleaseInput{
 		Lease: m.Lease, Keep: m.IPEndpoints(),
-	}).Get(w.ctx, nil); err != nil {
+	}).Get(w.ctx, &released); err != nil {
 		return res, err
+	}
+	for _, e := range released {
+		res.operations = append(res.operations, activities.OpReleaseIP(e))
 	}
 	return res, nil
 }
 
-func autoRollback(m *manifest.Manifest, svc string) bool {
-	for _, s := range m.Services {
-		if s.Name == svc && s.Rollout != nil && s.Rollout.AutoRollback != nil {
-			return *s.Rollout.AutoRollback
-		}
-	}
-	return true
-}
-
-// renderObjects is the lease's Services, LoadBalancer Services (with their
-// declared IPs) and Ingress, without the hostnames withheld for the owner's
-// other leases.
-func renderObjects(m *manifest.Manifest, ips map[string]string, withheld []activities.Withheld) (activities.ApplyObjectsInput, error) {
-	out := activities.ApplyObjectsInput{Namespace: manifest.Namespace(m.Lease), Lease: m.Lease}
-	out.Services = append(out.Services, m.ClusterIPServices()...)
-	lbs, err := m.LoadBalancerServices(ips)
-	if err != nil {
-		return out, err
-	}
-	out.Services = append(out.Services, lbs...)
-	if ing := m.Ingress(); ing != nil {
-		skip := map[string]bool{}
-		for _, h := range withheld {
-			skip[h.Hostname] = true
-		}
-		var rules []networkingv1.IngressRule
-		for _, r := range ing.Spec.Rules {
-			if !skip[r.Host] {
-				rules = append(rules, r)
-			}
-		}
-		if len(rules) > 0 {
-			ing.Spec.Rules = rules
-			out.Ingress = ing
-		}
-	}
-	return out, nil
-}
-
-func objectsChanged(applied activities.ApplyObjectsResult, svc string) bool {
-	for _, o := range append(append([]string{}, applied.Changed...), applied.Pruned...) {
-		if o == "Service/"+svc || o == "Ingress/"+manifest.IngressName || len(o) > len("Service/"+svc+"-ip-") && o[:len("Service/"+svc+"-ip-")] == "Service/"+svc+"-ip-" {
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
 			return true
 		}
 	}
 	return false
+}
+
+func autoRollback(m *manifest.Manifest, svc string) bool {
+	if s, ok := m.Lookup(svc); ok && s.Rollout != nil && s.Rollout.AutoRollback != nil {
+		return *s.Rollout.AutoRollback
+	}
+	return true
 }
 
 // rollOut runs one RolloutWorkflow child per service and waits for all of

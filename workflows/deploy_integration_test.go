@@ -26,12 +26,13 @@ import (
 
 // deployTest is one lease on the real local stack.
 type deployTest struct {
-	t     *testing.T
-	env   *testenv.Env
-	tq    string
-	acts  *activities.Activities
-	lease string
-	owner string
+	approvalTimeout int
+	t               *testing.T
+	env             *testenv.Env
+	tq              string
+	acts            *activities.Activities
+	lease           string
+	owner           string
 }
 
 func newDeployTest(t *testing.T) *deployTest {
@@ -82,7 +83,8 @@ func (dt *deployTest) deploy(m manifest.Manifest) client.WorkflowRun {
 	start := dt.env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID: workflows.DeployWorkflowID(m.Lease), TaskQueue: dt.tq,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "test", HealthIntervalSeconds: 1, DegradedAfterSeconds: 3})
+	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "test", HealthIntervalSeconds: 1, DegradedAfterSeconds: 3,
+		ApprovalTimeoutSeconds: dt.approvalTimeout})
 	h, err := dt.env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{

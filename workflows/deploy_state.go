@@ -47,6 +47,8 @@ type deployRun struct {
 	ips            map[string]string
 	unhealthySince time.Time
 	unsettled      bool
+	plan           *activities.DeployPlan // of the deploy in progress or the last one
+	approved       bool
 }
 
 // redeploy queues the lease's last-known-good manifest again, restarted if
@@ -127,6 +129,8 @@ type DeployRecord struct {
 	Image    map[string]string     `json:"images,omitempty"`
 	Classes  map[string]string     `json:"classes,omitempty"`
 	Withheld []activities.Withheld `json:"withheld,omitempty"`
+	// Operations are what the deploy did, in the words of its plan.
+	Operations []string `json:"operations,omitempty"`
 }
 
 // DeployStatus is the "status" query's answer and DeployWorkflow's result.
@@ -144,6 +148,9 @@ type DeployStatus struct {
 	Withheld  []activities.Withheld `json:"withheld,omitempty"`
 	IPs       map[string]string     `json:"ips,omitempty"`
 	History   []DeployRecord        `json:"history,omitempty"`
+	// Plan is the plan of the deploy in progress (awaiting approval, when
+	// Phase is AwaitingApproval) or of the last one.
+	Plan *activities.DeployPlan `json:"plan,omitempty"`
 }
 
 func newDeployRun(ctx workflow.Context, in DeployInput) *deployRun {
@@ -212,6 +219,9 @@ func (w *deployRun) registerControls() error {
 		workflow.UpdateHandlerOptions{Description: "Tear the lease's workload down and release its hostnames and IPs"}); err != nil {
 		return err
 	}
+	if err := w.registerApproval(); err != nil {
+		return err
+	}
 	ch := workflow.GetSignalChannel(w.ctx, SignalTeardown)
 	workflow.Go(w.ctx, func(ctx workflow.Context) {
 		for {
@@ -234,7 +244,7 @@ func (w *deployRun) status() DeployStatus {
 	st := DeployStatus{
 		Lease: w.lease, Owner: w.owner, Namespace: manifest.Namespace(w.lease), Phase: w.phase,
 		Revision: w.revision, Pending: w.pending != nil, LastError: w.lastErr, Classes: w.classes,
-		Hostnames: w.hostnames, Withheld: w.withheld, IPs: w.ips, History: w.history,
+		Hostnames: w.hostnames, Withheld: w.withheld, IPs: w.ips, History: w.history, Plan: w.plan,
 	}
 	if w.current != nil {
 		st.Services = w.current.ServiceNames()

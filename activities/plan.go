@@ -1,0 +1,276 @@
+package activities
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/deployflow/deployflow/internal/manifest"
+)
+
+// RenderObjects is the lease's Services, LoadBalancer Services (with their
+// declared IPs) and Ingress, without the hostnames withheld for the owner's
+// other leases. The deploy and its plan both render with it.
+func RenderObjects(m *manifest.Manifest, ips map[string]string, withheld []Withheld) (ApplyObjectsInput, error) {
+	out := ApplyObjectsInput{Namespace: manifest.Namespace(m.Lease), Lease: m.Lease}
+	out.Services = append(out.Services, m.ClusterIPServices()...)
+	lbs, err := m.LoadBalancerServices(ips)
+	if err != nil {
+		return out, err
+	}
+	out.Services = append(out.Services, lbs...)
+	if ing := m.Ingress(); ing != nil {
+		skip := map[string]bool{}
+		for _, h := range withheld {
+			skip[h.Hostname] = true
+		}
+		var rules []networkingv1.IngressRule
+		for _, r := range ing.Spec.Rules {
+			if !skip[r.Host] {
+				rules = append(rules, r)
+			}
+		}
+		if len(rules) > 0 {
+			ing.Spec.Rules = rules
+			out.Ingress = ing
+		}
+	}
+	return out, nil
+}
+
+// Operation texts, shared by plans and by the record of what a deploy did,
+// so `deploy --plan` and the deploy's history speak the same words.
+func OpReserveHostname(h string) string   { return "reserve hostname " + h }
+func OpReleaseHostname(h string) string   { return "release hostname " + h }
+func OpAllocateIP(endpoint string) string { return "allocate an IP for endpoint " + endpoint }
+func OpReleaseIP(endpoint string) string  { return "release the IP of endpoint " + endpoint }
+func OpApply(object string) string        { return "apply " + object }
+func OpDelete(object string) string       { return "delete " + object }
+func OpService(c Classification) string {
+	switch c.Class {
+	case ChangeRollout:
+		if c.CurrentImage == "" {
+			return fmt.Sprintf("roll out %s: %s, %d replicas", c.Service, c.DesiredImage, c.DesiredReplicas)
+		}
+		return fmt.Sprintf("roll out %s: %s → %s, %d → %d replicas", c.Service, c.CurrentImage, c.DesiredImage, c.CurrentReplicas, c.DesiredReplicas)
+	case ChangeScale:
+		return fmt.Sprintf("scale %s: %d → %d replicas", c.Service, c.CurrentReplicas, c.DesiredReplicas)
+	}
+	return ""
+}
+
+// PlanInput is a manifest to plan for its lease's owner.
+type PlanInput struct {
+	Manifest manifest.Manifest `json:"manifest"`
+	Owner    string            `json:"owner"`
+}
+
+// DeployPlan is what deploying a manifest would do, read from the cluster
+// without writing anything (uncloud-style plan).
+type DeployPlan struct {
+	Lease            string            `json:"lease"`
+	Owner            string            `json:"owner"`
+	Services         []Classification  `json:"services"`
+	ReserveHostnames []string          `json:"reserveHostnames,omitempty"`
+	ReleaseHostnames []string          `json:"releaseHostnames,omitempty"`
+	Withheld         []Withheld        `json:"withheld,omitempty"`
+	KeepIPs          map[string]string `json:"keepIPs,omitempty"`
+	AllocateIPs      []string          `json:"allocateIPs,omitempty"`
+	ReleaseIPs       []string          `json:"releaseIPs,omitempty"`
+	Objects          []string          `json:"objects,omitempty"` // objects that would be applied
+	Prune            []string          `json:"prune,omitempty"`   // objects that would be deleted
+	Operations       []string          `json:"operations"`        // in the order the deploy runs them
+	Summary          string            `json:"summary"`
+	// Fingerprint of the state read; an approved plan whose fingerprint no
+	// longer matches the cluster is stale and refused.
+	Fingerprint string `json:"fingerprint"`
+}
+
+// PlanDeploy computes the plan of deploying in.Manifest, with the deploy
+// chain's own code: the hostname check, the declared IPs, a dry-run
+// server-side apply of the rendered objects, and the classification of each
+// service. Conflicts fail it the way they would fail the deploy.
+func (a *Activities) PlanDeploy(ctx context.Context, in PlanInput) (*DeployPlan, error) {
+	m := in.Manifest.WithDefaults()
+	p := &DeployPlan{Lease: m.Lease, Owner: in.Owner}
+	hostnames := m.Hostnames()
+	check, err := a.CheckHostnames(ctx, HostnamesInput{Lease: m.Lease, Owner: in.Owner, Hostnames: hostnames})
+	if err != nil {
+		return nil, err
+	}
+	held, err := a.Hostnames.Held(ctx, m.Lease)
+	if err != nil {
+		return nil, err
+	}
+	p.Withheld = check.Withheld
+	withheld := map[string]bool{}
+	for _, w := range check.Withheld {
+		withheld[w.Hostname] = true
+	}
+	heldSet := setOf(held)
+	for _, h := range hostnames {
+		if !heldSet[h] && !withheld[h] {
+			p.ReserveHostnames = append(p.ReserveHostnames, h)
+		}
+	}
+	p.ReleaseHostnames = without(held, hostnames)
+
+	declared, err := a.IPs.Declared(ctx, m.Lease)
+	if err != nil {
+		return nil, err
+	}
+	p.KeepIPs = map[string]string{}
+	for _, e := range m.IPEndpoints() {
+		if ip, ok := declared[e]; ok {
+			p.KeepIPs[e] = ip
+		} else {
+			p.AllocateIPs = append(p.AllocateIPs, e)
+		}
+	}
+	var declaredEndpoints []string
+	for e := range declared {
+		declaredEndpoints = append(declaredEndpoints, e)
+	}
+	sort.Strings(declaredEndpoints)
+	p.ReleaseIPs = without(declaredEndpoints, m.IPEndpoints())
+
+	// Objects: a dry run where the namespace exists; otherwise all are new.
+	ips := map[string]string{}
+	for e, ip := range p.KeepIPs {
+		ips[e] = ip
+	}
+	for _, e := range p.AllocateIPs {
+		ips[e] = "192.0.2.1" // any address: new endpoints' Services are new anyway
+	}
+	objs, err := RenderObjects(m, ips, check.Withheld)
+	if err != nil {
+		return nil, invalidInput("%v", err)
+	}
+	_, err = a.Kube.CoreV1().Namespaces().Get(ctx, objs.Namespace, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		for _, s := range objs.Services {
+			p.Objects = append(p.Objects, "Service/"+s.Name)
+		}
+		if objs.Ingress != nil {
+			p.Objects = append(p.Objects, "Ingress/"+objs.Ingress.Name)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("get namespace %s: %w", objs.Namespace, err)
+	default:
+		objs.DryRun = true
+		res, err := a.ApplyObjects(ctx, objs)
+		if err != nil {
+			return nil, err
+		}
+		p.Objects, p.Prune = res.Changed, res.Pruned
+	}
+	sort.Strings(p.Objects)
+
+	var digests []string
+	for _, svc := range m.ServiceNames() {
+		d, err := m.Deployment(svc)
+		if err != nil {
+			return nil, invalidInput("%v", err)
+		}
+		c, err := a.ClassifyService(ctx, ClassifyInput{Deployment: d, Service: svc})
+		if err != nil {
+			return nil, err
+		}
+		if c.Class == ChangeNone && touches(p.Objects, p.Prune, svc) {
+			c.Class = ChangeMetadata
+		}
+		p.Services = append(p.Services, *c)
+		st, err := a.ReadRolloutState(ctx, ServiceRef{Namespace: objs.Namespace, Service: svc})
+		if err != nil {
+			return nil, err
+		}
+		digests = append(digests, svc+"="+st.Digest)
+	}
+	p.Operations = Operations(p.ReserveHostnames, p.AllocateIPs, p.Objects, p.Prune, p.Services, p.ReleaseHostnames, p.ReleaseIPs)
+	p.Summary = summarize(p)
+	p.Fingerprint = fingerprint(held, declared, p.Objects, p.Prune, digests)
+	return p, nil
+}
+
+// Operations lists a deploy's operations in the order the chain runs them.
+func Operations(reserve, allocate, objects, prune []string, services []Classification, releaseHosts, releaseIPs []string) []string {
+	var ops []string
+	for _, e := range allocate {
+		ops = append(ops, OpAllocateIP(e))
+	}
+	for _, h := range reserve {
+		ops = append(ops, OpReserveHostname(h))
+	}
+	for _, o := range objects {
+		ops = append(ops, OpApply(o))
+	}
+	for _, o := range prune {
+		ops = append(ops, OpDelete(o))
+	}
+	for _, c := range services {
+		if op := OpService(c); op != "" {
+			ops = append(ops, op)
+		}
+	}
+	for _, h := range releaseHosts {
+		ops = append(ops, OpReleaseHostname(h))
+	}
+	for _, e := range releaseIPs {
+		ops = append(ops, OpReleaseIP(e))
+	}
+	return ops
+}
+
+// TouchesService reports whether applied or pruned objects belong to svc
+// (its Service, its LoadBalancer Services, or the lease's Ingress).
+func touches(objects, prune []string, svc string) bool {
+	for _, o := range append(append([]string{}, objects...), prune...) {
+		if o == "Service/"+svc || o == "Ingress/"+manifest.IngressName || strings.HasPrefix(o, "Service/"+svc+"-ip-") {
+			return true
+		}
+	}
+	return false
+}
+
+// TouchesService is touches, for the workflow.
+func TouchesService(applied ApplyObjectsResult, svc string) bool {
+	return touches(applied.Changed, applied.Pruned, svc)
+}
+
+func summarize(p *DeployPlan) string {
+	counts := map[string]int{}
+	for _, s := range p.Services {
+		counts[s.Class]++
+	}
+	var parts []string
+	for _, c := range []string{ChangeRollout, ChangeScale, ChangeMetadata, ChangeNone} {
+		if counts[c] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[c], c))
+		}
+	}
+	return fmt.Sprintf("%d services (%s); hostnames: %d to reserve, %d to release; IPs: %d to allocate, %d to release; %d operations",
+		len(p.Services), strings.Join(parts, ", "), len(p.ReserveHostnames), len(p.ReleaseHostnames), len(p.AllocateIPs), len(p.ReleaseIPs), len(p.Operations))
+}
+
+func fingerprint(parts ...any) string {
+	b, _ := json.Marshal(parts)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+func setOf(s []string) map[string]bool {
+	out := map[string]bool{}
+	for _, x := range s {
+		out[x] = true
+	}
+	return out
+}

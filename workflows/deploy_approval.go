@@ -1,0 +1,114 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/manifest"
+)
+
+// Approval of a plan: with requireApproval in the manifest, a deploy stops
+// after computing its plan, shows it in the status query, and waits for the
+// "approve" update. Nothing has been written by then.
+const (
+	UpdateApprove          = "approve"
+	PhaseAwaitingApproval  = "AwaitingApproval"
+	defaultApprovalTimeout = time.Hour
+	errApprovalTimeoutText = "not approved in time"
+	errStalePlanText       = "the cluster changed since the plan was approved"
+)
+
+var (
+	errApprovalTimeout = errors.New(errApprovalTimeoutText)
+	errStaleApproval   = errors.New(errStalePlanText)
+)
+
+// ApproveRequest is the "approve" update's argument. Fingerprint, if given,
+// must be the plan awaiting approval (the one the approver has seen).
+type ApproveRequest struct {
+	Fingerprint string `json:"fingerprint,omitempty"`
+}
+
+// planDeploy computes the deploy's plan from the cluster, read-only.
+func (w *deployRun) planDeploy(m *manifest.Manifest) (*activities.DeployPlan, error) {
+	var a *activities.Activities
+	var plan activities.DeployPlan
+	if err := workflow.ExecuteLocalActivity(w.kubeCtx("plan"), a.PlanDeploy, activities.PlanInput{
+		Manifest: *m, Owner: w.owner,
+	}).Get(w.ctx, &plan); err != nil {
+		return nil, err
+	}
+	w.plan = &plan
+	return &plan, nil
+}
+
+// awaitApproval waits for the plan's approval. A timeout aborts the deploy
+// with nothing changed; so does a newer manifest or a teardown. Once
+// approved, the plan is computed again: if the cluster changed since, the
+// approved plan is stale and the deploy is refused.
+func (w *deployRun) awaitApproval(m *manifest.Manifest, plan *activities.DeployPlan) error {
+	previous := w.phase
+	w.approved = false
+	w.setPhase(PhaseAwaitingApproval)
+	timeout := time.Duration(w.in.ApprovalTimeoutSeconds) * time.Second
+	if timeout <= 0 {
+		timeout = defaultApprovalTimeout
+	}
+	ok, err := workflow.AwaitWithTimeout(w.ctx, timeout, func() bool {
+		return w.approved || w.teardown || w.pending != nil
+	})
+	if err != nil {
+		return err
+	}
+	restore := func() {
+		if previous == "" || previous == PhaseDeploying {
+			previous = PhaseAborted
+		}
+		w.setPhase(previous)
+	}
+	switch {
+	case !ok:
+		restore()
+		return fmt.Errorf("%w (%s): the deploy was aborted and nothing was changed", errApprovalTimeout, timeout)
+	case w.teardown:
+		return errTeardown
+	case !w.approved:
+		restore()
+		return errSuperseded
+	}
+	again, err := w.planDeploy(m)
+	if err != nil {
+		return err
+	}
+	if again.Fingerprint != plan.Fingerprint {
+		restore()
+		return fmt.Errorf("%w (plan %s, now %s): nothing was changed; plan again and approve the new plan", errStaleApproval, plan.Fingerprint, again.Fingerprint)
+	}
+	w.setPhase(PhaseDeploying)
+	return nil
+}
+
+func (w *deployRun) registerApproval() error {
+	return workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateApprove,
+		func(_ workflow.Context, _ ApproveRequest) (DeployStatus, error) {
+			w.approved = true
+			w.unsettled = true
+			return w.status(), nil
+		},
+		workflow.UpdateHandlerOptions{
+			Description: `Approve the plan awaiting approval (status query: plan). Argument: {"fingerprint": "<plan fingerprint>"} or {}`,
+			Validator: func(_ workflow.Context, req ApproveRequest) error {
+				if w.phase != PhaseAwaitingApproval || w.plan == nil {
+					return errors.New("no plan is awaiting approval for lease " + w.lease)
+				}
+				if req.Fingerprint != "" && req.Fingerprint != w.plan.Fingerprint {
+					return fmt.Errorf("fingerprint %s is not the plan awaiting approval (%s): look at the plan again", req.Fingerprint, w.plan.Fingerprint)
+				}
+				return nil
+			},
+		})
+}
