@@ -15,6 +15,8 @@ GO ?= go
 export DEPLOYFLOW_CACHE ?= $(HOME)/.cache/deployflow
 TEST_FLAGS ?= -count=1 -timeout 40m
 PKGS ?= ./...
+# Packages with tests that stop parts of the local stack (run alone).
+DISRUPTIVE_PKGS ?= ./workflows/
 
 .PHONY: all build tools dev-up dev-down dev-status demo test unit lint bench clean
 
@@ -55,7 +57,7 @@ unit:
 # local stack (TestDisruptive*: an API server outage), alone.
 test: build tools lint
 	hack/with-stack.sh bash -c '$(GO) test $(TEST_FLAGS) -v -skip Disruptive $(PKGS) && \
-	  $(GO) test $(TEST_FLAGS) -v -p 1 -run Disruptive $(PKGS)'
+	  $(GO) test $(TEST_FLAGS) -v -p 1 -run Disruptive $(DISRUPTIVE_PKGS)'
 
 # The same rollout by deployflow's engine and by the native Deployment
 # controller (a second kube-controller-manager running only that controller).
