@@ -185,7 +185,7 @@ func (a *Activities) PlanDeploy(ctx context.Context, in PlanInput) (*DeployPlan,
 		if err != nil {
 			return nil, err
 		}
-		if c.Class == ChangeNone && touches(p.Objects, p.Prune, svc) {
+		if c.Class == ChangeNone && touches(p.Objects, p.Prune, m, svc) {
 			c.Class = ChangeMetadata
 		}
 		p.Services = append(p.Services, *c)
@@ -230,11 +230,28 @@ func Operations(reserve, allocate, objects, prune []string, services []Classific
 	return ops
 }
 
-// TouchesService reports whether applied or pruned objects belong to svc
-// (its Service, its LoadBalancer Services, or the lease's Ingress).
-func touches(objects, prune []string, svc string) bool {
+// touches reports whether applied or pruned objects belong to svc: its
+// Service, its LoadBalancer Services, or the lease's Ingress when svc has
+// hostnames behind it.
+func touches(objects, prune []string, m *manifest.Manifest, svc string) bool {
 	for _, o := range append(append([]string{}, objects...), prune...) {
-		if o == "Service/"+svc || o == "Ingress/"+manifest.IngressName || strings.HasPrefix(o, "Service/"+svc+"-ip-") {
+		switch {
+		case o == "Service/"+svc, strings.HasPrefix(o, "Service/"+svc+"-ip-"):
+			return true
+		case o == "Ingress/"+manifest.IngressName && hasHostnames(m, svc):
+			return true
+		}
+	}
+	return false
+}
+
+func hasHostnames(m *manifest.Manifest, svc string) bool {
+	s, ok := m.Lookup(svc)
+	if !ok {
+		return false
+	}
+	for _, p := range s.Ports {
+		if p.Expose != nil && p.Expose.HTTP != nil && len(p.Expose.HTTP.Hostnames) > 0 {
 			return true
 		}
 	}
@@ -242,8 +259,8 @@ func touches(objects, prune []string, svc string) bool {
 }
 
 // TouchesService is touches, for the workflow.
-func TouchesService(applied ApplyObjectsResult, svc string) bool {
-	return touches(applied.Changed, applied.Pruned, svc)
+func TouchesService(applied ApplyObjectsResult, m *manifest.Manifest, svc string) bool {
+	return touches(applied.Changed, applied.Pruned, m, svc)
 }
 
 func summarize(p *DeployPlan) string {

@@ -122,7 +122,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		}).Get(w.ctx, &c); err != nil {
 			return res, err
 		}
-		if c.Class == activities.ChangeNone && activities.TouchesService(applied, svc) {
+		if c.Class == activities.ChangeNone && activities.TouchesService(applied, m, svc) {
 			c.Class = activities.ChangeMetadata
 		}
 		res.classes[svc] = c.Class
