@@ -21,6 +21,7 @@ import (
 type globals struct {
 	cfg    config.Config
 	output string
+	fs     *flag.FlagSet
 }
 
 func newFlags(name string, g *globals) *flag.FlagSet {

@@ -39,7 +39,10 @@ const (
 	UpdateDeploy   = "deploy"   // argument: a manifest; starts or supersedes a deploy
 	UpdateTeardown = "teardown" // tear the lease's workload down and release its reservations
 	SignalTeardown = "teardown"
-	QueryDeploy    = "status"
+	// UpdateScaleService scales one service (a scale-only deploy); the lease
+	// workflow's "restart" update restarts every pod (UpdateRestart).
+	UpdateScaleService = "scale"
+	QueryDeploy        = "status"
 )
 
 // DeployWorkflowID is the one workflow of a lease.

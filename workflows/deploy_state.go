@@ -51,13 +51,25 @@ type deployRun struct {
 	approved       bool
 }
 
+// ScaleServiceRequest is the "scale" update's argument.
+type ScaleServiceRequest struct {
+	Service  string `json:"service"`
+	Replicas int32  `json:"replicas"`
+}
+
+// base is the manifest operator changes start from: the last-known-good
+// one, or the last deployed.
+func (w *deployRun) base() *manifest.Manifest {
+	if w.lastGood != nil {
+		return w.lastGood
+	}
+	return w.current
+}
+
 // redeploy queues the lease's last-known-good manifest again, restarted if
 // asked. A lease with nothing deployed yet has nothing to redeploy.
 func (w *deployRun) redeploy(req RedeployRequest) {
-	base := w.lastGood
-	if base == nil {
-		base = w.current
-	}
+	base := w.base()
 	if base == nil || w.teardown {
 		workflow.GetLogger(w.ctx).Warn("redeploy ignored: nothing deployed", "lease", w.lease, "action", req.Action)
 		return
@@ -220,6 +232,52 @@ func (w *deployRun) registerControls() error {
 		return err
 	}
 	if err := w.registerApproval(); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateScaleService,
+		func(_ workflow.Context, req ScaleServiceRequest) (DeployStatus, error) {
+			m := *w.base().WithDefaults()
+			for i := range m.Services {
+				if m.Services[i].Name == req.Service {
+					r := req.Replicas
+					m.Services[i].Replicas = &r
+				}
+			}
+			w.pending, w.pendingTrigger, w.unsettled = &m, "cli", true
+			return w.status(), nil
+		},
+		workflow.UpdateHandlerOptions{
+			Description: `Scale one service of the lease (a scale-only deploy). Argument: {"service": "web", "replicas": 6}`,
+			Validator: func(_ workflow.Context, req ScaleServiceRequest) error {
+				if w.base() == nil {
+					return errors.New("nothing is deployed to lease " + w.lease + " yet")
+				}
+				if _, ok := w.base().Lookup(req.Service); !ok {
+					return fmt.Errorf("service %q: the lease runs %v", req.Service, w.base().ServiceNames())
+				}
+				if req.Replicas < 0 || req.Replicas > manifest.MaxReplicas {
+					return fmt.Errorf("replicas: %d is out of range: use 0 to %d", req.Replicas, manifest.MaxReplicas)
+				}
+				return nil
+			},
+		}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateRestart,
+		func(_ workflow.Context) (DeployStatus, error) {
+			w.redeploy(RedeployRequest{Action: RedeployRestart, Trigger: "cli"})
+			w.unsettled = true
+			return w.status(), nil
+		},
+		workflow.UpdateHandlerOptions{
+			Description: "Restart every pod of the lease on a new revision of the same manifest",
+			Validator: func(workflow.Context) error {
+				if w.base() == nil {
+					return errors.New("nothing is deployed to lease " + w.lease + " yet")
+				}
+				return nil
+			},
+		}); err != nil {
 		return err
 	}
 	ch := workflow.GetSignalChannel(w.ctx, SignalTeardown)

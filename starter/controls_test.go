@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/workflows"
+)
+
+// The operator commands on a real lease: scale (a scale-only deploy),
+// pause/resume/abort of a rollout in progress, restart.
+func TestOperatorCommands(t *testing.T) {
+	env := testenv.Get(t)
+	tq := env.Worker(t)
+	lease := testenv.ShortName("ops")
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowID(lease), "", "test over")
+		_ = env.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(lease), metav1.DeleteOptions{})
+	})
+	dir := t.TempDir()
+	write := func(name, image, readyAfter string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte("lease: "+lease+"\nservices:\n  - name: web\n    image: "+image+"\n    replicas: 4\n"+
+			"    podAnnotations: {deployflow.dev/ready-after: "+readyAfter+"}\n"), 0o644))
+		return p
+	}
+	status := func() workflows.DeployStatus {
+		out, _ := cli(t, env, tq, "status", lease, "-o", "json")
+		var st workflows.DeployStatus
+		require.NoError(t, json.Unmarshal([]byte(out), &st))
+		return st
+	}
+	waitFor := func(what string, cond func(workflows.DeployStatus) bool) workflows.DeployStatus {
+		var st workflows.DeployStatus
+		require.Eventually(t, func() bool { st = status(); return cond(st) }, 60*time.Second, 200*time.Millisecond, "never %s (last %+v)", what, st)
+		return st
+	}
+	cli(t, env, tq, "lease", "create", lease, "--owner", "acme")
+	cli(t, env, tq, "deploy", "-f", write("v1.yaml", "nginx:1.26", "0s"), "--wait")
+
+	out, _ := cli(t, env, tq, "scale", lease, "web", "6")
+	assert.Contains(t, out, "scaling web of lease "+lease+" to 6")
+	st := waitFor("scaled", func(s workflows.DeployStatus) bool { return s.Revision == 2 && s.Phase == workflows.PhaseActive && !s.Pending })
+	assert.Equal(t, "scale-only", st.Classes["web"])
+	rss, err := env.Kube.AppsV1().ReplicaSets(manifest.Namespace(lease)).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, rss.Items, 1, "scaling makes no new ReplicaSet")
+	assert.Equal(t, int32(6), *rss.Items[0].Spec.Replicas)
+
+	cli(t, env, tq, "deploy", "-f", write("v2.yaml", "nginx:1.27", "30s"))
+	waitFor("rolling out", func(s workflows.DeployStatus) bool { return s.Revision == 3 && s.Classes["web"] == "rollout" })
+	require.Eventually(t, func() bool {
+		code, _, _ := runCLI("pause", lease, "web", "--temporal-address", "127.0.0.1:7233")
+		return code == 0
+	}, 30*time.Second, 200*time.Millisecond, "pause never reached the rollout")
+	out, _ = cli(t, env, tq, "resume", lease, "web")
+	assert.Contains(t, out, "web of lease "+lease+": resumed")
+	out, _ = cli(t, env, tq, "abort", lease, "web")
+	assert.Contains(t, out, "aborted: rolling back to revision 1")
+	st = waitFor("aborted", func(s workflows.DeployStatus) bool { return len(s.History) == 3 && !s.Pending })
+	assert.Contains(t, st.History[len(st.History)-1].Outcome, "RolloutAborted", "%+v", st.History)
+
+	code, _, stderr := runCLI("pause", lease, "web", "--temporal-address", "127.0.0.1:7233")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "pause acts on a rollout in progress")
+
+	out, _ = cli(t, env, tq, "restart", lease)
+	assert.Contains(t, out, "restarting every pod of lease "+lease)
+	st = waitFor("restarted", func(s workflows.DeployStatus) bool { return s.Revision == 4 && s.Phase == workflows.PhaseActive && !s.Pending })
+	assert.Equal(t, "rollout", st.Classes["web"])
+}
