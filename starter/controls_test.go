@@ -13,21 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/internal/testenv"
 	"github.com/deployflow/deployflow/workflows"
 )
 
 // The operator commands on a real lease: scale (a scale-only deploy),
 // pause/resume/abort of a rollout in progress, restart.
 func TestOperatorCommands(t *testing.T) {
-	env := testenv.Get(t)
-	tq := env.Worker(t)
-	lease := testenv.ShortName("ops")
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowID(lease), "", "test over")
-		_ = env.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(lease), metav1.DeleteOptions{})
-	})
+	env, tq, lease := newLease(t, "ops")
 	dir := t.TempDir()
 	write := func(name, image, readyAfter string) string {
 		p := filepath.Join(dir, name)
@@ -51,7 +43,9 @@ func TestOperatorCommands(t *testing.T) {
 
 	out, _ := cli(t, env, tq, "scale", lease, "web", "6")
 	assert.Contains(t, out, "scaling web of lease "+lease+" to 6")
-	st := waitFor("scaled", func(s workflows.DeployStatus) bool { return s.Revision == 2 && s.Phase == workflows.PhaseActive && !s.Pending })
+	st := waitFor("scaled", func(s workflows.DeployStatus) bool {
+		return s.Revision == 2 && s.Phase == workflows.PhaseActive && !s.Pending
+	})
 	assert.Equal(t, "scale-only", st.Classes["web"])
 	rss, err := env.Kube.AppsV1().ReplicaSets(manifest.Namespace(lease)).List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
@@ -77,6 +71,8 @@ func TestOperatorCommands(t *testing.T) {
 
 	out, _ = cli(t, env, tq, "restart", lease)
 	assert.Contains(t, out, "restarting every pod of lease "+lease)
-	st = waitFor("restarted", func(s workflows.DeployStatus) bool { return s.Revision == 4 && s.Phase == workflows.PhaseActive && !s.Pending })
+	st = waitFor("restarted", func(s workflows.DeployStatus) bool {
+		return s.Revision == 4 && s.Phase == workflows.PhaseActive && !s.Pending
+	})
 	assert.Equal(t, "rollout", st.Classes["web"])
 }

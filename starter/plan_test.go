@@ -9,24 +9,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/internal/testenv"
 	"github.com/deployflow/deployflow/workflows"
 )
 
 // `deploy --plan` prints the plan and changes nothing; `--plan --yes`
 // deploys it, approving it when the manifest requires approval.
 func TestDeployPlanPrintsThePlanAndYesDeploysIt(t *testing.T) {
-	env := testenv.Get(t)
-	tq := env.Worker(t)
-	lease := testenv.ShortName("plan")
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowID(lease), "", "test over")
-		_ = env.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(lease), metav1.DeleteOptions{})
-	})
+	env, tq, lease := newLease(t, "plan")
 	file := filepath.Join(t.TempDir(), "m.yaml")
 	require.NoError(t, os.WriteFile(file, []byte("lease: "+lease+"\nrequireApproval: true\nservices:\n  - name: web\n    image: nginx:1.27\n    replicas: 2\n"+
 		"    ports: [{port: 80, expose: {http: {hostnames: ["+lease+".plan.example.com]}}}]\n"), 0o644))

@@ -20,6 +20,21 @@ import (
 	"github.com/deployflow/deployflow/workflows"
 )
 
+// newLease is a lease for a CLI test: the local stack, a worker on a task
+// queue of its own, and a lease ID whose workflow and namespace are removed
+// when the test ends.
+func newLease(t *testing.T, prefix string) (env *testenv.Env, tq, lease string) {
+	env = testenv.Get(t)
+	tq = env.Worker(t)
+	lease = testenv.ShortName(prefix)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowID(lease), "", "test over")
+		_ = env.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(lease), metav1.DeleteOptions{})
+	})
+	return env, tq, lease
+}
+
 // cli runs the deployflow CLI against the local stack and a test's worker.
 func cli(t *testing.T, env *testenv.Env, tq string, args ...string) (string, string) {
 	t.Helper()
@@ -33,14 +48,7 @@ func cli(t *testing.T, env *testenv.Env, tq string, args ...string) (string, str
 // `temporal schedule trigger`: it restarts the lease's pods through the
 // lease's own workflow (deploy-<lease>), recorded with trigger "schedule".
 func TestScheduledRestartGoesThroughTheLeaseWorkflow(t *testing.T) {
-	env := testenv.Get(t)
-	tq := env.Worker(t)
-	lease := testenv.ShortName("sched")
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowID(lease), "", "test over")
-		_ = env.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(lease), metav1.DeleteOptions{})
-	})
+	env, tq, lease := newLease(t, "sched")
 	file := filepath.Join(t.TempDir(), "m.yaml")
 	require.NoError(t, os.WriteFile(file, []byte("lease: "+lease+"\nservices:\n  - name: web\n    image: nginx:1.27\n    replicas: 2\n"), 0o644))
 

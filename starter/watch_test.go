@@ -1,32 +1,20 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/internal/devstack"
-	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/internal/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // `status --watch` draws the rollout as a tree and exits like `kubectl
 // rollout status`: 0 once the deploy is complete, 1 at a progress deadline.
 func TestStatusWatchExitsZeroOnSuccessAndNonZeroOnADeadline(t *testing.T) {
-	env := testenv.Get(t)
-	tq := env.Worker(t)
-	lease := testenv.ShortName("watch")
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowID(lease), "", "test over")
-		_ = env.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(lease), metav1.DeleteOptions{})
-	})
+	env, tq, lease := newLease(t, "watch")
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)

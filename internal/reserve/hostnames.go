@@ -357,12 +357,5 @@ func (h *Hostnames) Release(ctx context.Context, leaseID string, hostnames []str
 
 // ReleaseAll releases every hostname the lease holds.
 func (h *Hostnames) ReleaseAll(ctx context.Context, leaseID string) error {
-	if err := lease.ValidateID(leaseID); err != nil {
-		return err
-	}
-	items, err := listHeld(ctx, h.res, leaseID)
-	if err != nil {
-		return fmt.Errorf("list hostnames of lease %s: %w", leaseID, err)
-	}
-	return deleteAllHeld(ctx, h.res, items, leaseID)
+	return releaseAll(ctx, h.res, leaseID, "hostnames")
 }

@@ -306,12 +306,5 @@ func (p *IPs) Release(ctx context.Context, leaseID string, endpoints []string) e
 
 // ReleaseAll releases every address the lease holds.
 func (p *IPs) ReleaseAll(ctx context.Context, leaseID string) error {
-	if err := lease.ValidateID(leaseID); err != nil {
-		return err
-	}
-	items, err := listHeld(ctx, p.res, leaseID)
-	if err != nil {
-		return fmt.Errorf("list IPs of lease %s: %w", leaseID, err)
-	}
-	return deleteAllHeld(ctx, p.res, items, leaseID)
+	return releaseAll(ctx, p.res, leaseID, "IPs")
 }

@@ -135,3 +135,16 @@ func deleteAllHeld(ctx context.Context, res dynamic.ResourceInterface, items []u
 	}
 	return errors.Join(errs...)
 }
+
+// releaseAll deletes every reservation of res the lease holds; what names
+// them in errors.
+func releaseAll(ctx context.Context, res dynamic.ResourceInterface, leaseID, what string) error {
+	if err := lease.ValidateID(leaseID); err != nil {
+		return err
+	}
+	items, err := listHeld(ctx, res, leaseID)
+	if err != nil {
+		return fmt.Errorf("list %s of lease %s: %w", what, leaseID, err)
+	}
+	return deleteAllHeld(ctx, res, items, leaseID)
+}
