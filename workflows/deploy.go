@@ -14,10 +14,10 @@ import (
 
 // Error types of DeployWorkflow's failures.
 const (
-	ErrLeaseNotActive   = "LeaseNotActive"
-	ErrHostnameConflict = "HostnameConflict"
-	ErrHostnameBlocked  = "HostnameBlocked"
-	ErrIPPoolExhausted  = "IPPoolExhausted"
+	ErrLeaseNotActive   = activities.ErrLeaseNotActive
+	ErrHostnameConflict = activities.ErrHostnameConflict
+	ErrHostnameBlocked  = activities.ErrHostnameBlocked
+	ErrIPPoolExhausted  = activities.ErrIPPoolExhausted
 	ErrInvalidManifest  = "InvalidManifest"
 )
 
