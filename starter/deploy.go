@@ -146,8 +146,8 @@ func readFile(name string) ([]byte, error) {
 func waitDeploy(ctx context.Context, c client.Client, lease string, revision int64) (workflows.DeployStatus, error) {
 	var st workflows.DeployStatus
 	for {
-		v, err := c.QueryWorkflow(ctx, workflows.DeployWorkflowID(lease), "", workflows.QueryDeploy)
-		if err == nil && v.Get(&st) == nil {
+		if s, err := queryDeploy(ctx, c, lease); err == nil {
+			st = s
 			if n := len(st.History); n > 0 && st.History[n-1].Revision > revision && !st.Pending && st.Phase != workflows.PhaseDeploying {
 				return st, nil
 			}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,31 +13,22 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/workflows"
 )
 
 func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
-	var cfg config.Config
-	fs := flag.NewFlagSet("rollout", flag.ContinueOnError)
-	cfg.RegisterFlags(fs)
+	var g globals
+	fs := newFlags("rollout", &g)
 	namespace := fs.String("namespace", "default", "Kubernetes namespace (created if missing)")
 	service := fs.String("service", "", "service name; the ReplicaSet is <service>-<pod-template-hash>")
 	image := fs.String("image", "", "container image (when no --file is given)")
 	replicas := fs.Int("replicas", 1, "desired replicas (when no --file is given)")
 	file := fs.String("f", "", "a Deployment (YAML or JSON) describing the desired state, instead of --image/--replicas")
 	wait := fs.Bool("wait", true, "wait until the rollout completes")
-	output := fs.String("o", "text", "output: text or json")
-	fs.SetOutput(os.Stderr)
-	if err := fs.Parse(args); err != nil {
+	if _, err := g.parse(fs, args); err != nil {
 		return err
 	}
-	if err := cfg.Validate(); err != nil {
-		return usageError{err}
-	}
-	if *output != "text" && *output != "json" {
-		return usageError{fmt.Errorf("-o %q: want text or json", *output)}
-	}
+	cfg, output := g.cfg, &g.output
 
 	in := workflows.RolloutInput{Namespace: *namespace, Service: *service}
 	switch {

@@ -348,14 +348,7 @@ func (w *deployRun) settle() {
 
 // kubeCtx is for short, idempotent calls (local activities, retried for a
 // day: an unreachable API server delays a deploy, it does not fail it).
-func (w *deployRun) kubeCtx(summary string) workflow.Context {
-	return workflow.WithLocalActivityOptions(w.ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout:    30 * time.Second,
-		ScheduleToCloseTimeout: 24 * time.Hour,
-		RetryPolicy:            kubeRetry,
-		Summary:                summary,
-	})
-}
+func (w *deployRun) kubeCtx(summary string) workflow.Context { return kubeCall(w.ctx, summary) }
 
 // probeCtx is for the health monitor's observations: a few quick tries, then
 // the tick reports Unknown instead of waiting for the cluster.

@@ -22,8 +22,12 @@ var kubeRetry = &temporal.RetryPolicy{
 // engine as quick as the in-cluster controller. They are retried for a day
 // (an API server outage stalls the rollout, it does not fail it); summary
 // shows in the UI, e.g. "scale web-5d8f9 3→6".
-func (r *rolloutRun) kubeCtx(summary string) workflow.Context {
-	return workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+func (r *rolloutRun) kubeCtx(summary string) workflow.Context { return kubeCall(r.ctx, summary) }
+
+// kubeCall is the local-activity options of every short Kubernetes call,
+// the rollout's and the deploy chain's.
+func kubeCall(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: 24 * time.Hour,
 		RetryPolicy:            kubeRetry,

@@ -179,17 +179,6 @@ type badCase struct {
 	plain                    bool
 }
 
-// svcYAML is a valid one-service manifest with extra lines added to the
-// service (indented by 4).
-func svcYAML(extra string) string {
-	return "lease: shop\nservices:\n  - name: web\n    image: nginx:1.27\n" + extra
-}
-
-// portYAML is svcYAML with one port whose extra lines are indented by 8.
-func portYAML(extra string) string {
-	return svcYAML("    ports:\n      - port: 80\n" + extra)
-}
-
 // badCases is the catalogue of bad manifests in testdata/bad: each file,
 // and the path and message fragment its error must name (catalogue.json).
 // The CLI's tests deploy every one of them too and check nothing is written.
