@@ -25,4 +25,9 @@ type Activities struct {
 	Hostnames *reserve.Hostnames
 	IPs       *reserve.IPs
 	Metrics   *metrics.Metrics // optional
+	// RolloutNamespaces are namespaces, besides the lease namespaces
+	// deployflow manages, where rollouts may act (--rollout-namespaces).
+	RolloutNamespaces []string
+
+	guard namespaceGuard
 }

@@ -2,9 +2,12 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"reflect"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -28,29 +31,59 @@ type ApplyObjectsInput struct {
 	Ingress   *networkingv1.Ingress `json:"ingress,omitempty"`
 	// DryRun reports what would change and writes nothing (deploy --plan).
 	DryRun bool `json:"dryRun,omitempty"`
+	// DeployID names the deploy (one run of the chain) doing the apply; a
+	// retry of the same apply carries the same one and gets the same answer.
+	DeployID string `json:"deployID,omitempty"`
+	// Previous are the objects (Kind/name) the lease had after its last
+	// apply; those no longer rendered count as pruned even when a retried
+	// apply finds them gone already.
+	Previous []string `json:"previous,omitempty"`
 }
 
 // ApplyObjectsResult says what the apply changed.
 type ApplyObjectsResult struct {
 	Changed []string `json:"changed,omitempty"` // kind/name of objects whose content changed
 	Pruned  []string `json:"pruned,omitempty"`  // objects of the lease no longer rendered
+	Kept    []string `json:"kept,omitempty"`    // every object the lease has after the apply
 }
 
+// Annotations by which an apply tells, from content, whether it changed an
+// object: the hash of what deployflow applied, the deploy that last changed
+// it, and the hash before that deploy.
+const (
+	ContentHashAnnotation  = "deployflow.dev/content-hash"
+	DeployIDAnnotation     = "deployflow.dev/deploy-id"
+	PreviousHashAnnotation = "deployflow.dev/previous-hash"
+)
+
 // ApplyObjects server-side-applies the lease's Services and Ingress (field
-// manager deployflow), then removes the lease's Services and Ingresses that
-// the manifest no longer renders. Applying the same objects twice changes
-// nothing, so it is safe to retry.
+// manager deployflow, owned by the lease record), then removes the lease's
+// Services and Ingresses that the manifest no longer renders. Whether an
+// object changed is decided from content: the hash of what deployflow owns
+// against the hash the object carries, so a retried apply reports what the
+// first attempt did. Applying the same objects twice writes nothing.
 func (a *Activities) ApplyObjects(ctx context.Context, in ApplyObjectsInput) (*ApplyObjectsResult, error) {
 	res := &ApplyObjectsResult{}
-	keepSvc := map[string]bool{}
+	var owners []metav1.OwnerReference
+	if !in.DryRun {
+		var err error
+		if owners, err = a.namespaceOwnerRefs(ctx, in.Namespace); err != nil {
+			return nil, err
+		}
+	}
+	keep := map[string]bool{}
 	for _, svc := range in.Services {
 		svc = svc.DeepCopy()
 		svc.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
 		svc.Namespace = in.Namespace
-		keepSvc[svc.Name] = true
-		changed, err := a.apply(ctx, in.DryRun, "services", svc.Name, svc, func(body []byte, opts metav1.PatchOptions) (metav1.Object, error) {
-			return a.Kube.CoreV1().Services(in.Namespace).Patch(ctx, svc.Name, types.ApplyPatchType, body, opts)
-		})
+		keep["Service/"+svc.Name] = true
+		svcs := a.Kube.CoreV1().Services(in.Namespace)
+		changed, err := a.apply(ctx, in, "Service/"+svc.Name, svc, &svc.ObjectMeta, owners,
+			func() (metav1.Object, error) { return svcs.Get(ctx, svc.Name, metav1.GetOptions{}) },
+			func(body []byte, opts metav1.PatchOptions) error {
+				_, err := svcs.Patch(ctx, svc.Name, types.ApplyPatchType, body, opts)
+				return err
+			})
 		if err != nil {
 			return nil, err
 		}
@@ -58,15 +91,18 @@ func (a *Activities) ApplyObjects(ctx context.Context, in ApplyObjectsInput) (*A
 			res.Changed = append(res.Changed, "Service/"+svc.Name)
 		}
 	}
-	keepIng := map[string]bool{}
 	if in.Ingress != nil {
 		ing := in.Ingress.DeepCopy()
 		ing.TypeMeta = metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"}
 		ing.Namespace = in.Namespace
-		keepIng[ing.Name] = true
-		changed, err := a.apply(ctx, in.DryRun, "ingresses", ing.Name, ing, func(body []byte, opts metav1.PatchOptions) (metav1.Object, error) {
-			return a.Kube.NetworkingV1().Ingresses(in.Namespace).Patch(ctx, ing.Name, types.ApplyPatchType, body, opts)
-		})
+		keep["Ingress/"+ing.Name] = true
+		ings := a.Kube.NetworkingV1().Ingresses(in.Namespace)
+		changed, err := a.apply(ctx, in, "Ingress/"+ing.Name, ing, &ing.ObjectMeta, owners,
+			func() (metav1.Object, error) { return ings.Get(ctx, ing.Name, metav1.GetOptions{}) },
+			func(body []byte, opts metav1.PatchOptions) error {
+				_, err := ings.Patch(ctx, ing.Name, types.ApplyPatchType, body, opts)
+				return err
+			})
 		if err != nil {
 			return nil, err
 		}
@@ -75,43 +111,44 @@ func (a *Activities) ApplyObjects(ctx context.Context, in ApplyObjectsInput) (*A
 		}
 	}
 
+	pruned := map[string]bool{}
+	for _, o := range in.Previous {
+		if !keep[o] {
+			pruned[o] = true
+		}
+	}
 	sel := metav1.ListOptions{LabelSelector: LeaseLabel + "=" + in.Lease}
 	svcs, err := a.Kube.CoreV1().Services(in.Namespace).List(ctx, sel)
 	if err != nil {
 		return nil, fmt.Errorf("list services of lease %s: %w", in.Lease, err)
 	}
 	for _, s := range svcs.Items {
-		if keepSvc[s.Name] {
-			continue
+		if name := "Service/" + s.Name; !keep[name] {
+			if !in.DryRun {
+				if err := a.Kube.CoreV1().Services(in.Namespace).Delete(ctx, s.Name, uidPrecondition(s.UID)); err != nil && !apierrors.IsNotFound(err) {
+					return nil, fmt.Errorf("delete service %s/%s: %w", in.Namespace, s.Name, err)
+				}
+			}
+			pruned[name] = true
 		}
-		if in.DryRun {
-			res.Pruned = append(res.Pruned, "Service/"+s.Name)
-			continue
-		}
-		if err := a.Kube.CoreV1().Services(in.Namespace).Delete(ctx, s.Name, uidPrecondition(s.UID)); err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("delete service %s/%s: %w", in.Namespace, s.Name, err)
-		}
-		res.Pruned = append(res.Pruned, "Service/"+s.Name)
 	}
 	ings, err := a.Kube.NetworkingV1().Ingresses(in.Namespace).List(ctx, sel)
 	if err != nil {
 		return nil, fmt.Errorf("list ingresses of lease %s: %w", in.Lease, err)
 	}
 	for _, i := range ings.Items {
-		if keepIng[i.Name] {
-			continue
+		if name := "Ingress/" + i.Name; !keep[name] {
+			if !in.DryRun {
+				if err := a.Kube.NetworkingV1().Ingresses(in.Namespace).Delete(ctx, i.Name, uidPrecondition(i.UID)); err != nil && !apierrors.IsNotFound(err) {
+					return nil, fmt.Errorf("delete ingress %s/%s: %w", in.Namespace, i.Name, err)
+				}
+			}
+			pruned[name] = true
 		}
-		if in.DryRun {
-			res.Pruned = append(res.Pruned, "Ingress/"+i.Name)
-			continue
-		}
-		if err := a.Kube.NetworkingV1().Ingresses(in.Namespace).Delete(ctx, i.Name, uidPrecondition(i.UID)); err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("delete ingress %s/%s: %w", in.Namespace, i.Name, err)
-		}
-		res.Pruned = append(res.Pruned, "Ingress/"+i.Name)
 	}
+	res.Pruned = slices.Sorted(maps.Keys(pruned))
+	res.Kept = slices.Sorted(maps.Keys(keep))
 	sort.Strings(res.Changed)
-	sort.Strings(res.Pruned)
 	return res, nil
 }
 
@@ -122,68 +159,75 @@ func uidPrecondition(uid types.UID) metav1.DeleteOptions {
 	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
 }
 
-// apply server-side-applies obj and reports whether its resourceVersion
-// moved (the content changed).
-func (a *Activities) apply(ctx context.Context, dryRun bool, resource, name string, obj any,
-	patch func(body []byte, opts metav1.PatchOptions) (metav1.Object, error)) (bool, error) {
+// contentHash is the hash of what deployflow applies of an object.
+func contentHash(obj any) (string, error) {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12]), nil
+}
+
+// apply server-side-applies obj (whose metadata is meta), owned by owners,
+// and reports whether its content changed, from hashes of obj as rendered
+// (without owners and stamps): an object that is missing, or
+// whose content hash differs, changes. A retry of the same deploy finds the
+// object stamped with its DeployID and answers from the hash the object
+// had before that deploy, so it reports what the first attempt did.
+func (a *Activities) apply(ctx context.Context, in ApplyObjectsInput, name string, obj any, meta *metav1.ObjectMeta, owners []metav1.OwnerReference,
+	get func() (metav1.Object, error), patch func(body []byte, opts metav1.PatchOptions) error) (bool, error) {
+	hash, err := contentHash(obj)
+	if err != nil {
+		return false, invalidInput("%s: %v", name, err)
+	}
+	live, err := get()
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("get %s/%s: %w", in.Namespace, name, err)
+	}
+	exists := err == nil
+	var ann map[string]string
+	if exists {
+		ann = live.GetAnnotations()
+	}
+	stamp := map[string]string{ContentHashAnnotation: hash, DeployIDAnnotation: ann[DeployIDAnnotation], PreviousHashAnnotation: ann[PreviousHashAnnotation]}
+	var changed bool
+	switch {
+	case !exists:
+		changed = true
+		stamp[DeployIDAnnotation], stamp[PreviousHashAnnotation] = in.DeployID, ""
+	case in.DeployID != "" && ann[DeployIDAnnotation] == in.DeployID:
+		changed = ann[PreviousHashAnnotation] != hash // a retry: answer as the first attempt did
+	default:
+		changed = ann[ContentHashAnnotation] != hash
+		if changed {
+			stamp[DeployIDAnnotation], stamp[PreviousHashAnnotation] = in.DeployID, ann[ContentHashAnnotation]
+		}
+	}
+	if in.DryRun {
+		return changed, nil
+	}
+	meta.OwnerReferences = owners
+	if meta.Annotations == nil {
+		meta.Annotations = map[string]string{}
+	}
+	for k, v := range stamp {
+		if v != "" {
+			meta.Annotations[k] = v
+		}
+	}
 	body, err := json.Marshal(obj)
 	if err != nil {
-		return false, invalidInput("%s %s: %v", resource, name, err)
+		return false, invalidInput("%s: %v", name, err)
 	}
 	force := true
-	dry, err := patch(body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force, DryRun: []string{metav1.DryRunAll}})
-	if err != nil {
+	if err := patch(body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force}); err != nil {
 		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
-			return false, invalidInput("the API server rejects %s %s: %v", resource, name, err)
+			return false, invalidInput("the API server rejects %s: %v", name, err)
 		}
-		return false, fmt.Errorf("apply %s %s (dry run): %w", resource, name, err)
+		return false, fmt.Errorf("apply %s/%s: %w", in.Namespace, name, err)
 	}
-	if dryRun {
-		// A dry run does not say whether it would write: compare with the
-		// live object.
-		return a.wouldChange(ctx, resource, name, dry)
-	}
-	got, err := patch(body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
-	if err != nil {
-		return false, fmt.Errorf("apply %s %s: %w", resource, name, err)
-	}
-	// A dry run reports the current resourceVersion (none for a new object);
-	// the real apply moves it only if it wrote something.
-	return got.GetResourceVersion() != dry.GetResourceVersion(), nil
-}
-
-// wouldChange compares a dry-run result with the live object: a missing
-// object, or one whose managed content differs, would change.
-func (a *Activities) wouldChange(ctx context.Context, resource, name string, dry metav1.Object) (bool, error) {
-	var live metav1.Object
-	var err error
-	switch resource {
-	case "services":
-		live, err = a.Kube.CoreV1().Services(dry.GetNamespace()).Get(ctx, name, metav1.GetOptions{})
-	case "ingresses":
-		live, err = a.Kube.NetworkingV1().Ingresses(dry.GetNamespace()).Get(ctx, name, metav1.GetOptions{})
-	default:
-		return true, nil
-	}
-	if apierrors.IsNotFound(err) {
-		return true, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("get %s %s: %w", resource, name, err)
-	}
-	// A dry run that changes nothing returns the live object unchanged:
-	// same generation and same managed fields.
-	return dry.GetGeneration() != live.GetGeneration() || !reflect.DeepEqual(stripTimes(dry.GetManagedFields()), stripTimes(live.GetManagedFields())) ||
-		!reflect.DeepEqual(dry.GetLabels(), live.GetLabels()) || !reflect.DeepEqual(dry.GetAnnotations(), live.GetAnnotations()), nil
-}
-
-func stripTimes(mf []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
-	out := make([]metav1.ManagedFieldsEntry, len(mf))
-	for i, e := range mf {
-		e.Time = nil
-		out[i] = e
-	}
-	return out
+	return changed, nil
 }
 
 // Change classes of a service in a deploy, decided before anything is
@@ -312,7 +356,16 @@ func (a *Activities) CheckHealth(ctx context.Context, in HealthInput) ([]Service
 // DeleteNamespace deletes the lease's namespace and waits until it is gone
 // (the namespace controller removes everything in it). NotFound is success.
 func (a *Activities) DeleteNamespace(ctx context.Context, name string) error {
-	err := a.Kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+	ns, err := a.Kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("get namespace %s: %w", name, err)
+	case !ManagedNamespace(ns):
+		return notAllowed(name, "is not managed by deployflow, so teardown will not delete it")
+	}
+	err = a.Kube.CoreV1().Namespaces().Delete(ctx, name, uidPrecondition(ns.UID))
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete namespace %s: %w", name, err)
 	}

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -12,7 +13,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/k8s/crds"
 )
 
 // heartbeatEvery is how often waiting activities report progress; their
@@ -25,15 +31,55 @@ type EnsureNamespaceInput struct {
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
-// EnsureNamespace creates the namespace if it does not exist and waits until
-// pods can be created in it (its default ServiceAccount exists).
+// EnsureNamespace makes sure the namespace exists, is deployflow's to write
+// in, and can hold pods (its default ServiceAccount exists). It creates a
+// lease namespace (named manifest.Namespace(lease), labelled with that
+// lease), owned by the lease record so Kubernetes collects it with the
+// lease, or a namespace listed in --rollout-namespaces; any other namespace
+// must already exist and be labelled as deployflow's. Everything else is a
+// non-retryable NamespaceNotAllowed, before any write.
 func (a *Activities) EnsureNamespace(ctx context.Context, in EnsureNamespaceInput) error {
 	if in.Name == "" {
 		return invalidInput("namespace: name is empty")
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in.Name, Labels: in.Labels}}
-	if _, err := a.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create namespace %s: %w", in.Name, err)
+	lease, isLease := leaseNamespace(in.Name, in.Labels)
+	nss := a.Kube.CoreV1().Namespaces()
+	ns, err := nss.Get(ctx, in.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		if !isLease && !a.listed(in.Name) {
+			return notAllowed(in.Name, "does not exist and is not listed in --rollout-namespaces")
+		}
+		labels := map[string]string{manifest.ManagedByLabel: manifest.ManagedBy}
+		for k, v := range in.Labels {
+			labels[k] = v
+		}
+		want := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in.Name, Labels: labels}}
+		if isLease {
+			if want.OwnerReferences, err = a.leaseOwnerRefs(ctx, lease); err != nil {
+				return err
+			}
+		}
+		ns, err = nss.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
+		if apierrors.IsAlreadyExists(err) {
+			ns, err = nss.Get(ctx, in.Name, metav1.GetOptions{})
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ensure namespace %s: %w", in.Name, err)
+	}
+	if !ManagedNamespace(ns) && !a.listed(in.Name) {
+		return notAllowed(in.Name, "exists and is not managed by deployflow")
+	}
+	if isLease && len(ownedBy(ns.OwnerReferences, crds.KindLease)) == 0 {
+		// A lease namespace created before lease records owned them.
+		refs, err := a.leaseOwnerRefs(ctx, lease)
+		if err != nil {
+			return err
+		}
+		ns.OwnerReferences = append(ns.OwnerReferences, refs...)
+		if _, err := nss.Update(ctx, ns, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+			return fmt.Errorf("own namespace %s by lease %s: %w", in.Name, lease, err)
+		}
 	}
 	sas := a.Kube.CoreV1().ServiceAccounts(in.Name)
 	sel := fields.OneTermEqualSelector("metadata.name", "default").String()
@@ -57,6 +103,49 @@ func (a *Activities) EnsureNamespace(ctx context.Context, in EnsureNamespaceInpu
 	}
 }
 
+// leaseOwnerRefs is the controller owner reference to a lease's record.
+func (a *Activities) leaseOwnerRefs(ctx context.Context, lease string) ([]metav1.OwnerReference, error) {
+	l, err := a.Leases.Get(ctx, lease)
+	if err != nil {
+		return nil, fmt.Errorf("read lease %s to own its namespace: %w", lease, err)
+	}
+	if l.UID == "" {
+		return nil, nil // a store without object UIDs (tests' in-memory store)
+	}
+	return []metav1.OwnerReference{{
+		APIVersion: crds.APIVersion, Kind: crds.KindLease, Name: l.ID, UID: types.UID(l.UID), Controller: ptr.To(true),
+	}}, nil
+}
+
+// namespaceOwnerRefs is the owner reference objects in namespace ns carry:
+// the lease record that owns the namespace (read fresh, never cached: a
+// lease recreated under the same name has another UID), or none outside
+// lease namespaces. It also refuses namespaces deployflow may not write in.
+func (a *Activities) namespaceOwnerRefs(ctx context.Context, ns string) ([]metav1.OwnerReference, error) {
+	got, err := a.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err) && a.listed(ns):
+		return nil, nil
+	case apierrors.IsNotFound(err):
+		return nil, notAllowed(ns, "does not exist and is not listed in --rollout-namespaces")
+	case err != nil:
+		return nil, fmt.Errorf("get namespace %s: %w", ns, err)
+	case !ManagedNamespace(got) && !a.listed(ns):
+		return nil, notAllowed(ns, "is not managed by deployflow")
+	}
+	return ownedBy(got.OwnerReferences, crds.KindLease), nil
+}
+
+func ownedBy(refs []metav1.OwnerReference, kind string) []metav1.OwnerReference {
+	var out []metav1.OwnerReference
+	for _, r := range refs {
+		if r.Kind == kind && r.APIVersion == crds.APIVersion {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // FieldManager is deployflow's field manager on every write.
 const FieldManager = "deployflow"
 
@@ -73,6 +162,15 @@ func (a *Activities) EnsureReplicaSet(ctx context.Context, in EnsureReplicaSetIn
 	want := in.ReplicaSet
 	if want == nil || want.Name == "" || want.Namespace == "" {
 		return nil, invalidInput("replicaSet: name and namespace are required")
+	}
+	owners, err := a.namespaceOwnerRefs(ctx, want.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	want = want.DeepCopy()
+	want.Labels = replicaSetLabels(want.Labels)
+	if len(owners) > 0 {
+		want.OwnerReferences = owners
 	}
 	rss := a.Kube.AppsV1().ReplicaSets(want.Namespace)
 	got, err := rss.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
@@ -95,6 +193,21 @@ func (a *Activities) EnsureReplicaSet(ctx context.Context, in EnsureReplicaSetIn
 			ErrReplicaSetConflict, nil)
 	}
 	return slim(got), nil
+}
+
+// replicaSetLabels are the labels a ReplicaSet of deployflow's carries:
+// deployflow's own and pod-template-hash, not the pods' app or user labels,
+// so no user's Deployment or ReplicaSet selector (app: web) matches and
+// adopts it by accident. In a lease namespace it also has a controller
+// owner reference (the lease record), which no controller adopts past.
+func replicaSetLabels(template map[string]string) map[string]string {
+	out := map[string]string{manifest.ManagedByLabel: manifest.ManagedBy}
+	for k, v := range template {
+		if strings.HasPrefix(k, "deployflow.dev/") || k == appsv1.DefaultDeploymentUniqueLabelKey {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // waitFor consumes w until done returns true, the watch closes, or ctx ends.

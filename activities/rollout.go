@@ -271,6 +271,9 @@ type ScaleResult struct {
 }
 
 func (a *Activities) ScaleReplicaSet(ctx context.Context, in ScaleInput) (*ScaleResult, error) {
+	if err := a.allowNamespace(ctx, in.Namespace); err != nil {
+		return nil, err
+	}
 	rss := a.Kube.AppsV1().ReplicaSets(in.Namespace)
 	rs, err := rss.Get(ctx, in.Op.ReplicaSet, metav1.GetOptions{})
 	if err != nil {
@@ -312,6 +315,9 @@ func (a *Activities) UpdateReplicaSet(ctx context.Context, in UpdateReplicaSetIn
 	if want == nil {
 		return nil, invalidInput("updateReplicaSet: replicaSet is required")
 	}
+	if err := a.allowNamespace(ctx, want.Namespace); err != nil {
+		return nil, err
+	}
 	rss := a.Kube.AppsV1().ReplicaSets(want.Namespace)
 	rs, err := rss.Get(ctx, want.Name, metav1.GetOptions{})
 	if err != nil {
@@ -342,6 +348,9 @@ type DeleteReplicaSetInput struct {
 // DeleteReplicaSet deletes the ReplicaSet if it is still the one decided on
 // (UID precondition). NotFound is success.
 func (a *Activities) DeleteReplicaSet(ctx context.Context, in DeleteReplicaSetInput) error {
+	if err := a.allowNamespace(ctx, in.Namespace); err != nil {
+		return err
+	}
 	opts := metav1.DeleteOptions{}
 	if in.UID != "" {
 		opts.Preconditions = &metav1.Preconditions{UID: &in.UID}

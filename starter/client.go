@@ -2,11 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"strings"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
@@ -28,6 +36,7 @@ func newFlags(name string, g *globals) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	g.cfg.RegisterFlags(fs)
 	fs.StringVar(&g.output, "o", "text", "output: text or json")
+	fs.DurationVar(&temporalRetry, "temporal-retry", temporalRetry, "how long to retry Temporal's transient errors (unavailable, overloaded, namespace not found yet)")
 	fs.SetOutput(os.Stderr)
 	return fs
 }
@@ -55,9 +64,14 @@ func (g *globals) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 func (g *globals) temporal(ctx context.Context) (client.Client, error) {
-	c, err := client.DialContext(ctx, client.Options{
-		HostPort: g.cfg.TemporalAddress, Namespace: g.cfg.TemporalNamespace,
-		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+	var c client.Client
+	err := retryTemporal(ctx, "answer at "+g.cfg.TemporalAddress, func() error {
+		var err error
+		c, err = client.DialContext(ctx, client.Options{
+			HostPort: g.cfg.TemporalAddress, Namespace: g.cfg.TemporalNamespace,
+			Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach Temporal at %s (%v): start it with 'make dev-up' or set --temporal-address", g.cfg.TemporalAddress, err)
@@ -92,4 +106,65 @@ func workflowURL(cfg config.Config, id, runID string) string {
 		url += "/" + runID + "/history"
 	}
 	return url
+}
+
+// temporalRetry bounds how long a CLI call keeps retrying Temporal's
+// transient errors (--temporal-retry).
+var temporalRetry = time.Minute
+
+// transient reports whether err is one of Temporal's transient errors: the
+// server is unavailable or overloaded, or (under load, or just after a
+// namespace is registered) does not know the namespace yet.
+func transient(err error) bool {
+	var unavailable *serviceerror.Unavailable
+	var exhausted *serviceerror.ResourceExhausted
+	var nsNotFound *serviceerror.NamespaceNotFound
+	var deadline *serviceerror.DeadlineExceeded
+	switch {
+	case errors.As(err, &unavailable), errors.As(err, &exhausted), errors.As(err, &nsNotFound), errors.As(err, &deadline):
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.ResourceExhausted:
+		return true
+	case codes.NotFound:
+		msg := err.Error()
+		return strings.Contains(msg, "Namespace") && strings.Contains(msg, "not found")
+	}
+	return false
+}
+
+// retryTemporal runs call until it succeeds, fails with a non-transient
+// error, or temporalRetry passes, with exponential backoff; it says on
+// stderr what it is waiting for.
+func retryTemporal(ctx context.Context, what string, call func() error) error {
+	var last error
+	attempt := 0
+	backoff := wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.2, Cap: 5 * time.Second, Steps: math.MaxInt32}
+	ctx, cancel := context.WithTimeout(ctx, temporalRetry)
+	defer cancel()
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(context.Context) (bool, error) {
+		attempt++
+		last = call()
+		if last == nil || !transient(last) {
+			return true, last
+		}
+		fmt.Fprintf(os.Stderr, "deployflow: waiting for Temporal to %s (attempt %d): %v\n", what, attempt, last)
+		return false, nil
+	})
+	if err != nil && last != nil && transient(last) {
+		return fmt.Errorf("%w (gave up after %s: set --temporal-retry to wait longer)", last, temporalRetry)
+	}
+	return err
+}
+
+// updateWorkflow sends an update, retrying Temporal's transient errors.
+func updateWorkflow(ctx context.Context, c client.Client, opts client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	var h client.WorkflowUpdateHandle
+	err := retryTemporal(ctx, "take the "+opts.UpdateName+" update of "+opts.WorkflowID, func() error {
+		var err error
+		h, err = c.UpdateWorkflow(ctx, opts)
+		return err
+	})
+	return h, err
 }

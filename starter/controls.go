@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/deployflow/deployflow/internal/manifest"
@@ -61,13 +62,13 @@ func rolloutControl(ctx context.Context, name, update string, args []string, out
 	}
 	defer c.Close()
 	opts := client.UpdateWorkflowOptions{
-		WorkflowID: workflows.RolloutWorkflowID(manifest.Namespace(lease), svc), UpdateName: update,
+		WorkflowID: rolloutID(ctx, c, manifest.Namespace(lease), svc), UpdateName: update,
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	}
 	if arg != nil {
 		opts.Args = []any{arg()}
 	}
-	h, err := c.UpdateWorkflow(ctx, opts)
+	h, err := updateWorkflow(ctx, c, opts)
 	var st workflows.RolloutStatus
 	if err == nil {
 		err = h.Get(ctx, &st)
@@ -125,7 +126,7 @@ func leaseUpdate(ctx context.Context, g *globals, lease, update string, arg any,
 	if arg != nil {
 		opts.Args = []any{arg}
 	}
-	h, err := c.UpdateWorkflow(ctx, opts)
+	h, err := updateWorkflow(ctx, c, opts)
 	if err == nil {
 		err = h.Get(ctx, nil)
 	}
@@ -134,4 +135,23 @@ func leaseUpdate(ctx context.Context, g *globals, lease, update string, arg any,
 	}
 	fmt.Fprintf(out, "%s (deployflow status %s --watch)\n", done, lease)
 	return nil
+}
+
+// rolloutID is the ID of the running rollout of namespace/service. A rollout
+// started before IDs were joined by workflows.IDSeparator runs under its
+// legacy ID, which another lease's rollout could share: it is used only when
+// the new ID has no running workflow and the legacy one's status names this
+// very namespace and service.
+func rolloutID(ctx context.Context, c client.Client, namespace, service string) string {
+	id := workflows.RolloutWorkflowID(namespace, service)
+	if d, err := c.DescribeWorkflowExecution(ctx, id, ""); err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return id
+	}
+	legacy := workflows.LegacyRolloutWorkflowID(namespace, service)
+	v, err := c.QueryWorkflow(ctx, legacy, "", workflows.QueryStatus)
+	var st workflows.RolloutStatus
+	if err == nil && v.Get(&st) == nil && st.Namespace == namespace && st.Service == service {
+		return legacy
+	}
+	return id
 }

@@ -45,11 +45,18 @@ func runDeploy(ctx context.Context, args []string, stdout io.Writer) error {
 		return usageError{fmt.Errorf("%s is not a valid manifest; nothing was deployed:\n%w", *file, err)}
 	}
 
+	c, err := g.temporal(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var approved string // the fingerprint of the plan printed and approved with --yes
 	if *planOnly {
-		plan, err := computePlan(ctx, &g, m)
+		plan, err := computePlan(ctx, &g, c, m)
 		if err != nil {
 			return err
 		}
+		approved = plan.Fingerprint
 		if g.output == "json" && !*yes {
 			return json.NewEncoder(stdout).Encode(plan)
 		}
@@ -60,23 +67,24 @@ func runDeploy(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintln(stdout)
 	}
 
-	c, err := g.temporal(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	id := workflows.DeployWorkflowID(m.Lease)
 	start := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID: id, TaskQueue: g.cfg.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		StaticSummary:            "deploy lease " + m.Lease,
 	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: *m, Trigger: "cli"})
-	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: start,
-		UpdateOptions: client.UpdateWorkflowOptions{
-			WorkflowID: id, UpdateName: workflows.UpdateDeploy, Args: []any{workflows.DeployRequest{Manifest: *m, Trigger: "cli"}},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		},
+	var h client.WorkflowUpdateHandle
+	err = retryTemporal(ctx, "deploy lease "+m.Lease, func() error {
+		var err error
+		h, err = c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: start,
+			UpdateOptions: client.UpdateWorkflowOptions{
+				WorkflowID: id, UpdateName: workflows.UpdateDeploy,
+				Args:         []any{workflows.DeployRequest{Manifest: *m, Trigger: "cli", PlanFingerprint: approved}},
+				WaitForStage: client.WorkflowUpdateStageCompleted,
+			},
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("deploy lease %s: %w", m.Lease, err)
@@ -93,14 +101,11 @@ func runDeploy(ctx context.Context, args []string, stdout io.Writer) error {
 	if g.output == "text" {
 		fmt.Fprintf(stdout, "deploy of lease %s accepted (workflow %s)\n  %s\n", m.Lease, run.GetID(), link)
 	}
-	if m.RequireApproval {
-		if *planOnly && *yes {
-			if err := approveWhenReady(ctx, c, m.Lease); err != nil {
-				return err
-			}
-		} else if g.output == "text" {
-			fmt.Fprintf(stdout, "the manifest requires approval: review the plan with 'deployflow status %s -o json' and run 'deployflow approve %s'\n", m.Lease, m.Lease)
-		}
+	switch {
+	case approved != "" && g.output == "text":
+		fmt.Fprintf(stdout, "approved plan %s: the deploy runs only if its plan is still this one\n", approved)
+	case m.RequireApproval && g.output == "text":
+		fmt.Fprintf(stdout, "the manifest requires approval: review the plan with 'deployflow status %s -o json' and run 'deployflow approve %s --plan <fingerprint>'\n", m.Lease, m.Lease)
 	}
 	if !*wait {
 		if g.output == "json" {
@@ -209,7 +214,7 @@ func runTeardown(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+	h, err := updateWorkflow(ctx, c, client.UpdateWorkflowOptions{
 		WorkflowID: workflows.DeployWorkflowID(pos[0]), UpdateName: workflows.UpdateTeardown,
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})

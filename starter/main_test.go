@@ -57,7 +57,7 @@ func TestRolloutCommandAgainstTheLocalStack(t *testing.T) {
 		"--namespace", ns, "--service", "api", "--image", "nginx:1.27", "--replicas", "2")
 	require.Equal(t, 0, code, "stderr: %s", stderr)
 	assert.Contains(t, stdout, "rollout "+ns+"/api started: workflow "+workflows.RolloutWorkflowID(ns, "api"))
-	assert.Contains(t, stdout, "http://127.0.0.1:8233/namespaces/default/workflows/rollout-"+ns+"-api/")
+	assert.Contains(t, stdout, "http://127.0.0.1:8233/namespaces/default/workflows/"+workflows.RolloutWorkflowID(ns, "api")+"/")
 	assert.Regexp(t, `replicaset "api-[a-z0-9]+" successfully rolled out: 2/2 available`, stdout)
 
 	// -o json prints the result as JSON; the second run finds the work done.

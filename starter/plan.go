@@ -8,45 +8,38 @@ import (
 	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/deployflow/deployflow/activities"
-	"github.com/deployflow/deployflow/internal/app"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/k8s/kube"
 	"github.com/deployflow/deployflow/workflows"
 )
 
-// computePlan runs the deploy chain's planning activity in-process, from the
-// live cluster: the same code the lease's workflow runs before it writes.
-func computePlan(ctx context.Context, g *globals, m *manifest.Manifest) (*activities.DeployPlan, error) {
-	if g.cfg.Kubeconfig == "" {
-		return nil, usageError{errors.New("--plan reads the cluster: set KUBECONFIG or --kubeconfig")}
-	}
-	rc, err := kube.RESTConfig(g.cfg.Kubeconfig, "deployflow-cli")
+// computePlan asks a worker for the plan (PlanWorkflow): the deploy
+// chain's own planning code, with the worker's configuration (blocked
+// hostnames, IP pool), read from the live cluster. Nothing is written.
+func computePlan(ctx context.Context, g *globals, c client.Client, m *manifest.Manifest) (*activities.DeployPlan, error) {
+	var run client.WorkflowRun
+	err := retryTemporal(ctx, "start the plan of lease "+m.Lease, func() error {
+		var err error
+		run, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: workflows.PlanWorkflowID(*m), TaskQueue: g.cfg.TaskQueue,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+			WorkflowExecutionTimeout: 2 * time.Minute,
+			StaticSummary:            "plan lease " + m.Lease,
+		}, workflows.PlanWorkflow, workflows.PlanRequest{Manifest: *m})
+		return err
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("plan lease %s: %w", m.Lease, err)
 	}
-	kc, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, err
+	var plan activities.DeployPlan
+	if err := run.Get(ctx, &plan); err != nil {
+		return nil, fmt.Errorf("plan lease %s: %w", m.Lease, err)
 	}
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return nil, err
-	}
-	pool, err := g.cfg.Pool()
-	if err != nil {
-		return nil, usageError{err}
-	}
-	acts := app.Activities(kc, dyn, pool, g.cfg.Blocked(), nil)
-	l, err := acts.CheckLease(ctx, m.Lease)
-	if err != nil {
-		return nil, err
-	}
-	return acts.PlanDeploy(ctx, activities.PlanInput{Manifest: *m, Owner: l.Owner})
+	return &plan, nil
 }
 
 func printPlan(w io.Writer, p *activities.DeployPlan) {
@@ -81,22 +74,8 @@ func orNone(s string) string {
 	return s
 }
 
-// approveWhenReady waits until the lease's plan awaits approval and
-// approves it.
-func approveWhenReady(ctx context.Context, c client.Client, lease string) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		st, err := queryDeploy(ctx, c, lease)
-		if err == nil && st.Phase == workflows.PhaseAwaitingApproval && st.Plan != nil {
-			return approve(ctx, c, lease, st.Plan.Fingerprint)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return fmt.Errorf("lease %s: no plan awaited approval within 2 minutes", lease)
-}
-
 func approve(ctx context.Context, c client.Client, lease, fingerprint string) error {
-	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+	h, err := updateWorkflow(ctx, c, client.UpdateWorkflowOptions{
 		WorkflowID: workflows.DeployWorkflowID(lease), UpdateName: workflows.UpdateApprove,
 		Args: []any{workflows.ApproveRequest{Fingerprint: fingerprint}}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
@@ -61,12 +63,21 @@ func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 	defer c.Close()
 
 	id := workflows.RolloutWorkflowID(in.Namespace, in.Service)
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                cfg.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		StaticSummary:            fmt.Sprintf("rollout %s/%s", in.Namespace, in.Service),
-	}, workflows.RolloutWorkflow, in)
+	var run client.WorkflowRun
+	err = retryTemporal(ctx, "start the rollout of "+in.Namespace+"/"+in.Service, func() error {
+		var err error
+		run, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID:                       id,
+			TaskQueue:                cfg.TaskQueue,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+			StaticSummary:            fmt.Sprintf("rollout %s/%s", in.Namespace, in.Service),
+		}, workflows.RolloutWorkflow, in)
+		return err
+	})
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return runningRollout(ctx, c, id, in)
+	}
 	if err != nil {
 		return fmt.Errorf("start rollout: %w", err)
 	}
@@ -91,4 +102,28 @@ func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "replicaset %q successfully rolled out: %d/%d available (%s)\n",
 		res.NewReplicaSet, res.AvailableReplicas, res.Replicas, time.Since(t0).Round(100*time.Millisecond))
 	return nil
+}
+
+// runningRollout explains why a rollout of the same service cannot start:
+// one runs already. deployflow never attaches to it silently, which would
+// report its outcome as the outcome of a desired state it never had.
+func runningRollout(ctx context.Context, c client.Client, id string, in workflows.RolloutInput) error {
+	want := ""
+	if cs := in.Deployment.Spec.Template.Spec.Containers; len(cs) > 0 {
+		want = cs[0].Image
+	}
+	running := "another desired state"
+	if v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus); err == nil {
+		var st workflows.RolloutStatus
+		if v.Get(&st) == nil {
+			for _, rs := range st.ReplicaSets {
+				if rs.New {
+					running = fmt.Sprintf("%s with %d replicas", rs.Image, st.DesiredReplicas)
+				}
+			}
+		}
+	}
+	return fmt.Errorf("a rollout of %s/%s is already running (workflow %s, rolling out %s); nothing was started for %s: "+
+		"wait for it to finish, or stop it with 'temporal workflow update execute --workflow-id %s --name abort', then run this again",
+		in.Namespace, in.Service, id, running, want, id)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"golang.org/x/term"
 
 	"github.com/deployflow/deployflow/workflows"
@@ -57,7 +58,12 @@ func watchStatus(ctx context.Context, c client.Client, lease string, out io.Writ
 
 func queryDeploy(ctx context.Context, c client.Client, lease string) (workflows.DeployStatus, error) {
 	var st workflows.DeployStatus
-	v, err := c.QueryWorkflow(ctx, workflows.DeployWorkflowID(lease), "", workflows.QueryDeploy)
+	var v converter.EncodedValue
+	err := retryTemporal(ctx, "answer the status of lease "+lease, func() error {
+		var err error
+		v, err = c.QueryWorkflow(ctx, workflows.DeployWorkflowID(lease), "", workflows.QueryDeploy)
+		return err
+	})
 	if err != nil {
 		return st, fmt.Errorf("lease %s: %w (is it deployed? 'deployflow deploy -f manifest.yaml')", lease, err)
 	}
@@ -71,7 +77,7 @@ func rolloutStatuses(ctx context.Context, c client.Client, st workflows.DeploySt
 		if class := st.Classes[svc]; class != "rollout" && class != "scale-only" {
 			continue // nothing rolls; its last rollout is history
 		}
-		v, err := c.QueryWorkflow(ctx, workflows.RolloutWorkflowID(st.Namespace, svc), "", workflows.QueryStatus)
+		v, err := c.QueryWorkflow(ctx, rolloutID(ctx, c, st.Namespace, svc), "", workflows.QueryStatus)
 		if err != nil {
 			continue // no rollout of this service, or it has finished
 		}

@@ -60,7 +60,7 @@ func TestDeploySurvivesWorkerSIGKILL(t *testing.T) {
 
 	ns := manifest.Namespace(id)
 	require.Eventually(t, func() bool {
-		list, err := env.Kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		list, err := env.Kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: "deployflow.dev/service=web"})
 		return err == nil && len(list.Items) == 1 && list.Items[0].Status.AvailableReplicas < 6
 	}, 30*time.Second, 20*time.Millisecond, "the web rollout never got under way")
 	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))

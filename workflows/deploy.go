@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -71,16 +72,20 @@ type DeployCarry struct {
 	LastGood *manifest.Manifest `json:"lastGood,omitempty"`
 	Pending  *manifest.Manifest `json:"pending,omitempty"`
 	// PendingTrigger is who asked for Pending.
-	PendingTrigger string         `json:"pendingTrigger,omitempty"`
-	Revision       int64          `json:"revision"`
-	History        []DeployRecord `json:"history,omitempty"`
-	Teardown       bool           `json:"teardown,omitempty"`
+	PendingTrigger string `json:"pendingTrigger,omitempty"`
+	// PendingPlan is the plan fingerprint Pending was approved with.
+	PendingPlan string         `json:"pendingPlan,omitempty"`
+	Revision    int64          `json:"revision"`
+	History     []DeployRecord `json:"history,omitempty"`
+	Teardown    bool           `json:"teardown,omitempty"`
 	// What the status query shows of the last deploy.
 	LastError string                `json:"lastError,omitempty"`
 	Classes   map[string]string     `json:"classes,omitempty"`
 	Hostnames []string              `json:"hostnames,omitempty"`
 	Withheld  []activities.Withheld `json:"withheld,omitempty"`
 	IPs       map[string]string     `json:"ips,omitempty"`
+	// Objects are the lease's Services and Ingress after the last apply.
+	Objects []string `json:"objects,omitempty"`
 }
 
 // DeployWorkflow is one lease's durable deployment, the deploymentManager of
@@ -112,18 +117,26 @@ func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error)
 		if w.pending != nil {
 			m := w.pending
 			w.pending = nil
-			w.trigger = w.pendingTrigger
+			w.trigger, w.approvedPlan = w.pendingTrigger, w.pendingPlan
+			w.pendingPlan = ""
 			err := w.deploy(m)
 			if errors.Is(err, errTeardown) || w.teardown {
 				return w.tearDown()
 			}
+			if isLeaseNotActive(w.lastFailure) && w.lastGood == nil && gate(ctx, versionEndUnknownLease) {
+				w.leaseGone = true
+			}
+			if w.leaseGone {
+				return w.end()
+			}
 			// One finished deploy per run keeps the history bounded.
-			w.settle()
-			return nil, workflow.NewContinueAsNewError(ctx, DeployWorkflow, w.carryOver())
+			return w.continueAsNew()
+		}
+		if w.leaseGone {
+			return w.end()
 		}
 		if w.historyFull() {
-			w.settle()
-			return nil, workflow.NewContinueAsNewError(ctx, DeployWorkflow, w.carryOver())
+			return w.continueAsNew()
 		}
 		// Idle: wait for work, checking health and the lease on a timer.
 		woken, err := workflow.AwaitWithTimeout(ctx, w.healthInterval, func() bool {
@@ -146,6 +159,7 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 	m = w.keepRestarts(m)
 	w.revision++
 	rec := DeployRecord{Revision: w.revision, Trigger: w.trigger, Started: workflow.Now(w.ctx), Image: images(m)}
+	before := w.phase
 	w.setPhase(PhaseDeploying)
 	w.current = m
 
@@ -159,24 +173,45 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 	case errors.Is(err, errApprovalTimeout) || errors.Is(err, errStaleApproval):
 		rec.Outcome = "Aborted: " + err.Error()
 		w.lastErr = err.Error()
+		if w.phase == PhaseDeploying { // aborted before anything changed
+			if before == "" || before == PhaseDeploying {
+				before = PhaseAborted
+			}
+			w.setPhase(before)
+		}
 	case errors.Is(err, errSuperseded):
 		rec.Outcome = "Superseded by a newer manifest"
 	case err == nil:
 		rec.Outcome = "Succeeded"
 		w.lastGood = m
-		w.lastErr = ""
+		if res.ran != nil && !sameManifest(res.ran, m) {
+			// Operators scaled or restarted a rollout: the lease records what runs.
+			w.lastGood, w.current = res.ran, res.ran
+			rec.Outcome = "Succeeded, as changed by an operator during the rollout"
+		}
+		w.lastErr, w.lastFailure = "", nil
 		w.setPhase(PhaseActive)
 	default:
 		rec.Outcome = "Failed: " + errorMessage(err)
 		w.lastErr = errorMessage(err)
+		w.lastFailure = err
 		w.setPhase(PhaseFailed)
-		if res.changed && w.lastGood != nil && !sameManifest(w.lastGood, m) {
+		switch {
+		case res.changed && w.lastGood != nil && !sameManifest(w.lastGood, m):
 			workflow.GetLogger(w.ctx).Warn("deploy failed; returning to the last-known-good manifest", "lease", m.Lease, "error", err)
 			w.current = w.lastGood
+			w.reverting = true
 			if _, rerr := w.runChain(w.lastGood); rerr != nil {
 				rec.Outcome += "; rollback failed: " + errorMessage(rerr)
 			} else {
 				rec.Outcome += "; rolled back to the last-known-good manifest"
+			}
+			w.reverting = false
+		case !res.changed && gate(w.ctx, versionReleaseOnEarlyFailure):
+			// Nothing of the workload changed: give back the hostnames and
+			// IPs this deploy took that the running version does not hold.
+			if released := w.releaseUnheld(); len(released) > 0 {
+				rec.Outcome += "; released " + strings.Join(released, ", ")
 			}
 		}
 	}
@@ -188,6 +223,37 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 		return err
 	}
 	return nil
+}
+
+// releaseUnheld releases the lease's hostnames and IPs that its
+// last-known-good manifest does not declare (all of them when nothing is
+// deployed) and returns what it released.
+func (w *deployRun) releaseUnheld() []string {
+	var keepHosts, keepIPs []string
+	if w.lastGood != nil {
+		keepHosts, keepIPs = w.lastGood.Hostnames(), w.lastGood.IPEndpoints()
+	}
+	var a *activities.Activities
+	var out, hosts, ips []string
+	if err := workflow.ExecuteLocalActivity(w.kubeCtx("release hostnames this deploy took"), a.ReleaseHostnames,
+		activities.ReleaseInput{Lease: w.lease, Keep: keepHosts}).Get(w.ctx, &hosts); err == nil {
+		for _, h := range hosts {
+			out = append(out, "hostname "+h)
+		}
+		w.hostnames, w.withheld = keepHosts, nil
+	}
+	if err := workflow.ExecuteLocalActivity(w.kubeCtx("release IPs this deploy took"), a.ReleaseIPs,
+		activities.ReleaseInput{Lease: w.lease, Keep: keepIPs}).Get(w.ctx, &ips); err == nil {
+		for _, e := range ips {
+			out = append(out, "IP of "+e)
+		}
+		for e := range w.ips {
+			if !contains(keepIPs, e) {
+				delete(w.ips, e)
+			}
+		}
+	}
+	return out
 }
 
 func errorMessage(err error) string {
@@ -204,6 +270,13 @@ func errorMessage(err error) string {
 // reason to tear anything down.
 func (w *deployRun) monitor() {
 	if w.lastGood == nil && w.current == nil {
+		// Nothing deployed: the workflow waits for a manifest, unless its
+		// lease is gone, which ends it.
+		if gate(w.ctx, versionEndUnknownLease) {
+			if active, err := w.leaseActive(); err == nil && !active {
+				w.leaseGone = true
+			}
+		}
 		return
 	}
 	active, err := w.leaseActive()
@@ -238,6 +311,37 @@ func (w *deployRun) observe(observed, healthy bool) {
 			w.setPhase(PhaseDegraded)
 		}
 	}
+}
+
+func isLeaseNotActive(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == ErrLeaseNotActive
+}
+
+// end closes the workflow of a lease that is unknown or closed and has
+// nothing deployed: failed with LeaseNotActive, after releasing anything
+// it still holds.
+func (w *deployRun) end() (*DeployStatus, error) {
+	if len(w.releaseUnheld()) > 0 {
+		w.publish()
+	}
+	w.settle()
+	msg := fmt.Sprintf("lease %s is unknown or closed and nothing of it is deployed", w.lease)
+	if w.lastFailure != nil {
+		msg = errorMessage(w.lastFailure)
+	}
+	return nil, temporal.NewNonRetryableApplicationError(msg, ErrLeaseNotActive, nil)
+}
+
+// continueAsNew hands the lease's state to a new run. Signals that arrived
+// in this very workflow task (a teardown or redeploy racing the end of a
+// deploy) are drained first and carried over, not dropped with the run.
+func (w *deployRun) continueAsNew() (*DeployStatus, error) {
+	w.settle()
+	if gate(w.ctx, versionDrainSignals) {
+		w.drainSignals()
+	}
+	return nil, workflow.NewContinueAsNewError(w.ctx, DeployWorkflow, w.carryOver())
 }
 
 // tearDown cancels any rollout, deletes the lease's namespace (and with it

@@ -19,7 +19,14 @@ type chainResult struct {
 	withheld   []activities.Withheld
 	changed    bool     // something of the workload was written
 	operations []string // what was done, in the plan's words
+	// ran is the manifest as it was rolled out: the one deployed, with what
+	// operators changed of its rollouts (scale, restart) folded in.
+	ran *manifest.Manifest
 }
+
+// ErrRolloutUndone: an operator undid a lease's rollout; the lease returns
+// to its last-known-good manifest instead of recording the new one.
+const ErrRolloutUndone = "RolloutUndone"
 
 var errSuperseded = errors.New("superseded by a newer manifest")
 
@@ -48,7 +55,14 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if m.RequireApproval {
+	switch {
+	case w.approvedPlan != "" && !w.reverting:
+		// Approved up front (deploy --plan --yes): only the plan reviewed.
+		if plan.Fingerprint != w.approvedPlan {
+			return res, fmt.Errorf("%w (plan %s was approved, the deploy's plan is %s): nothing was changed; plan again and approve the new plan",
+				errStaleApproval, w.approvedPlan, plan.Fingerprint)
+		}
+	case m.RequireApproval:
 		if err := w.awaitApproval(m, plan); err != nil {
 			return res, err
 		}
@@ -97,10 +111,13 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	if err != nil {
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
 	}
+	objects.DeployID = w.deployID()
+	objects.Previous = w.objects
 	var applied activities.ApplyObjectsResult
 	if err := workflow.ExecuteLocalActivity(w.kubeCtx("apply services and ingress"), a.ApplyObjects, objects).Get(w.ctx, &applied); err != nil {
 		return res, err
 	}
+	w.objects = applied.Kept
 	res.changed = len(applied.Changed)+len(applied.Pruned) > 0
 	for _, o := range applied.Changed {
 		res.operations = append(res.operations, activities.OpApply(o))
@@ -135,11 +152,19 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	}
 	w.classes = res.classes
 
-	// 7. Roll the changed services out, in parallel.
+	// 7. Roll the changed services out, in parallel. What the lease records
+	// follows what they ended on.
+	res.ran = m
 	if len(rollouts) > 0 {
 		res.changed = true
-		if err := w.rollOut(rollouts); err != nil {
+		results, err := w.rollOut(rollouts)
+		if err != nil {
 			return res, err
+		}
+		if gate(w.ctx, versionLeaseFollowsRollout) {
+			if res.ran, err = followRollouts(m, results); err != nil {
+				return res, err
+			}
 		}
 	}
 
@@ -186,7 +211,7 @@ func autoRollback(m *manifest.Manifest, svc string) bool {
 // current step (the next deploy continues from wherever they stopped, as a
 // Deployment does when its template changes mid-rollout); so does the lease
 // closing, which the wait checks on the health timer.
-func (w *deployRun) rollOut(rollouts map[string]RolloutInput) error {
+func (w *deployRun) rollOut(rollouts map[string]RolloutInput) (map[string]RolloutResult, error) {
 	childCtx, cancel := workflow.WithCancel(w.ctx)
 	defer cancel()
 	services := make([]string, 0, len(rollouts))
@@ -195,12 +220,17 @@ func (w *deployRun) rollOut(rollouts map[string]RolloutInput) error {
 	}
 	sort.Strings(services)
 
+	rolloutID := RolloutWorkflowID
+	if !gate(w.ctx, versionRolloutID) {
+		rolloutID = LegacyRolloutWorkflowID // a lease workflow that started its rollouts before the change
+	}
 	errs := map[string]error{}
+	results := map[string]RolloutResult{}
 	done := 0
 	for _, svc := range services {
 		in := rollouts[svc]
 		opts := workflow.ChildWorkflowOptions{
-			WorkflowID:          RolloutWorkflowID(in.Namespace, svc),
+			WorkflowID:          rolloutID(in.Namespace, svc),
 			WaitForCancellation: true,
 			ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
 			StaticSummary:       fmt.Sprintf("rollout %s to %s", svc, firstImage(in)),
@@ -209,6 +239,7 @@ func (w *deployRun) rollOut(rollouts map[string]RolloutInput) error {
 		workflow.Go(w.ctx, func(gctx workflow.Context) {
 			var r RolloutResult
 			errs[svc] = f.Get(gctx, &r)
+			results[svc] = r
 			done++
 		})
 	}
@@ -220,7 +251,7 @@ func (w *deployRun) rollOut(rollouts map[string]RolloutInput) error {
 			return done == len(services) || interrupted == nil && (w.teardown || w.pending != nil)
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if !woken && interrupted == nil {
 			if active, err := w.leaseActive(); err == nil && !active {
@@ -236,7 +267,7 @@ func (w *deployRun) rollOut(rollouts map[string]RolloutInput) error {
 		}
 	}
 	if interrupted != nil {
-		return interrupted
+		return nil, interrupted
 	}
 	var failed []string
 	var first error
@@ -249,9 +280,43 @@ func (w *deployRun) rollOut(rollouts map[string]RolloutInput) error {
 		}
 	}
 	if first != nil {
-		return fmt.Errorf("rollout of %v failed: %w", failed, first)
+		return nil, fmt.Errorf("rollout of %v failed: %w", failed, first)
 	}
-	return nil
+	return results, nil
+}
+
+// followRollouts is m as its rollouts ended: a service an operator scaled or
+// restarted through its rollout runs that, and the lease records it. A
+// service an operator undid no longer runs m's template: that is an error
+// (RolloutUndone), and the lease returns to its last-known-good manifest.
+func followRollouts(m *manifest.Manifest, results map[string]RolloutResult) (*manifest.Manifest, error) {
+	out := *m
+	out.Services = append([]manifest.Service(nil), m.Services...)
+	for i, s := range out.Services {
+		r, ok := results[s.Name]
+		if !ok {
+			continue
+		}
+		if r.UndoneTo != 0 {
+			return nil, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("%s: an operator undid the rollout (back to revision %d); the lease returns to its last-known-good manifest", s.Name, r.UndoneTo),
+				ErrRolloutUndone, nil)
+		}
+		if s.Replicas == nil || *s.Replicas != r.DesiredReplicas {
+			n := r.DesiredReplicas
+			out.Services[i].Replicas = &n
+		}
+		if r.RestartedAt != "" && s.PodAnnotations[RestartedAtAnnotation] != r.RestartedAt {
+			ann := map[string]string{RestartedAtAnnotation: r.RestartedAt}
+			for k, v := range s.PodAnnotations {
+				if k != RestartedAtAnnotation {
+					ann[k] = v
+				}
+			}
+			out.Services[i].PodAnnotations = ann
+		}
+	}
+	return &out, nil
 }
 
 func firstImage(in RolloutInput) string {

@@ -116,14 +116,16 @@ func (dt *deployTest) status(lease string) (workflows.DeployStatus, error) {
 func (dt *deployTest) waitRevision(lease string, rev int64) workflows.DeployStatus {
 	dt.t.Helper()
 	var st workflows.DeployStatus
+	var lastErr error
 	require.Eventually(dt.t, func() bool {
 		s, err := dt.status(lease)
 		if err != nil {
+			lastErr = err
 			return false
 		}
 		st = s
 		return len(s.History) > 0 && s.History[len(s.History)-1].Revision >= rev && !s.Pending && s.Phase != workflows.PhaseDeploying
-	}, 90*time.Second, 100*time.Millisecond, "deploy %d of %s never finished (last %+v)", rev, lease, st)
+	}, 90*time.Second, 100*time.Millisecond, "deploy %d of %s never finished (last %+v, query error %v)", rev, lease, st, lastErr)
 	return st
 }
 

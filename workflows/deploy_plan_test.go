@@ -134,7 +134,7 @@ func TestApprovedPlanDeploysAndAStalePlanIsRefused(t *testing.T) {
 	m.Services[0].Image = "nginx:1.27"
 	dt.deploy(m)
 	awaiting()
-	list, err := dt.env.Kube.AppsV1().ReplicaSets(manifest.Namespace(dt.lease)).List(context.Background(), metav1.ListOptions{LabelSelector: "app=web"})
+	list, err := dt.env.Kube.AppsV1().ReplicaSets(manifest.Namespace(dt.lease)).List(context.Background(), metav1.ListOptions{LabelSelector: "deployflow.dev/service=web"})
 	require.NoError(t, err)
 	require.Len(t, list.Items, 1)
 	rs := list.Items[0]

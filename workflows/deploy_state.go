@@ -38,6 +38,8 @@ type deployRun struct {
 	lastGood       *manifest.Manifest
 	pending        *manifest.Manifest
 	pendingTrigger string
+	pendingPlan    string // the fingerprint the pending manifest was approved with
+	approvedPlan   string // the fingerprint the deploy in progress was approved with
 	teardown       bool
 	history        []DeployRecord
 	lastErr        string
@@ -49,6 +51,21 @@ type deployRun struct {
 	unsettled      bool
 	plan           *activities.DeployPlan // of the deploy in progress or the last one
 	approved       bool
+	objects        []string // the lease's Services and Ingress after the last apply
+	reverting      bool     // the chain runs for the last-known-good manifest after a failure
+	lastFailure    error    // why the last deploy failed, if it did
+	teardowns      workflow.ReceiveChannel
+	redeploys      workflow.ReceiveChannel
+	leaseGone      bool // the lease is unknown or closed and nothing of it is deployed
+}
+
+// deployID names one run of the deploy chain, for content-based change
+// detection in ApplyObjects: a retried apply of the same run carries it.
+func (w *deployRun) deployID() string {
+	if w.reverting {
+		return fmt.Sprintf("%d-revert", w.revision)
+	}
+	return fmt.Sprint(w.revision)
 }
 
 // ScaleServiceRequest is the "scale" update's argument.
@@ -120,6 +137,11 @@ func (w *deployRun) keepRestarts(m *manifest.Manifest) *manifest.Manifest {
 // DeployRequest is the "deploy" update's argument.
 type DeployRequest struct {
 	Manifest manifest.Manifest `json:"manifest"`
+	// PlanFingerprint, if set, is the plan the requester reviewed
+	// (`deploy --plan --yes`): the deploy acts only if its own plan has this
+	// fingerprint, and counts as approved (requireApproval); otherwise it is
+	// aborted with nothing changed.
+	PlanFingerprint string `json:"planFingerprint,omitempty"`
 	// Trigger says who asked: cli, ui, schedule, api (the default).
 	Trigger string `json:"trigger,omitempty"`
 }
@@ -184,7 +206,9 @@ func newDeployRun(ctx workflow.Context, in DeployInput) *deployRun {
 		w.owner, w.phase, w.revision = c.Owner, c.Phase, c.Revision
 		w.lastGood, w.pending, w.history, w.teardown = c.LastGood, c.Pending, c.History, c.Teardown
 		w.pendingTrigger = c.PendingTrigger
+		w.pendingPlan = c.PendingPlan
 		w.lastErr, w.classes, w.hostnames, w.withheld, w.ips = c.LastError, c.Classes, c.Hostnames, c.Withheld, c.IPs
+		w.objects = c.Objects
 		w.current = w.lastGood
 	} else {
 		m := in.Manifest
@@ -205,6 +229,7 @@ func (w *deployRun) registerControls() error {
 			m := req.Manifest
 			w.pending = &m // the newest manifest wins; older pending ones are dropped
 			w.pendingTrigger = req.trigger()
+			w.pendingPlan = req.PlanFingerprint
 			w.unsettled = true
 			return w.status(), nil
 		},
@@ -280,22 +305,36 @@ func (w *deployRun) registerControls() error {
 		}); err != nil {
 		return err
 	}
-	ch := workflow.GetSignalChannel(w.ctx, SignalTeardown)
+	w.teardowns = workflow.GetSignalChannel(w.ctx, SignalTeardown)
 	workflow.Go(w.ctx, func(ctx workflow.Context) {
 		for {
-			ch.Receive(ctx, nil)
+			w.teardowns.Receive(ctx, nil)
 			w.teardown = true
 		}
 	})
-	redeploys := workflow.GetSignalChannel(w.ctx, SignalRedeploy)
+	w.redeploys = workflow.GetSignalChannel(w.ctx, SignalRedeploy)
 	workflow.Go(w.ctx, func(ctx workflow.Context) {
 		for {
 			var req RedeployRequest
-			redeploys.Receive(ctx, &req)
+			w.redeploys.Receive(ctx, &req)
 			w.redeploy(req)
 		}
 	})
 	return nil
+}
+
+// drainSignals handles the signals delivered but not yet received.
+func (w *deployRun) drainSignals() {
+	for w.teardowns.ReceiveAsync(nil) {
+		w.teardown = true
+	}
+	for {
+		var req RedeployRequest
+		if !w.redeploys.ReceiveAsync(&req) {
+			return
+		}
+		w.redeploy(req)
+	}
 }
 
 func (w *deployRun) status() DeployStatus {
@@ -316,9 +355,10 @@ func (w *deployRun) carryOver() DeployInput {
 		in.Manifest = *w.current
 	}
 	in.Carry = &DeployCarry{
-		Owner: w.owner, Phase: w.phase, LastGood: w.lastGood, Pending: w.pending, PendingTrigger: w.pendingTrigger,
+		Owner: w.owner, Phase: w.phase, LastGood: w.lastGood, Pending: w.pending, PendingTrigger: w.pendingTrigger, PendingPlan: w.pendingPlan,
 		Revision: w.revision, History: w.history, Teardown: w.teardown,
 		LastError: w.lastErr, Classes: w.classes, Hostnames: w.hostnames, Withheld: w.withheld, IPs: w.ips,
+		Objects: w.objects,
 	}
 	return in
 }

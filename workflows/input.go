@@ -40,6 +40,7 @@ type RolloutCarry struct {
 	Deployment     appsv1.Deployment `json:"deployment"`
 	StableRevision int64             `json:"stableRevision"`
 	Outcome        string            `json:"outcome,omitempty"`
+	UndoneTo       int64             `json:"undoneTo,omitempty"`
 }
 
 // desired returns the Deployment with the API server's defaults applied, as

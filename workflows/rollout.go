@@ -5,6 +5,7 @@ package workflows
 
 import (
 	"fmt"
+	"strings"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -36,6 +37,15 @@ type RolloutResult struct {
 	Replicas          int32  `json:"replicas"`
 	AvailableReplicas int32  `json:"availableReplicas"`
 	Outcome           string `json:"outcome"`
+	// DesiredReplicas is the replicas the rollout ended with: an operator's
+	// scale of the rollout changes it.
+	DesiredReplicas int32 `json:"desiredReplicas"`
+	// RestartedAt is the pod template's restart annotation at the end (an
+	// operator's restart of the rollout sets it).
+	RestartedAt string `json:"restartedAt,omitempty"`
+	// UndoneTo is the revision an operator's undo returned the rollout to:
+	// it no longer runs the template it was started with.
+	UndoneTo int64 `json:"undoneTo,omitempty"`
 }
 
 // RolloutWorkflow rolls one service's desired Deployment out onto the
@@ -149,8 +159,32 @@ func (r *rolloutRun) deadlineExceeded() error {
 	return temporal.NewNonRetryableApplicationError(msg, ErrProgressDeadlineExceeded, nil, r.result())
 }
 
+// IDSeparator joins the parts of deployflow's workflow IDs. It cannot occur
+// in a namespace, lease or service name (DNS labels: a-z, 0-9 and '-'), so
+// no two (namespace, service) pairs share an ID.
+const IDSeparator = ":"
+
 // RolloutWorkflowID is the deterministic ID of a service's rollout, so one
-// service never has two rollouts running side by side.
+// service never has two rollouts running side by side:
+// rollout:<namespace>:<service>.
 func RolloutWorkflowID(namespace, service string) string {
+	return "rollout" + IDSeparator + namespace + IDSeparator + service
+}
+
+// ParseRolloutWorkflowID is RolloutWorkflowID's inverse.
+func ParseRolloutWorkflowID(id string) (namespace, service string, ok bool) {
+	parts := strings.Split(id, IDSeparator)
+	if len(parts) != 3 || parts[0] != "rollout" || parts[1] == "" || parts[2] == "" {
+		return "", "", false
+	}
+	return parts[1], parts[2], true
+}
+
+// LegacyRolloutWorkflowID is the ID rollouts had before IDSeparator: parts
+// joined by '-', which two leases could share (lease a, service b-c and
+// lease a-b, service c). Lease workflows started before the change keep
+// using it for the rollouts they run (see versionRolloutID); the CLI falls
+// back to it only after checking the rollout's own namespace and service.
+func LegacyRolloutWorkflowID(namespace, service string) string {
 	return "rollout-" + namespace + "-" + service
 }

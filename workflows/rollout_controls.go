@@ -86,6 +86,9 @@ func (r *rolloutRun) registerControls() error {
 				status := r.d.Status
 				r.d = res.Deployment
 				r.d.Status = status
+				if res.Reason == rollout.RollbackDone {
+					r.undoneTo = res.Revision // the rollout no longer runs the template it was asked for
+				}
 				return r.changed(res.Message)
 			},
 			func(_ workflow.Context, req UndoRequest) error {

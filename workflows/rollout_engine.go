@@ -42,6 +42,7 @@ type rolloutRun struct {
 	collisions     int    // hash collisions in a row
 	statusSyncs    int    // syncs in a row that only changed the status
 	unsettled      bool   // an operator control was handled and not yet settled
+	undoneTo       int64  // the revision an operator's undo returned to, if any
 	wake           workflow.CancelFunc
 }
 
@@ -56,6 +57,7 @@ func newRolloutRun(ctx workflow.Context, in RolloutInput, d *appsv1.Deployment) 
 	if in.Carry != nil {
 		r.stableRevision = in.Carry.StableRevision
 		r.outcome = in.Carry.Outcome
+		r.undoneTo = in.Carry.UndoneTo
 	}
 	return r
 }
@@ -327,7 +329,7 @@ func (r *rolloutRun) shouldContinueAsNew() bool {
 
 func (r *rolloutRun) carryOver() RolloutInput {
 	in := r.in
-	in.Carry = &RolloutCarry{Deployment: *r.d.DeepCopy(), StableRevision: r.stableRevision, Outcome: r.outcome}
+	in.Carry = &RolloutCarry{Deployment: *r.d.DeepCopy(), StableRevision: r.stableRevision, Outcome: r.outcome, UndoneTo: r.undoneTo}
 	return in
 }
 
@@ -338,6 +340,9 @@ func (r *rolloutRun) result() *RolloutResult {
 		Replicas:          r.d.Status.Replicas,
 		AvailableReplicas: r.d.Status.AvailableReplicas,
 		Outcome:           r.outcome,
+		DesiredReplicas:   *r.d.Spec.Replicas,
+		RestartedAt:       r.d.Spec.Template.Annotations[RestartedAtAnnotation],
+		UndoneTo:          r.undoneTo,
 	}
 	if newRS := rollout.FindNewReplicaSet(r.d, r.state.ReplicaSets); newRS != nil {
 		res.NewReplicaSet = newRS.Name

@@ -6,6 +6,8 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/deployflow/deployflow/internal/lease"
 )
 
 // Redeploy actions a schedule (or anyone) can ask a lease's workflow for.
@@ -42,6 +44,9 @@ func ScheduledDeployWorkflow(ctx workflow.Context, in ScheduledDeployInput) erro
 	if in.Action != RedeployRestart && in.Action != RedeployReapply {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("action %q: want %s or %s", in.Action, RedeployRestart, RedeployReapply), ErrInvalidInput, nil)
+	}
+	if err := lease.ValidateID(in.Lease); err != nil {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("lease: %v", err), ErrInvalidInput, nil)
 	}
 	ctx = workflow.WithWorkflowRunTimeout(ctx, time.Minute)
 	err := workflow.SignalExternalWorkflow(ctx, DeployWorkflowID(in.Lease), "", SignalRedeploy,

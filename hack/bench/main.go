@@ -96,7 +96,13 @@ func run(replicas int32, readyAfter time.Duration, runs int) error {
 		replicas: replicas, readyAfter: readyAfter}
 
 	w := worker.New(tc, b.taskQueue, worker.Options{})
-	app.Register(w, &activities.Activities{Kube: kc})
+	// The engine's rollouts act in namespaces the worker lists, as a
+	// worker started with --rollout-namespaces bench-engine-0,... would.
+	var allowed []string
+	for i := 0; i < runs; i++ {
+		allowed = append(allowed, fmt.Sprintf("bench-engine-%d", i))
+	}
+	app.Register(w, &activities.Activities{Kube: kc, RolloutNamespaces: allowed})
 	if err := w.Start(); err != nil {
 		return err
 	}
@@ -184,7 +190,7 @@ func (b *bench) namespace(ctx context.Context, name string) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	a := &activities.Activities{Kube: b.kube}
+	a := &activities.Activities{Kube: b.kube, RolloutNamespaces: []string{name}}
 	return a.EnsureNamespace(ctx, activities.EnsureNamespaceInput{Name: name})
 }
 

@@ -48,7 +48,7 @@ func Module(cfg config.Config) fx.Option {
 			l.UseLogLevel(slog.LevelDebug)
 			return l
 		}),
-		fx.Invoke(InstallCRDs, StartWorker, ServeHTTP),
+		fx.Invoke(InstallCRDs, CheckSearchAttributes, StartWorker, ServeHTTP),
 	)
 }
 
@@ -109,7 +109,9 @@ func NewActivities(cfg config.Config, kc kubernetes.Interface, dyn dynamic.Inter
 	if err != nil {
 		return nil, err
 	}
-	return Activities(kc, dyn, pool, cfg.Blocked(), m), nil
+	acts := Activities(kc, dyn, pool, cfg.Blocked(), m)
+	acts.RolloutNamespaces = cfg.RolloutNamespaces()
+	return acts, nil
 }
 
 // Activities wires the activities; tests use it with their own clients.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/metrics"
+	"github.com/deployflow/deployflow/internal/searchattr"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/workflows"
 )
@@ -26,6 +28,7 @@ func Register(w worker.Registry, acts *activities.Activities) {
 	w.RegisterWorkflow(workflows.RolloutWorkflow)
 	w.RegisterWorkflow(workflows.DeployWorkflow)
 	w.RegisterWorkflow(workflows.ScheduledDeployWorkflow)
+	w.RegisterWorkflow(workflows.PlanWorkflow)
 	w.RegisterActivity(acts)
 }
 
@@ -51,6 +54,31 @@ func InstallCRDs(lc fx.Lifecycle, dyn dynamic.Interface, log *slog.Logger) {
 			return fmt.Errorf("install deployflow CRDs (leases, hostname and IP reservations): %w", err)
 		}
 		log.Info("deployflow CRDs installed")
+		return nil
+	}))
+}
+
+// CheckSearchAttributes makes sure deployflow's search attributes exist in
+// the worker's Temporal namespace before it takes work: an unregistered one
+// would fail every lease workflow's task, again and again. Missing ones are
+// registered with --register-search-attributes; otherwise the worker
+// refuses to start and names them, with the command that registers them.
+func CheckSearchAttributes(lc fx.Lifecycle, cfg config.Config, c client.Client, log *slog.Logger) {
+	lc.Append(fx.StartHook(func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		missing, err := searchattr.Missing(ctx, c.OperatorService(), cfg.TemporalNamespace)
+		if err != nil || len(missing) == 0 {
+			return err
+		}
+		if !cfg.RegisterSearchAttributes {
+			return fmt.Errorf("Temporal namespace %s lacks deployflow's search attributes %s: register them with\n  %s\nor start the worker with --register-search-attributes",
+				cfg.TemporalNamespace, strings.Join(missing, ", "), searchattr.CreateCommand(cfg.TemporalNamespace, missing))
+		}
+		if err := searchattr.Register(ctx, c.OperatorService(), cfg.TemporalNamespace, missing); err != nil {
+			return fmt.Errorf("register search attributes %s in Temporal namespace %s: %w", strings.Join(missing, ", "), cfg.TemporalNamespace, err)
+		}
+		log.Info("search attributes registered", "namespace", cfg.TemporalNamespace, "attributes", missing)
 		return nil
 	}))
 }

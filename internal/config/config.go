@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Defaults, matching the local dev stack (make dev-up).
@@ -31,6 +33,12 @@ type Config struct {
 	LogFormat         string // DEPLOYFLOW_LOG_FORMAT: text or json
 	IPPool            string // DEPLOYFLOW_IP_POOL: CIDR declared IPs are allocated from
 	BlockedHostnames  string // DEPLOYFLOW_BLOCKED_HOSTNAMES: comma-separated names and .suffixes
+	// RolloutNamespacesList is DEPLOYFLOW_ROLLOUT_NAMESPACES: namespaces
+	// besides the lease namespaces where standalone rollouts may act.
+	RolloutNamespacesList string
+	// RegisterSearchAttributes: DEPLOYFLOW_REGISTER_SEARCH_ATTRIBUTES=true
+	// registers missing search attributes at start (worker only).
+	RegisterSearchAttributes bool
 }
 
 // DefaultIPPool is the range declared IPs come from unless configured.
@@ -46,6 +54,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.LogLevel, "log-level", env("DEPLOYFLOW_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env DEPLOYFLOW_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("DEPLOYFLOW_LOG_FORMAT", "text"), "log format: text or json (env DEPLOYFLOW_LOG_FORMAT)")
 	fs.StringVar(&c.IPPool, "ip-pool", env("DEPLOYFLOW_IP_POOL", DefaultIPPool), "CIDR the declared IPs of leases are allocated from (env DEPLOYFLOW_IP_POOL)")
+	fs.StringVar(&c.RolloutNamespacesList, "rollout-namespaces", os.Getenv("DEPLOYFLOW_ROLLOUT_NAMESPACES"), "comma-separated namespaces, besides the lease namespaces deployflow manages, where standalone rollouts may act; default none (env DEPLOYFLOW_ROLLOUT_NAMESPACES)")
+	fs.BoolVar(&c.RegisterSearchAttributes, "register-search-attributes", os.Getenv("DEPLOYFLOW_REGISTER_SEARCH_ATTRIBUTES") == "true", "worker: register deployflow's missing search attributes in the Temporal namespace at start instead of refusing to start (env DEPLOYFLOW_REGISTER_SEARCH_ATTRIBUTES=true)")
 	fs.StringVar(&c.BlockedHostnames, "blocked-hostnames", os.Getenv("DEPLOYFLOW_BLOCKED_HOSTNAMES"), "comma-separated hostnames (exact, or .suffix) no lease may reserve (env DEPLOYFLOW_BLOCKED_HOSTNAMES)")
 }
 
@@ -59,9 +69,14 @@ func (c Config) Pool() (netip.Prefix, error) {
 }
 
 // Blocked is BlockedHostnames as a list.
-func (c Config) Blocked() []string {
+func (c Config) Blocked() []string { return list(c.BlockedHostnames) }
+
+// RolloutNamespaces is RolloutNamespacesList as a list.
+func (c Config) RolloutNamespaces() []string { return list(c.RolloutNamespacesList) }
+
+func list(s string) []string {
 	var out []string
-	for _, h := range strings.Split(c.BlockedHostnames, ",") {
+	for _, h := range strings.Split(s, ",") {
 		if h = strings.TrimSpace(h); h != "" {
 			out = append(out, h)
 		}
@@ -93,6 +108,11 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.Pool(); err != nil {
 		errs = append(errs, err)
+	}
+	for _, ns := range c.RolloutNamespaces() {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--rollout-namespaces: %q is not a namespace name (%s)", ns, msgs[0]))
+		}
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))

@@ -163,7 +163,7 @@ func mapNotFound(id string, err error) error {
 func fromObject(u *unstructured.Unstructured) (*Lease, error) {
 	owner, _, _ := unstructured.NestedString(u.Object, "spec", "owner")
 	state, _, _ := unstructured.NestedString(u.Object, "spec", "state")
-	l := &Lease{ID: u.GetName(), Owner: owner, State: State(state)}
+	l := &Lease{ID: u.GetName(), Owner: owner, State: State(state), UID: string(u.GetUID())}
 	if s, ok, _ := unstructured.NestedString(u.Object, "spec", "closedAt"); ok && s != "" {
 		t, err := time.Parse(time.RFC3339, s)
 		if err != nil {

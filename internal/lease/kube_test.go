@@ -60,7 +60,8 @@ func TestKubeStoreLifecycle(t *testing.T) {
 
 	l, err := s.Create(ctx, id, "tenant-a")
 	require.NoError(t, err)
-	assert.Equal(t, lease.Lease{ID: id, Owner: "tenant-a", State: lease.StateActive}, *l)
+	assert.NotEmpty(t, l.UID, "the lease record's UID owns its namespace")
+	assert.Equal(t, lease.Lease{ID: id, Owner: "tenant-a", State: lease.StateActive, UID: l.UID}, *l)
 	assert.True(t, l.Active())
 
 	again, err := s.Create(ctx, id, "tenant-a")
@@ -107,7 +108,7 @@ func TestKubeStoreLifecycle(t *testing.T) {
 		}
 	}
 	assert.Equal(t, *closed, mine[id])
-	assert.Equal(t, lease.Lease{ID: second, Owner: "tenant-b", State: lease.StateActive}, mine[second])
+	assert.Equal(t, lease.Lease{ID: second, Owner: "tenant-b", State: lease.StateActive, UID: mine[second].UID}, mine[second])
 }
 
 func TestKubeStoreUnknownAndInvalid(t *testing.T) {

@@ -30,6 +30,9 @@ type Lease struct {
 	Owner    string
 	State    State
 	ClosedAt *time.Time // set once closed
+	// UID is the lease record's object UID, when the store has one: the
+	// owner of the lease's namespace and the objects in it.
+	UID string
 }
 
 // Active reports whether the lease is active.

@@ -1,0 +1,186 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/manifest"
+)
+
+// Unit tests of DeployWorkflow's decisions on the SDK's test environment,
+// with every activity and the rollout child mocked: fast, no stack. The
+// integration tests show the same on the real stack.
+
+type deployEnv struct {
+	*testsuite.TestWorkflowEnvironment
+	a *activities.Activities
+	// released records what ReleaseHostnames / ReleaseIPs were asked to keep.
+	released map[string][][]string
+}
+
+func oneService(lease string) manifest.Manifest {
+	return manifest.Manifest{Lease: lease, Services: []manifest.Service{{
+		Name: "web", Image: "nginx:1.27",
+		Ports: []manifest.Port{{Port: 80, Expose: &manifest.Expose{HTTP: &manifest.HTTPExpose{Hostnames: []string{"web.example.com"}}}}},
+	}}}
+}
+
+// newDeployEnv mocks a healthy cluster: an active lease, a plan, IPs,
+// hostnames, an apply that changes nothing. setup's mocks come first, so
+// they win over these defaults.
+func newDeployEnv(t *testing.T, setup func(*deployEnv)) *deployEnv {
+	var s testsuite.WorkflowTestSuite
+	env := &deployEnv{TestWorkflowEnvironment: s.NewTestWorkflowEnvironment(), released: map[string][][]string{}}
+	a := &activities.Activities{}
+	env.a = a
+	env.RegisterActivity(a)
+	env.RegisterWorkflow(RolloutWorkflow)
+	setup(env)
+	env.OnActivity(a.CheckLease, mock.Anything, mock.Anything).Return(&activities.LeaseInfo{ID: "l", Owner: "acme", State: "Active"}, nil).Maybe()
+	env.OnActivity(a.PlanDeploy, mock.Anything, mock.Anything).Return(&activities.DeployPlan{Fingerprint: "fp1"}, nil).Maybe()
+	env.OnActivity(a.EnsureIPs, mock.Anything, mock.Anything).Return(map[string]string{}, nil).Maybe()
+	env.OnActivity(a.ReserveHostnames, mock.Anything, mock.Anything).Return(&activities.HostnamesResult{Reserved: []string{"web.example.com"}}, nil).Maybe()
+	env.OnActivity(a.EnsureNamespace, mock.Anything, mock.Anything).Return(nil).Maybe()
+	env.OnActivity(a.ApplyObjects, mock.Anything, mock.Anything).Return(&activities.ApplyObjectsResult{}, nil).Maybe()
+	env.OnActivity(a.ClassifyService, mock.Anything, mock.Anything).Return(&activities.Classification{Service: "web", Class: activities.ChangeRollout}, nil).Maybe()
+	env.OnActivity(a.ReleaseHostnames, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.ReleaseInput) ([]string, error) {
+			env.released["hostnames"] = append(env.released["hostnames"], in.Keep)
+			return nil, nil
+		}).Maybe()
+	env.OnActivity(a.ReleaseIPs, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.ReleaseInput) ([]string, error) {
+			env.released["ips"] = append(env.released["ips"], in.Keep)
+			return nil, nil
+		}).Maybe()
+	env.OnActivity(a.ReportPhase, mock.Anything, mock.Anything).Return(nil).Maybe()
+	env.OnActivity(a.ReportDeploy, mock.Anything, mock.Anything).Return(nil).Maybe()
+	env.OnActivity(a.CheckHealth, mock.Anything, mock.Anything).Return([]activities.ServiceHealth{{Service: "web", Desired: 1, Available: 1}}, nil).Maybe()
+	return env
+}
+
+func (env *deployEnv) rollouts(res RolloutResult, err error) {
+	env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).Return(&res, err).Maybe()
+}
+
+// continuedWith is the carry of the run the workflow continued as.
+func continuedWith(t *testing.T, err error) DeployInput {
+	t.Helper()
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(err, &can), "want continue-as-new, got %v", err)
+	var in DeployInput
+	require.NoError(t, converterDecode(can, &in))
+	require.NotNil(t, in.Carry)
+	return in
+}
+
+func TestDeployWorkflowDecisions(t *testing.T) {
+	leaseGone := temporal.NewNonRetryableApplicationError("lease l does not exist", ErrLeaseNotActive, nil)
+	conflict := temporal.NewNonRetryableApplicationError("web.example.com is held by lease other", ErrHostnameConflict, nil)
+
+	cases := []struct {
+		name  string
+		setup func(env *deployEnv)
+		check func(t *testing.T, env *deployEnv, err error)
+	}{{
+		// Issue 8.10: deploy-<lease> of an unknown lease recorded Failed and
+		// then stayed Running, waking every 30 s, forever.
+		name: "an unknown lease ends the workflow with LeaseNotActive",
+		setup: func(env *deployEnv) {
+			env.OnActivity(env.a.CheckLease, mock.Anything, mock.Anything).Return(nil, leaseGone)
+		},
+		check: func(t *testing.T, env *deployEnv, err error) {
+			var appErr *temporal.ApplicationError
+			require.True(t, errors.As(err, &appErr), "want the workflow to end failed, got %v", err)
+			assert.Equal(t, ErrLeaseNotActive, appErr.Type())
+		},
+	}, {
+		// Issue 8.5: a deploy that failed after reserving hostnames and IPs
+		// but before changing the workload kept them.
+		name: "an early failure releases what the deploy took",
+		setup: func(env *deployEnv) {
+			env.OnActivity(env.a.ReserveHostnames, mock.Anything, mock.Anything).Return(nil, conflict)
+		},
+		check: func(t *testing.T, env *deployEnv, err error) {
+			in := continuedWith(t, err)
+			assert.Equal(t, PhaseFailed, in.Carry.Phase)
+			assert.Equal(t, [][]string{nil}, env.released["hostnames"], "every hostname released: nothing is deployed")
+			assert.Equal(t, [][]string{nil}, env.released["ips"], "every IP released: nothing is deployed")
+		},
+	}, {
+		name:  "a successful deploy records the manifest as last-known-good and continues as new",
+		setup: func(env *deployEnv) { env.rollouts(RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil) },
+		check: func(t *testing.T, env *deployEnv, err error) {
+			in := continuedWith(t, err)
+			assert.Equal(t, PhaseActive, in.Carry.Phase)
+			require.NotNil(t, in.Carry.LastGood)
+			assert.Equal(t, "nginx:1.27", in.Carry.LastGood.Services[0].Image)
+			assert.Equal(t, [][]string{{"web.example.com"}}, env.released["hostnames"], "only what the manifest dropped is released")
+		},
+	}, {
+		// Issue 8.4: a scale sent to the lease's running rollout made the
+		// lease record the manifest's replicas while another count ran.
+		name:  "an operator's scale of the rollout is what the lease records",
+		setup: func(env *deployEnv) { env.rollouts(RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 5}, nil) },
+		check: func(t *testing.T, env *deployEnv, err error) {
+			in := continuedWith(t, err)
+			require.NotNil(t, in.Carry.LastGood)
+			assert.Equal(t, int32(5), *in.Carry.LastGood.Services[0].Replicas)
+		},
+	}, {
+		// Issue 8.4: an undo of the lease's rollout made the lease record
+		// "Succeeded" with the new manifest while the old image ran.
+		name:  "an operator's undo of the rollout is not recorded as the new manifest succeeding",
+		setup: func(env *deployEnv) { env.rollouts(RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1, UndoneTo: 1}, nil) },
+		check: func(t *testing.T, env *deployEnv, err error) {
+			in := continuedWith(t, err)
+			assert.Equal(t, PhaseFailed, in.Carry.Phase)
+			assert.Nil(t, in.Carry.LastGood, "no last-known-good: the first deploy was undone")
+			require.NotEmpty(t, in.Carry.History)
+			assert.Contains(t, in.Carry.History[len(in.Carry.History)-1].Outcome, ErrRolloutUndone)
+		},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env := newDeployEnv(t, c.setup)
+			env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Trigger: "test"})
+			require.True(t, env.IsWorkflowCompleted())
+			c.check(t, env, env.GetWorkflowError())
+		})
+	}
+}
+
+func converterDecode(can *workflow.ContinueAsNewError, out any) error {
+	return converter.GetDefaultDataConverter().FromPayloads(can.Input, out)
+}
+
+// Issue 8.2: RolloutWorkflow created any namespace it was given (kube-system
+// included) and wrote ReplicaSets there with the worker's credentials. A
+// namespace the worker may not act in now ends it, typed, before any write.
+func TestRolloutWorkflowStopsAtANamespaceItMayNotActIn(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	a := &activities.Activities{}
+	env.RegisterActivity(a)
+	env.OnActivity(a.EnsureNamespace, mock.Anything, mock.Anything).Return(
+		temporal.NewNonRetryableApplicationError("namespace kube-system: is not managed by deployflow", activities.ErrNamespaceNotAllowed, nil))
+	in := validInput()
+	in.Namespace = "kube-system"
+	env.ExecuteWorkflow(RolloutWorkflow, in)
+	require.True(t, env.IsWorkflowCompleted())
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(env.GetWorkflowError(), &appErr), "got %v", env.GetWorkflowError())
+	assert.Equal(t, activities.ErrNamespaceNotAllowed, appErr.Type())
+	env.AssertNotCalled(t, "EnsureReplicaSet", mock.Anything, mock.Anything)
+	env.AssertNotCalled(t, "DefaultDeployment", mock.Anything, mock.Anything)
+}

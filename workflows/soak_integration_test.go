@@ -1,0 +1,156 @@
+package workflows_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/workflows"
+)
+
+// Guards issue 8 as a whole: 30 leases deployed at once, in 15 pairs whose
+// lease and service names join to the same string ("<p>" / "x-y" and
+// "<p>-x" / "y"), every other pair asking for one hostname, with pause,
+// resume and abort sent to some rollouts. Every lease ends as its own inputs
+// say, and nothing of one lease changes another's objects.
+func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
+	dt := newDeployTest(t)
+	ctx := context.Background()
+	type lease struct {
+		id, svc, owner, host string
+		pair                 int
+		second               bool
+	}
+	var leases []lease
+	for p := 0; p < 15; p++ {
+		a := lease{id: fmt.Sprintf("%s-%d", dt.lease, p), svc: "x-y", owner: fmt.Sprintf("a%d", p), pair: p}
+		b := lease{id: fmt.Sprintf("%s-%d-x", dt.lease, p), svc: "y", owner: fmt.Sprintf("b%d", p), pair: p, second: true}
+		a.host, b.host = fmt.Sprintf("a%d.%s.soak.example.com", p, dt.lease), fmt.Sprintf("b%d.%s.soak.example.com", p, dt.lease)
+		if p%2 == 0 {
+			b.host = a.host // one hostname for two owners: one of them gets it
+		}
+		leases = append(leases, a, b)
+	}
+	for _, l := range leases {
+		dt.createLease(l.id, l.owner)
+	}
+	// The leases paused or aborted below get pods slow enough to be caught
+	// mid-rollout.
+	steered := map[string]bool{}
+	for _, p := range []int{1, 7, 13, 3, 9, 11} {
+		steered[leases[2*p+1].id] = true
+	}
+	manifestOf := func(l lease, image string) manifest.Manifest {
+		if steered[l.id] {
+			return slow(web(l.id, l.svc, image, 2, l.host), "15s")
+		}
+		return slow(web(l.id, l.svc, image, 2, l.host), "2s")
+	}
+	// The deploys start together; the test's own goroutines only record.
+	var wg sync.WaitGroup
+	for _, l := range leases {
+		wg.Add(1)
+		go func() { defer wg.Done(); dt.deploy(manifestOf(l, "nginx:1.26")) }()
+	}
+	wg.Wait()
+
+	rolloutOf := func(l lease) string { return workflows.RolloutWorkflowID(manifest.Namespace(l.id), l.svc) }
+	update := func(l lease, name string) error {
+		h, err := dt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID: rolloutOf(l), UpdateName: name, WaitForStage: client.WorkflowUpdateStageCompleted})
+		if err == nil {
+			err = h.Get(ctx, nil)
+		}
+		return err
+	}
+	// Pause the second lease of pairs 1, 7 and 13 (distinct hostnames): its
+	// partner, whose rollout had the same ID before, is not paused.
+	paused := map[string]bool{}
+	for _, p := range []int{1, 7, 13} {
+		l := leases[2*p+1]
+		require.Eventually(t, func() bool { return update(l, workflows.UpdatePause) == nil }, 30*time.Second, 50*time.Millisecond, "pause %s", l.id)
+		paused[l.id] = true
+	}
+
+	winners := map[int]string{}
+	for _, l := range leases {
+		if paused[l.id] {
+			continue
+		}
+		st := dt.waitRevision(l.id, 1)
+		switch {
+		case l.pair%2 == 0 && st.Phase == workflows.PhaseFailed:
+			assert.Contains(t, st.LastError, "HostnameConflict", l.id)
+		default:
+			assert.Equal(t, workflows.PhaseActive, st.Phase, "lease %s: %s", l.id, st.LastError)
+			if l.pair%2 == 0 {
+				assert.Empty(t, winners[l.pair], "pair %d: one hostname, two winners", l.pair)
+				winners[l.pair] = l.id
+			}
+		}
+	}
+	for p := 0; p < 15; p += 2 {
+		assert.NotEmpty(t, winners[p], "pair %d: exactly one lease gets the shared hostname", p)
+	}
+	for id := range paused {
+		st, err := dt.status(id)
+		require.NoError(t, err)
+		assert.Equal(t, workflows.PhaseDeploying, st.Phase, "%s is paused", id)
+	}
+	for _, p := range []int{1, 7, 13} {
+		require.NoError(t, update(leases[2*p+1], workflows.UpdateResume))
+		st := dt.waitRevision(leases[2*p+1].id, 1)
+		assert.Equal(t, workflows.PhaseActive, st.Phase, "%s after resume: %s", leases[2*p+1].id, st.LastError)
+	}
+
+	// Every Active lease updates to 1.27; three second leases abort theirs.
+	active := map[string]bool{}
+	for _, l := range leases {
+		if st, err := dt.status(l.id); err == nil && st.Phase == workflows.PhaseActive {
+			active[l.id] = true
+			dt.deploy(manifestOf(l, "nginx:1.27"))
+		}
+	}
+	aborted := map[string]bool{}
+	for _, p := range []int{3, 9, 11} {
+		l := leases[2*p+1]
+		require.True(t, active[l.id])
+		require.Eventually(t, func() bool { return update(l, workflows.UpdateAbort) == nil }, 30*time.Second, 50*time.Millisecond, "abort %s", l.id)
+		aborted[l.id] = true
+	}
+	for _, l := range leases {
+		if !active[l.id] {
+			continue
+		}
+		st := dt.waitRevision(l.id, 2)
+		want := "nginx:1.27"
+		if aborted[l.id] {
+			want = "nginx:1.26"
+			assert.Equal(t, workflows.PhaseFailed, st.Phase, l.id)
+			assert.Contains(t, st.LastError, workflows.ErrRolloutAborted, l.id)
+		} else {
+			assert.Equal(t, workflows.PhaseActive, st.Phase, "lease %s: %s", l.id, st.LastError)
+		}
+		_, available, images := dt.available(manifest.Namespace(l.id), l.svc)
+		assert.Equal(t, int32(2), available, l.id)
+		assert.Equal(t, int32(2), images[want], "lease %s runs %s", l.id, want)
+	}
+	// Nothing of one lease is in another's namespace.
+	for _, l := range leases {
+		rss, err := dt.env.Kube.AppsV1().ReplicaSets(manifest.Namespace(l.id)).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		for _, rs := range rss.Items {
+			assert.Equal(t, l.id, rs.Labels[activities.LeaseLabel], "ReplicaSet %s/%s", rs.Namespace, rs.Name)
+			assert.Equal(t, l.svc, rs.Labels[activities.ServiceLabel], "ReplicaSet %s/%s", rs.Namespace, rs.Name)
+		}
+	}
+}
