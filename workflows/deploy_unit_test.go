@@ -140,8 +140,10 @@ func TestDeployWorkflowDecisions(t *testing.T) {
 	}, {
 		// Issue 8.4: an undo of the lease's rollout made the lease record
 		// "Succeeded" with the new manifest while the old image ran.
-		name:  "an operator's undo of the rollout is not recorded as the new manifest succeeding",
-		setup: func(env *deployEnv) { env.rollouts(RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1, UndoneTo: 1}, nil) },
+		name: "an operator's undo of the rollout is not recorded as the new manifest succeeding",
+		setup: func(env *deployEnv) {
+			env.rollouts(RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1, UndoneTo: 1}, nil)
+		},
 		check: func(t *testing.T, env *deployEnv, err error) {
 			in := continuedWith(t, err)
 			assert.Equal(t, PhaseFailed, in.Carry.Phase)

@@ -398,7 +398,9 @@ func TestADeployApprovedWithAPlanActsOnlyOnThatPlan(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.NoError(t, h.Get(ctx, nil))
-	t.Cleanup(func() { _ = dt.env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowID(dt.lease), "", "test over") })
+	t.Cleanup(func() {
+		_ = dt.env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowID(dt.lease), "", "test over")
+	})
 	st := dt.waitRevision(dt.lease, 1)
 	assert.Contains(t, st.History[0].Outcome, "Aborted: the cluster changed since the plan was approved")
 	_, err = dt.env.Kube.CoreV1().Namespaces().Get(ctx, manifest.Namespace(dt.lease), metav1.GetOptions{})
