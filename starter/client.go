@@ -5,8 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
-	"math"
 	"os"
 	"strings"
 	"time"
@@ -134,28 +134,31 @@ func transient(err error) bool {
 	return false
 }
 
+// progress is where the CLI says what it is waiting for (its stderr).
+var progress io.Writer = os.Stderr
+
 // retryTemporal runs call until it succeeds, fails with a non-transient
-// error, or temporalRetry passes, with exponential backoff; it says on
-// stderr what it is waiting for.
+// error, or temporalRetry passes, backing off exponentially (0.25 s to 5 s);
+// it says on stderr what it is waiting for.
 func retryTemporal(ctx context.Context, what string, call func() error) error {
-	var last error
-	attempt := 0
-	backoff := wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.2, Cap: 5 * time.Second, Steps: math.MaxInt32}
-	ctx, cancel := context.WithTimeout(ctx, temporalRetry)
-	defer cancel()
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(context.Context) (bool, error) {
-		attempt++
-		last = call()
-		if last == nil || !transient(last) {
-			return true, last
+	backoff := wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 5, Cap: 5 * time.Second}
+	deadline := time.Now().Add(temporalRetry)
+	for attempt := 1; ; attempt++ {
+		err := call()
+		if err == nil || !transient(err) {
+			return err
 		}
-		fmt.Fprintf(os.Stderr, "deployflow: waiting for Temporal to %s (attempt %d): %v\n", what, attempt, last)
-		return false, nil
-	})
-	if err != nil && last != nil && transient(last) {
-		return fmt.Errorf("%w (gave up after %s: set --temporal-retry to wait longer)", last, temporalRetry)
+		delay := backoff.Step()
+		if time.Now().Add(delay).After(deadline) {
+			return fmt.Errorf("%w (gave up after %s: set --temporal-retry to wait longer)", err, temporalRetry)
+		}
+		fmt.Fprintf(progress, "deployflow: waiting for Temporal to %s (attempt %d): %v\n", what, attempt, err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
 	}
-	return err
 }
 
 // updateWorkflow sends an update, retrying Temporal's transient errors.

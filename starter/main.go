@@ -57,6 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	progress = stderr
 	cmd, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "deployflow: unknown command %q\n\n", args[0])

@@ -70,7 +70,9 @@ func runRollout(ctx context.Context, args []string, stdout io.Writer) error {
 			ID:                       id,
 			TaskQueue:                cfg.TaskQueue,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-			StaticSummary:            fmt.Sprintf("rollout %s/%s", in.Namespace, in.Service),
+			// Without it the SDK would hand back the running rollout's run.
+			WorkflowExecutionErrorWhenAlreadyStarted: true,
+			StaticSummary:                            fmt.Sprintf("rollout %s/%s", in.Namespace, in.Service),
 		}, workflows.RolloutWorkflow, in)
 		return err
 	})

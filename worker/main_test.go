@@ -89,13 +89,13 @@ type workerProcess struct {
 
 // startWorker runs the worker binary on the local stack with its own task
 // queue and metrics address; it is killed when the test ends.
-func startWorker(t *testing.T, env *testenv.Env, taskQueue, metricsAddr string) *workerProcess {
-	cmd := exec.Command(workerBinary(t),
+func startWorker(t *testing.T, env *testenv.Env, taskQueue, metricsAddr string, extra ...string) *workerProcess {
+	cmd := exec.Command(workerBinary(t), append([]string{
 		"--temporal-address", devstack.TemporalAddress,
 		"--kubeconfig", env.Stack.Kubeconfig(),
 		"--task-queue", taskQueue,
 		"--metrics-address", metricsAddr,
-	)
+	}, extra...)...)
 	w := &workerProcess{cmd: cmd, exited: make(chan error, 1), logs: &strings.Builder{}}
 	cmd.Stdout, cmd.Stderr = w.logs, w.logs
 	require.NoError(t, cmd.Start())

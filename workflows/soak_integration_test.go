@@ -57,11 +57,15 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 	}
 	// The deploys start together; the test's own goroutines only record.
 	var wg sync.WaitGroup
-	for _, l := range leases {
+	errs := make([]error, len(leases))
+	for i, l := range leases {
 		wg.Add(1)
-		go func() { defer wg.Done(); dt.deploy(manifestOf(l, "nginx:1.26")) }()
+		go func() { defer wg.Done(); _, errs[i] = dt.tryDeploy(manifestOf(l, "nginx:1.26")) }()
 	}
 	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
 
 	rolloutOf := func(l lease) string { return workflows.RolloutWorkflowID(manifest.Namespace(l.id), l.svc) }
 	update := func(l lease, name string) error {

@@ -1,0 +1,52 @@
+package main_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/deployflow/deployflow/internal/searchattr"
+	"github.com/deployflow/deployflow/internal/testenv"
+)
+
+// Guards 8.8: a worker on a Temporal namespace without deployflow's search
+// attributes started anyway, and every lease workflow's task then failed,
+// forever, on the first upsert. It now refuses to start and names them, or
+// registers them with --register-search-attributes.
+func TestWorkerChecksItsSearchAttributesAtStart(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	ns := testenv.ShortName("sa")
+	_, err := env.Temporal.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+		Namespace: ns, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := env.Temporal.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
+		return err == nil
+	}, 30*time.Second, 200*time.Millisecond, "namespace %s never served", ns)
+
+	w := startWorker(t, env, testenv.Name(t, "tq"), freeAddr(t), "--temporal-namespace", ns)
+	select {
+	case err := <-w.exited:
+		assert.Error(t, err, "the worker must not start")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker started on a namespace without deployflow's search attributes")
+	}
+	logs := w.logs.String()
+	assert.Contains(t, logs, "lacks deployflow's search attributes DeployflowLease=Keyword")
+	assert.Contains(t, logs, "temporal operator search-attribute create --namespace "+ns+" --name DeployflowLease --type Keyword")
+
+	addr := freeAddr(t)
+	startWorker(t, env, testenv.Name(t, "tq"), addr, "--temporal-namespace", ns, "--register-search-attributes")
+	require.Eventually(t, func() bool { return get("http://"+addr+"/readyz") == "ok\n" }, 60*time.Second, 200*time.Millisecond,
+		"the worker never became ready after registering the attributes")
+	missing, err := searchattr.Missing(ctx, env.Temporal.OperatorService(), ns)
+	require.NoError(t, err)
+	assert.Empty(t, missing)
+}
