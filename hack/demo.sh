@@ -33,7 +33,7 @@ step bin/deployflow lease create demo-shop --owner acme
 step bin/deployflow deploy -f examples/shop.yaml --wait
 step bin/deployflow deploy -f examples/shop-v2.yaml --wait
 step kubectl get rs,svc,ingress -n lease-demo-shop
-step kubectl get hostnamereservations,ipreservations
+step kubectl get deployflow
 step bin/deployflow status demo-shop
 echo
 echo "demo: the lease's workflow in the Temporal UI: http://127.0.0.1:8233/namespaces/default/workflows/deploy-demo-shop"

@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"context"
 	"encoding/json"
 	"os/exec"
 	"strings"
@@ -52,4 +53,20 @@ func TestDeployStartedWithTheTemporalCLIAndFoundBySearchAttributes(t *testing.T)
 	assert.Contains(t, string(b), workflows.DeployWorkflowID(other))
 	active := dt.temporalCLI("workflow", "list", "--query", `DeployflowLease="`+dt.lease+`" AND DeployflowPhase="Active"`)
 	assert.Contains(t, active, workflows.DeployWorkflowID(dt.lease))
+}
+
+// The README's `temporal workflow start --type RolloutWorkflow` rolls one
+// service out in a namespace the worker may act in (here a managed one; the
+// README's `shop` is listed with --rollout-namespaces).
+func TestRolloutStartedWithTheTemporalCLI(t *testing.T) {
+	dt := newDeployTest(t)
+	ns := dt.env.Namespace(t)
+	id := workflows.RolloutWorkflowID(ns, "web")
+	dt.temporalCLI("workflow", "start", "--type", "RolloutWorkflow", "--task-queue", dt.tq, "--workflow-id", id,
+		"--input", `{"namespace":"`+ns+`","service":"web","deployment":{"spec":{"replicas":3,
+    "template":{"spec":{"containers":[{"name":"web","image":"nginx:1.27"}]}}}}}`)
+	var res workflows.RolloutResult
+	require.NoError(t, dt.env.Temporal.GetWorkflow(context.Background(), id, "").Get(context.Background(), &res))
+	assert.Equal(t, workflows.OutcomeComplete, res.Outcome)
+	assert.Equal(t, int32(3), res.AvailableReplicas)
 }
