@@ -17,6 +17,7 @@ import (
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/workflows"
 )
 
@@ -31,6 +32,7 @@ func newLease(t *testing.T, prefix string) (env *testenv.Env, tq, lease string) 
 		ctx := context.Background()
 		_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowID(lease), "", "test over")
 		_ = env.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(lease), metav1.DeleteOptions{})
+		_ = env.Dynamic.Resource(crds.Leases).Delete(ctx, lease, metav1.DeleteOptions{})
 	})
 	return env, tq, lease
 }

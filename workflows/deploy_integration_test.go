@@ -21,6 +21,7 @@ import (
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/workflows"
 )
 
@@ -52,6 +53,7 @@ func (dt *deployTest) createLease(id, owner string) {
 		_ = dt.acts.Hostnames.ReleaseAll(ctx, id)
 		_ = dt.acts.IPs.ReleaseAll(ctx, id)
 		_ = dt.env.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(id), metav1.DeleteOptions{})
+		_ = dt.env.Dynamic.Resource(crds.Leases).Delete(ctx, id, metav1.DeleteOptions{})
 	})
 }
 
