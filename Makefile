@@ -18,7 +18,7 @@ PKGS ?= ./...
 # Packages with tests that stop parts of the local stack (run alone).
 DISRUPTIVE_PKGS ?= ./workflows/
 
-.PHONY: all build tools dev-up dev-down dev-status demo test unit lint bench clean
+.PHONY: all build tools dev-up dev-down dev-status demo test unit lint bench clean record-histories
 
 all: build
 
@@ -67,3 +67,15 @@ bench: build tools
 
 clean:
 	rm -rf bin
+
+# Records real workflow histories on the local stack into
+# testdata/histories/$(HISTORIES_SET)/<scenario>/, one scenario per
+# integration test below; TestRecordedHistoriesReplay replays them all. A
+# recording never overwrites an older one.
+HISTORIES_SET ?= $(shell date -u +%Y%m%d-%H%M)
+RECORD_WORKFLOWS ?= TestImageUpdateAndFailingUpdateKeepsTheLastGoodVersion|TestNewerManifestSupersedesARolloutInProgress|TestApprovedPlanDeploysAndAStalePlanIsRefused|TestUnapprovedDeployTimesOutIntoAnAbortWithNothingChanged|TestTeardownAsTheDeployFinishesIsNeverLost|TestClosingTheLeaseMidRolloutTearsEverythingDown|TestTheLeaseRecordsWhatItsRolloutsRan|TestADeployOfAnUnknownLeaseEnds|TestADeployApprovedWithAPlanActsOnlyOnThatPlan|TestAnEarlyFailureReleasesWhatTheDeployTook|TestRecreateStartsNewPodsOnlyAfterOldOnesAreGone|TestProgressDeadlineWithAutoRollbackRestoresTheStableRevision|TestRolloutWorkflowFailsAtProgressDeadline|TestPauseHoldsScalingAndResizeIsProportional|TestUndoReusesTheOldReplicaSet|TestRestartRollsANewRevision|TestBadManifestIsRefusedWritingNothing
+RECORD_STARTER ?= TestScheduledRestartGoesThroughTheLeaseWorkflow|TestOperatorCommands|TestDeployPlanPrintsThePlanAndYesDeploysIt
+record-histories: build tools
+	DEPLOYFLOW_RECORD_HISTORIES=$(CURDIR)/testdata/histories/$(HISTORIES_SET) hack/with-stack.sh bash -c \
+	  '$(GO) test -count=1 -run "^($(RECORD_WORKFLOWS))$$" ./workflows/ && $(GO) test -count=1 -run "^($(RECORD_STARTER))$$" ./starter/'
+	$(GO) test -count=1 -run TestRecordedHistoriesReplay ./workflows/

@@ -186,6 +186,7 @@ func (e *Env) Activities() *activities.Activities {
 func (e *Env) Worker(t testing.TB) string {
 	t.Helper()
 	tq := Name(t, "tq")
+	e.recordHistories(t, tq)
 	w := worker.New(e.Temporal, tq, worker.Options{WorkerStopTimeout: 2 * time.Second})
 	app.Register(w, e.Activities())
 	if err := w.Start(); err != nil {
