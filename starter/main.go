@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +19,8 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/deployflow/deployflow/internal/version"
 )
 
 // command is one `deployflow <name>` subcommand.
@@ -40,6 +43,7 @@ var commands = map[string]command{
 	"restart":  {"restart every pod of a lease: restart <lease>", runRestart},
 	"teardown": {"delete a lease's workload and release its hostnames and IPs", runTeardown},
 	"lease":    {"manage leases: create <id> --owner <owner> | close <id> | list", runLease},
+	"version":  {"print the CLI's version, build ID and Go version (-o json)", runVersion},
 	"schedule": {"scheduled redeploys: create <lease> --cron|--every [--action restart|reapply] | list | delete | trigger", runSchedule},
 }
 
@@ -95,3 +99,21 @@ func usage(w io.Writer) {
 
 // usageError is a mistake in the command line (exit code 2).
 type usageError struct{ error }
+
+// runVersion is `deployflow version`.
+func runVersion(_ context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	output := fs.String("o", "text", "output: text or json")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	v := version.Get()
+	switch *output {
+	case "json":
+		return json.NewEncoder(stdout).Encode(v)
+	case "text":
+		fmt.Fprintf(stdout, "deployflow %s (build %s, %s)\n", v.Version, v.BuildID, v.GoVersion)
+		return nil
+	}
+	return usageError{fmt.Errorf("-o %q: want text or json", *output)}
+}

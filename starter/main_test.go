@@ -73,3 +73,17 @@ func TestRolloutCommandAgainstTheLocalStack(t *testing.T) {
 	require.Len(t, rss.Items, 1)
 	assert.Equal(t, res.NewReplicaSet, rss.Items[0].Name)
 }
+
+// `deployflow version` says which build runs, as the worker's
+// deployflow_build_info metric does.
+func TestVersionCommand(t *testing.T) {
+	code, stdout, _ := runCLI("version")
+	assert.Equal(t, 0, code)
+	assert.Regexp(t, `^deployflow \S+ \(build \S+, go1\.\d+`, stdout)
+	code, stdout, _ = runCLI("version", "-o", "json")
+	assert.Equal(t, 0, code)
+	var v struct{ Version, BuildID, GoVersion string }
+	require.NoError(t, json.Unmarshal([]byte(stdout), &v))
+	assert.NotEmpty(t, v.BuildID)
+	assert.Contains(t, v.GoVersion, "go1.")
+}

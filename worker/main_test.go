@@ -44,6 +44,8 @@ func TestWorkerBinaryServesMetricsAndStopsOnSIGTERM(t *testing.T) {
 		"process_resident_memory_bytes",        // process
 		`task_queue="`,                         // SDK metrics carry their task queue
 		"# TYPE temporal_worker_start counter", // Prometheus text, typed
+		"deployflow_build_info{build_id=",      // what runs (issue 9: releases)
+		`go_version="go1.`,
 	} {
 		assert.Contains(t, metrics, want)
 	}

@@ -11,15 +11,23 @@ import (
 	"go.temporal.io/sdk/client"
 	sdktally "go.temporal.io/sdk/contrib/tally"
 	"go.uber.org/fx"
+
+	"github.com/deployflow/deployflow/internal/version"
 )
 
 // NewRegistry is the worker's one Prometheus registry: Go runtime and
 // process metrics, the Temporal SDK's metrics, and deployflow's own.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
+	v := version.Get()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "deployflow_build_info",
+			Help:        "The build of deployflow this worker runs (always 1): release version, build ID and Go version.",
+			ConstLabels: prometheus.Labels{"version": v.Version, "build_id": v.BuildID, "go_version": v.GoVersion},
+		}, func() float64 { return 1 }),
 	)
 	return reg
 }
