@@ -347,8 +347,14 @@ func TestARetriedApplyReportsWhatTheFirstDid(t *testing.T) {
 	assert.Empty(t, plan.Changed, "nor would a plan")
 }
 
-// Guards 8.6: a teardown that reached the lease's workflow in the workflow
-// task that continued it as new was dropped, and the lease kept running.
+// Issue 8.6: a teardown (signal or update) sent the moment a deploy
+// finishes, as the lease's workflow continues as new, is never lost. The
+// window the fix closes (a signal delivered in the very workflow task that
+// continues as new, before its receiving goroutine runs) is narrow: this
+// test lost none of 8 on the code before the fix (e104f28), so it does not
+// fail there; the drain before continue-as-new (deployRun.continueAsNew)
+// closes the window by construction, and this test keeps teardowns at the
+// end of a deploy from regressing.
 func TestTeardownAsTheDeployFinishesIsNeverLost(t *testing.T) {
 	dt := newDeployTest(t)
 	ctx := context.Background()
