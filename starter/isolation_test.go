@@ -10,9 +10,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/durationpb"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/internal/devstack"
+	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/testenv"
 	"github.com/deployflow/deployflow/workflows"
 )
@@ -75,4 +79,51 @@ func TestRolloutRefusesToAttachToAnotherDesiredState(t *testing.T) {
 	assert.Equal(t, 1, code, stdout)
 	assert.Contains(t, stderr, "a rollout of "+ns+"/web is already running")
 	assert.Contains(t, stderr, "nothing was started for nginx:1.27")
+}
+
+// Guards 8.1 during an upgrade: a rollout started under its legacy ID
+// (rollout-<namespace>-<service>) by an older lease workflow is still
+// reached by `deployflow pause` of its own lease, and never by the pause of
+// the other lease whose names join to that same legacy ID.
+func TestControlsReachALegacyRolloutOnlyOfTheirOwnLease(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	tq := env.Worker(t)
+	a := testenv.ShortName("leg")
+	b := a + "-b" // lease a / service b-c and lease a-b / service c share the legacy ID
+	nsB := manifest.Namespace(b)
+	_, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: nsB, Labels: map[string]string{manifest.ManagedByLabel: manifest.ManagedBy}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.Kube.CoreV1().Namespaces().Delete(context.Background(), nsB, metav1.DeleteOptions{}) })
+
+	legacy := workflows.LegacyRolloutWorkflowID(nsB, "c")
+	require.Equal(t, workflows.LegacyRolloutWorkflowID(manifest.Namespace(a), "b-c"), legacy)
+	in := workflows.RolloutInput{Namespace: nsB, Service: "c"}
+	two := int32(2)
+	in.Deployment.Spec.Replicas = &two
+	in.Deployment.Spec.Template.Annotations = map[string]string{"deployflow.dev/ready-after": "60s"}
+	in.Deployment.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", Image: "nginx:1.27"}}
+	_, err = env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: legacy, TaskQueue: tq}, workflows.RolloutWorkflow, in)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.Temporal.TerminateWorkflow(context.Background(), legacy, "", "test over") })
+	status := func() workflows.RolloutStatus {
+		var st workflows.RolloutStatus
+		require.Eventually(t, func() bool {
+			v, err := env.Temporal.QueryWorkflow(ctx, legacy, "", workflows.QueryStatus)
+			return err == nil && v.Get(&st) == nil && st.Step != ""
+		}, 30*time.Second, 100*time.Millisecond)
+		return st
+	}
+	require.False(t, status().Paused)
+
+	args := []string{"--temporal-address", devstack.TemporalAddress, "--task-queue", tq}
+	code, _, _ := runCLI(append([]string{"pause", a, "b-c"}, args...)...)
+	assert.Equal(t, 1, code, "lease a has no rollout of b-c")
+	assert.False(t, status().Paused, "lease a's pause must not reach lease a-b's rollout")
+
+	code, stdout, stderr := runCLI(append([]string{"pause", b, "c"}, args...)...)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "paused")
+	assert.True(t, status().Paused, "lease a-b's own pause reaches its legacy rollout")
 }
