@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	"go.uber.org/fx"
 	"k8s.io/client-go/dynamic"
 
@@ -18,28 +19,44 @@ import (
 	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/metrics"
 	"github.com/deployflow/deployflow/internal/searchattr"
+	"github.com/deployflow/deployflow/internal/version"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/workflows"
 )
 
 // Register puts deployflow's workflows and activities on a worker. The
 // worker binary and the integration tests' in-process workers share it.
+//
+// Under Worker Versioning each workflow type has a deliberate behaviour: a
+// rollout is pinned (it finishes on the build that started it: its
+// decisions and the ReplicaSets it names come from one code), while a
+// lease's workflow, schedules and plans auto-upgrade to the current build
+// (a lease's workflow continues as new after every deploy, and its changes
+// are version-gated and replay-tested). Unversioned workers ignore it.
 func Register(w worker.Registry, acts *activities.Activities) {
-	w.RegisterWorkflow(workflows.RolloutWorkflow)
-	w.RegisterWorkflow(workflows.DeployWorkflow)
-	w.RegisterWorkflow(workflows.ScheduledDeployWorkflow)
-	w.RegisterWorkflow(workflows.PlanWorkflow)
+	w.RegisterWorkflowWithOptions(workflows.RolloutWorkflow, workflow.RegisterOptions{VersioningBehavior: workflow.VersioningBehaviorPinned})
+	for _, wf := range []any{workflows.DeployWorkflow, workflows.ScheduledDeployWorkflow, workflows.PlanWorkflow} {
+		w.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade})
+	}
 	w.RegisterActivity(acts)
 }
 
 // NewWorker builds the Temporal worker polling cfg.TaskQueue.
 func NewWorker(cfg config.Config, c client.Client, acts *activities.Activities, m *metrics.Metrics) worker.Worker {
-	w := worker.New(c, cfg.TaskQueue, worker.Options{
+	opts := worker.Options{
 		// Activities get this long to finish on SIGTERM; the heartbeating
 		// waits return promptly and are retried by the next worker.
 		WorkerStopTimeout: 5 * time.Second,
 		Interceptors:      []interceptor.WorkerInterceptor{m.Interceptor()},
-	})
+	}
+	if cfg.DeploymentName != "" {
+		opts.DeploymentOptions = worker.DeploymentOptions{
+			UseVersioning:             true,
+			Version:                   worker.WorkerDeploymentVersion{DeploymentName: cfg.DeploymentName, BuildID: cfg.BuildID},
+			DefaultVersioningBehavior: workflow.VersioningBehaviorAutoUpgrade,
+		}
+	}
+	w := worker.New(c, cfg.TaskQueue, opts)
 	Register(w, acts)
 	return w
 }
@@ -92,7 +109,8 @@ func StartWorker(lc fx.Lifecycle, cfg config.Config, w worker.Worker, h *Health,
 				return err
 			}
 			h.workerStarted.Store(true)
-			log.Info("worker started", "taskQueue", cfg.TaskQueue, "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace)
+			log.Info("worker started", "taskQueue", cfg.TaskQueue, "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace,
+				"version", version.Get().Version, "buildID", cfg.BuildID, "deployment", cfg.DeploymentName)
 			return nil
 		},
 		OnStop: func(context.Context) error {

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/deployflow/deployflow/internal/version"
 )
 
 // Defaults, matching the local dev stack (make dev-up).
@@ -39,6 +41,11 @@ type Config struct {
 	// RegisterSearchAttributes: DEPLOYFLOW_REGISTER_SEARCH_ATTRIBUTES=true
 	// registers missing search attributes at start (worker only).
 	RegisterSearchAttributes bool
+	// DeploymentName (DEPLOYFLOW_DEPLOYMENT_NAME) turns on Temporal Worker
+	// Versioning: the worker belongs to this Worker Deployment, as version
+	// BuildID (DEPLOYFLOW_BUILD_ID, by default the binary's build ID).
+	DeploymentName string
+	BuildID        string
 }
 
 // DefaultIPPool is the range declared IPs come from unless configured.
@@ -56,6 +63,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.IPPool, "ip-pool", env("DEPLOYFLOW_IP_POOL", DefaultIPPool), "CIDR the declared IPs of leases are allocated from (env DEPLOYFLOW_IP_POOL)")
 	fs.StringVar(&c.RolloutNamespacesList, "rollout-namespaces", os.Getenv("DEPLOYFLOW_ROLLOUT_NAMESPACES"), "comma-separated namespaces, besides the lease namespaces deployflow manages, where standalone rollouts may act; default none (env DEPLOYFLOW_ROLLOUT_NAMESPACES)")
 	fs.BoolVar(&c.RegisterSearchAttributes, "register-search-attributes", os.Getenv("DEPLOYFLOW_REGISTER_SEARCH_ATTRIBUTES") == "true", "worker: register deployflow's missing search attributes in the Temporal namespace at start instead of refusing to start (env DEPLOYFLOW_REGISTER_SEARCH_ATTRIBUTES=true)")
+	fs.StringVar(&c.DeploymentName, "deployment-name", os.Getenv("DEPLOYFLOW_DEPLOYMENT_NAME"), "worker: the Temporal Worker Deployment this worker belongs to; set, it turns on Worker Versioning (rollouts pinned to the build that started them, lease workflows auto-upgrading); empty: unversioned (env DEPLOYFLOW_DEPLOYMENT_NAME)")
+	fs.StringVar(&c.BuildID, "build-id", env("DEPLOYFLOW_BUILD_ID", version.Get().BuildID), "worker: this build's ID in its Worker Deployment (env DEPLOYFLOW_BUILD_ID; default: the binary's build ID)")
 	fs.StringVar(&c.BlockedHostnames, "blocked-hostnames", os.Getenv("DEPLOYFLOW_BLOCKED_HOSTNAMES"), "comma-separated hostnames (exact, or .suffix) no lease may reserve (env DEPLOYFLOW_BLOCKED_HOSTNAMES)")
 }
 
@@ -113,6 +122,9 @@ func (c Config) Validate() error {
 		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("--rollout-namespaces: %q is not a namespace name (%s)", ns, msgs[0]))
 		}
+	}
+	if c.DeploymentName != "" && c.BuildID == "" {
+		errs = append(errs, errors.New("--build-id is empty: Worker Versioning (--deployment-name) needs this build's ID"))
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))

@@ -1,0 +1,86 @@
+package main_test
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/deployflow/deployflow/internal/devstack"
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/workflows"
+)
+
+// Issue 9.3: under Temporal Worker Versioning (--deployment-name,
+// --build-id) a lease's rollout is pinned to the build that started it and
+// its lease workflow auto-upgrades; during an upgrade `temporal worker
+// deployment describe` shows both builds, and the deploy in progress
+// finishes.
+func TestWorkerVersioningPinsRolloutsAndShowsBothBuilds(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	tq := testenv.Name(t, "tq")
+	deployment := testenv.ShortName("deployflow")
+	startWorker(t, env, tq, freeAddr(t), "--deployment-name", deployment, "--build-id", "build-a")
+	handle := env.Temporal.WorkerDeploymentClient().GetHandle(deployment)
+	setCurrent := func(build string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			_, err := handle.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: build})
+			return err == nil
+		}, 60*time.Second, 500*time.Millisecond, "version %s never became current", build)
+	}
+	setCurrent("build-a")
+
+	id := testenv.ShortName("lease")
+	acts := env.Activities()
+	_, err := acts.Leases.Create(ctx, id, "acme")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = env.Temporal.TerminateWorkflow(context.Background(), workflows.DeployWorkflowID(id), "", "test over")
+		_ = env.Kube.CoreV1().Namespaces().Delete(context.Background(), manifest.Namespace(id), metav1.DeleteOptions{})
+	})
+	three := int32(3)
+	m := manifest.Manifest{Lease: id, Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &three,
+		PodAnnotations: map[string]string{"deployflow.dev/ready-after": "8s"}}}}
+	_, err = env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.DeployWorkflowID(id), TaskQueue: tq},
+		workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, HealthIntervalSeconds: 1})
+	require.NoError(t, err)
+	rollout := workflows.RolloutWorkflowID(manifest.Namespace(id), "web")
+	behavior := func(wid string) enumspb.VersioningBehavior {
+		d, err := env.Temporal.DescribeWorkflowExecution(ctx, wid, "")
+		if err != nil {
+			return enumspb.VERSIONING_BEHAVIOR_UNSPECIFIED
+		}
+		return d.GetWorkflowExecutionInfo().GetVersioningInfo().GetBehavior()
+	}
+	require.Eventually(t, func() bool { return behavior(rollout) == enumspb.VERSIONING_BEHAVIOR_PINNED },
+		60*time.Second, 200*time.Millisecond, "the rollout is not pinned")
+	assert.Equal(t, enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE, behavior(workflows.DeployWorkflowID(id)))
+
+	// Build B joins and becomes current while the rollout runs on A.
+	startWorker(t, env, tq, freeAddr(t), "--deployment-name", deployment, "--build-id", "build-b")
+	setCurrent("build-b")
+	out, err := exec.Command(env.Stack.Bin(devstack.Temporal), "worker", "deployment", "describe", "--name", deployment,
+		"--address", devstack.TemporalAddress).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "build-a")
+	assert.Contains(t, string(out), "build-b")
+
+	var st workflows.DeployStatus
+	require.Eventually(t, func() bool {
+		v, err := env.Temporal.QueryWorkflow(ctx, workflows.DeployWorkflowID(id), "", workflows.QueryDeploy)
+		return err == nil && v.Get(&st) == nil && len(st.History) > 0 && st.Phase == workflows.PhaseActive
+	}, 90*time.Second, 250*time.Millisecond, "the deploy never finished (%+v)", st)
+	d, err := env.Temporal.DescribeWorkflowExecution(ctx, rollout, "")
+	require.NoError(t, err)
+	assert.Equal(t, "build-a", d.GetWorkflowExecutionInfo().GetVersioningInfo().GetDeploymentVersion().GetBuildId(),
+		"the rollout finished on the build that started it")
+}
