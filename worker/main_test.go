@@ -61,26 +61,29 @@ func TestWorkerBinaryServesMetricsAndStopsOnSIGTERM(t *testing.T) {
 }
 
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	buildMu sync.Mutex
+	built   = map[string]string{}
 )
 
 // workerBinary builds deployflow-worker once per test run.
-func workerBinary(t *testing.T) string {
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "deployflow-worker-test")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "deployflow-worker")
-		build := exec.Command("go", "build", "-o", binPath, ".")
-		build.Stderr = os.Stderr
-		buildErr = build.Run()
-	})
-	require.NoError(t, buildErr)
-	return binPath
+func workerBinary(t *testing.T) string { return workerBinaryWithTags(t, "") }
+
+// workerBinaryWithTags builds deployflow-worker with build tags, once per
+// set of tags per test run.
+func workerBinaryWithTags(t *testing.T, tags string) string {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if path, ok := built[tags]; ok {
+		return path
+	}
+	dir, err := os.MkdirTemp("", "deployflow-worker-test") // outlives the test that builds it
+	require.NoError(t, err)
+	path := filepath.Join(dir, "deployflow-worker")
+	build := exec.Command("go", "build", "-tags", tags, "-o", path, ".")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run(), "build the worker with tags %q", tags)
+	built[tags] = path
+	return path
 }
 
 type workerProcess struct {
@@ -92,7 +95,12 @@ type workerProcess struct {
 // startWorker runs the worker binary on the local stack with its own task
 // queue and metrics address; it is killed when the test ends.
 func startWorker(t *testing.T, env *testenv.Env, taskQueue, metricsAddr string, extra ...string) *workerProcess {
-	cmd := exec.Command(workerBinary(t), append([]string{
+	return startWorkerBinary(t, env, workerBinary(t), taskQueue, metricsAddr, extra...)
+}
+
+// startWorkerBinary is startWorker with a given worker binary.
+func startWorkerBinary(t *testing.T, env *testenv.Env, bin, taskQueue, metricsAddr string, extra ...string) *workerProcess {
+	cmd := exec.Command(bin, append([]string{
 		"--temporal-address", devstack.TemporalAddress,
 		"--kubeconfig", env.Stack.Kubeconfig(),
 		"--task-queue", taskQueue,

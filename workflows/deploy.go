@@ -189,6 +189,9 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 			w.lastGood, w.current = res.ran, res.ran
 			rec.Outcome = "Succeeded, as changed by an operator during the rollout"
 		}
+		if upgradeTestBuild && gate(w.ctx, versionUpgradeTest) {
+			rec.Outcome += " (build B)"
+		}
 		w.lastErr, w.lastFailure = "", nil
 		w.setPhase(PhaseActive)
 	default:

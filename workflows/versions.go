@@ -24,6 +24,9 @@ const (
 	// versionDrainSignals: signals that arrive in the workflow task that
 	// continues as new are drained and carried over, not dropped.
 	versionDrainSignals = "drain-signals-before-continue-as-new"
+	// versionUpgradeTest: only in the live upgrade test's build B
+	// (upgradeTestBuild), which marks the deploys it finishes.
+	versionUpgradeTest = "upgrade-test-build-b"
 )
 
 // gate reports whether this run takes change id (version 1): runs that
