@@ -28,6 +28,10 @@ type RolloutInput struct {
 	// AutoRollback restores the last-known-good revision when the progress
 	// deadline passes (the workflow still fails, with ProgressDeadlineExceeded).
 	AutoRollback bool `json:"autoRollback,omitempty"`
+	// MaxHistoryEvents is the history length after which the rollout
+	// continues as a new run (carrying its state); 0 means 4000. Long
+	// rollouts stay cheap to replay; a small value exercises the hand-over.
+	MaxHistoryEvents int `json:"maxHistoryEvents,omitempty"`
 	// Carry is set by the workflow itself when it continues as new; leave it
 	// empty when starting a rollout.
 	Carry *RolloutCarry `json:"carry,omitempty"`
@@ -129,6 +133,9 @@ func (in RolloutInput) desired() (*appsv1.Deployment, error) {
 	}
 	if *spec.RevisionHistoryLimit < 0 {
 		bad("deployment.spec.revisionHistoryLimit", "%d is negative", *spec.RevisionHistoryLimit)
+	}
+	if in.MaxHistoryEvents < 0 || in.MaxHistoryEvents > 0 && in.MaxHistoryEvents < minHistoryEvents {
+		bad("maxHistoryEvents", "%d: give 0 (the default, %d) or at least %d", in.MaxHistoryEvents, continueAsNewAfter, minHistoryEvents)
 	}
 	if *spec.ProgressDeadlineSeconds <= spec.MinReadySeconds {
 		bad("deployment.spec.progressDeadlineSeconds", "%d must be greater than minReadySeconds (%d)", *spec.ProgressDeadlineSeconds, spec.MinReadySeconds)

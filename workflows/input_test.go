@@ -55,6 +55,7 @@ func TestDesiredRejectsBadInputNamingTheField(t *testing.T) {
 		{"selector does not match", func(in *RolloutInput) {
 			in.Deployment.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}}
 		}, "deployment.spec.selector: does not match"},
+		{"tiny history budget", func(in *RolloutInput) { in.MaxHistoryEvents = 5 }, "maxHistoryEvents: 5: give 0 (the default, 4000) or at least 20"},
 		{"bad strategy", func(in *RolloutInput) { in.Deployment.Spec.Strategy.Type = "BlueGreen" }, "deployment.spec.strategy.type: \"BlueGreen\": want RollingUpdate or Recreate"},
 		{"bad percent", func(in *RolloutInput) {
 			in.Deployment.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{MaxSurge: pct("ten%")}

@@ -321,9 +321,17 @@ func (r *rolloutRun) rollBackToStable(outcome string) {
 	workflow.GetLogger(r.ctx).Warn("rolling back", "service", r.in.Service, "revision", r.stableRevision, "reason", outcome)
 }
 
+// minHistoryEvents is the smallest MaxHistoryEvents a rollout accepts: a
+// run must get through its first syncs.
+const minHistoryEvents = 20
+
 func (r *rolloutRun) shouldContinueAsNew() bool {
+	limit := continueAsNewAfter
+	if r.in.MaxHistoryEvents > 0 {
+		limit = r.in.MaxHistoryEvents
+	}
 	info := workflow.GetInfo(r.ctx)
-	return (info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > continueAsNewAfter) &&
+	return (info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > limit) &&
 		workflow.AllHandlersFinished(r.ctx)
 }
 

@@ -3,6 +3,8 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"go.temporal.io/api/workflowservice/v1"
 	"sync"
 	"testing"
 	"time"
@@ -370,4 +372,30 @@ func TestRestartRollsANewRevision(t *testing.T) {
 	rs := rt.replicaSets()[res.NewReplicaSet]
 	assert.NotEmpty(t, rs.Spec.Template.Annotations[workflows.RestartedAtAnnotation])
 	assert.Equal(t, int32(3), rs.Status.AvailableReplicas)
+}
+
+// A rollout that outgrows its history budget continues as a new run in the
+// middle of a rolling update and finishes there, with its desired state and
+// stable revision carried over (issue 9: the continue-as-new path, recorded
+// for the replay suite).
+func TestRolloutContinuesAsNewMidRollout(t *testing.T) {
+	rt := newRolloutTest(t)
+	ctx := context.Background()
+	v1 := rt.complete(version("nginx:1.26", 6, "", false))
+	run := startRollout(t, rt.env, rt.tq, workflows.RolloutInput{Namespace: rt.ns, Service: "web",
+		Deployment: version("nginx:1.27", 6, "1s", false), MaxHistoryEvents: 30})
+	var res workflows.RolloutResult
+	require.NoError(t, run.Get(ctx, &res))
+	assert.Equal(t, workflows.OutcomeComplete, res.Outcome)
+	assert.Equal(t, int32(6), res.AvailableReplicas)
+	assert.NotEqual(t, v1.NewReplicaSet, res.NewReplicaSet)
+	runs := 0
+	require.Eventually(t, func() bool {
+		list, err := rt.env.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("WorkflowId = %q", run.GetID())})
+		runs = len(list.GetExecutions())
+		return err == nil && runs >= 2
+	}, 10*time.Second, 200*time.Millisecond, "the rollout never continued as new (%d runs)", runs)
+	rss := rt.replicaSets()
+	assert.Len(t, rss, 2, "no ReplicaSet created twice across the runs")
 }
