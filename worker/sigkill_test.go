@@ -77,27 +77,7 @@ func TestRolloutSurvivesWorkerSIGKILL(t *testing.T) {
 
 	// Spec writes the workflow decided, per ReplicaSet: the scale local
 	// activities recorded in its history.
-	decided := map[string]int64{}
-	it := env.Temporal.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	dc := converter.GetDefaultDataConverter()
-	for it.HasNext() {
-		ev, err := it.Next()
-		require.NoError(t, err)
-		m := ev.GetMarkerRecordedEventAttributes()
-		if m == nil || m.GetMarkerName() != "LocalActivity" {
-			continue
-		}
-		var data struct{ ActivityType string }
-		require.NoError(t, dc.FromPayloads(m.GetDetails()["data"], &data))
-		if data.ActivityType != "ScaleReplicaSet" || m.GetFailure() != nil {
-			continue
-		}
-		var res activities.ScaleResult
-		require.NoError(t, dc.FromPayloads(m.GetDetails()["result"], &res))
-		if res.From != res.To {
-			decided[res.ReplicaSet]++
-		}
-	}
+	decided := decidedScales(t, env, run.GetID(), run.GetRunID())
 	for _, rs := range list.Items {
 		switch rs.Name {
 		case v2.NewReplicaSet:
@@ -111,4 +91,32 @@ func TestRolloutSurvivesWorkerSIGKILL(t *testing.T) {
 	}
 	assert.Positive(t, decided[v2.NewReplicaSet])
 	assert.Positive(t, decided[oldRS.Name])
+}
+
+// decidedScales counts, per ReplicaSet, the spec writes a rollout decided:
+// the ScaleReplicaSet local activities in its history that changed a size.
+func decidedScales(t *testing.T, env *testenv.Env, workflowID, runID string) map[string]int64 {
+	t.Helper()
+	decided := map[string]int64{}
+	it := env.Temporal.GetWorkflowHistory(context.Background(), workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	dc := converter.GetDefaultDataConverter()
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		m := ev.GetMarkerRecordedEventAttributes()
+		if m == nil || m.GetMarkerName() != "LocalActivity" || m.GetFailure() != nil {
+			continue
+		}
+		var data struct{ ActivityType string }
+		require.NoError(t, dc.FromPayloads(m.GetDetails()["data"], &data))
+		if data.ActivityType != "ScaleReplicaSet" {
+			continue
+		}
+		var res activities.ScaleResult
+		require.NoError(t, dc.FromPayloads(m.GetDetails()["result"], &res))
+		if res.From != res.To {
+			decided[res.ReplicaSet]++
+		}
+	}
+	return decided
 }

@@ -9,12 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/testenv"
 	"github.com/deployflow/deployflow/workflows"
@@ -82,34 +79,13 @@ func TestLiveUpgradeInTheMiddleOfTwentyDeploys(t *testing.T) {
 		}, 120*time.Second, 250*time.Millisecond, "lease %s never finished its deploy", id)
 		return st
 	}
-	dc := converter.GetDefaultDataConverter()
 	for _, id := range leases {
 		st := status(id)
 		assert.Equal(t, workflows.PhaseActive, st.Phase, "lease %s: %s", id, st.LastError)
 		rss, err := env.Kube.AppsV1().ReplicaSets(manifest.Namespace(id)).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		require.Len(t, rss.Items, 1, "lease %s: no ReplicaSet created twice", id)
-		// The spec writes the rollout decided: its ScaleReplicaSet markers.
-		decided := int64(0)
-		it := env.Temporal.GetWorkflowHistory(ctx, workflows.RolloutWorkflowID(manifest.Namespace(id), "web"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() {
-			ev, err := it.Next()
-			require.NoError(t, err)
-			m := ev.GetMarkerRecordedEventAttributes()
-			if m == nil || m.GetMarkerName() != "LocalActivity" || m.GetFailure() != nil {
-				continue
-			}
-			var data struct{ ActivityType string }
-			require.NoError(t, dc.FromPayloads(m.GetDetails()["data"], &data))
-			if data.ActivityType != "ScaleReplicaSet" {
-				continue
-			}
-			var res activities.ScaleResult
-			require.NoError(t, dc.FromPayloads(m.GetDetails()["result"], &res))
-			if res.From != res.To {
-				decided++
-			}
-		}
+		decided := decidedScales(t, env, workflows.RolloutWorkflowID(manifest.Namespace(id), "web"), "")[rss.Items[0].Name]
 		assert.Equal(t, 1+decided, rss.Items[0].Generation, "lease %s: created once, then one write per decided scale", id)
 		assert.Equal(t, int32(3), rss.Items[0].Status.AvailableReplicas, id)
 	}
