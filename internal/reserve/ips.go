@@ -7,6 +7,7 @@ import (
 	"iter"
 	"net/netip"
 	"sort"
+	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -66,9 +67,14 @@ type ipHold struct {
 }
 
 // heldByEndpoint returns the lease's reservations by endpoint, the one that
-// counts first: the oldest, then the lowest address. (An endpoint holds more
-// than one address only after concurrent Ensure calls for the same lease;
-// Ensure then releases the others.)
+// counts first: the one created first. (An endpoint holds more than one
+// address only after concurrent Ensure calls for the same lease; Ensure then
+// releases the others.) "First" is by creation revision: reservations are
+// never updated, so their resourceVersion is the etcd revision that created
+// them, which orders any two creations. Creation timestamps have one-second
+// resolution: two attempts in the same second used to be ordered by address,
+// so an attempt that had already returned its address could see it released
+// by a concurrent one (TestIPsConcurrentEnsureOfOneLeaseConverges).
 func (p *IPs) heldByEndpoint(ctx context.Context, leaseID string) (map[string][]ipHold, error) {
 	items, err := listHeld(ctx, p.res, leaseID)
 	if err != nil {
@@ -85,6 +91,11 @@ func (p *IPs) heldByEndpoint(ctx context.Context, leaseID string) (map[string][]
 	}
 	for _, hs := range out {
 		sort.Slice(hs, func(i, j int) bool {
+			ri, errI := strconv.ParseUint(hs[i].obj.GetResourceVersion(), 10, 64)
+			rj, errJ := strconv.ParseUint(hs[j].obj.GetResourceVersion(), 10, 64)
+			if errI == nil && errJ == nil && ri != rj {
+				return ri < rj
+			}
 			ti, tj := hs[i].obj.GetCreationTimestamp(), hs[j].obj.GetCreationTimestamp()
 			if !ti.Equal(&tj) {
 				return ti.Before(&tj)

@@ -278,3 +278,42 @@ func TestIPsEnsureDropsDuplicates(t *testing.T) {
 	_, err = dyn.Resource(crds.IPReservations).Get(ctx, dup, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the duplicate is released: %v", err)
 }
+
+// Guards a race seen in CI (TestIPsConcurrentEnsureOfOneLeaseConverges
+// failing under load): two concurrent Ensure calls of one lease created
+// reservations for the same endpoint within one second, the higher address
+// first. The first call had already returned that address; the duplicate
+// was then resolved by creation timestamp (one-second resolution) and, on a
+// tie, the lower address, so the address the first call returned was
+// released. The reservation created first must win, whatever its address.
+func TestIPsDuplicateInTheSameSecondKeepsTheFirstCreated(t *testing.T) {
+	dyn := cluster(t)
+	ctx := context.Background()
+	pool := freePool(t, dyn, 24)
+	ips := reserve.NewIPs(dyn, pool)
+	a := leaseID(t, "a")
+	releaseIPsAtEnd(t, ips, a)
+	reserveAs := func(addr string) *unstructured.Unstructured {
+		u, err := dyn.Resource(crds.IPReservations).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": crds.APIVersion, "kind": crds.KindIPReservation,
+			"metadata": map[string]any{"name": addr, "labels": map[string]any{crds.LabelLease: a, crds.LabelOwner: "owner-a", crds.LabelEndpoint: "web"}},
+			"spec":     map[string]any{"ip": addr, "lease": a, "owner": "owner-a", "endpoint": "web"},
+		}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return u
+	}
+	first, second := nth(pool, 7), nth(pool, 3) // the first created has the higher address
+	for {
+		f, s := reserveAs(first), reserveAs(second)
+		ft, st := f.GetCreationTimestamp(), s.GetCreationTimestamp()
+		if ft.Equal(&st) {
+			break // the same second: the case timestamps cannot order
+		}
+		require.NoError(t, ips.ReleaseAll(ctx, a)) // straddled a second: again
+	}
+	got, err := ips.Ensure(ctx, a, "owner-a", []string{"web"})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"web": first}, got, "the reservation created first wins")
+	_, err = dyn.Resource(crds.IPReservations).Get(ctx, second, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the later duplicate is released: %v", err)
+}
