@@ -15,6 +15,7 @@ import (
 
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/workflows"
 )
 
@@ -27,15 +28,8 @@ func TestDeploySurvivesWorkerSIGKILL(t *testing.T) {
 	ctx := context.Background()
 	tq := testenv.Name(t, "tq")
 	id := testenv.ShortName("lease")
+	createLease(t, env, id)
 	acts := env.Activities()
-	_, err := acts.Leases.Create(ctx, id, "acme")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = acts.Hostnames.ReleaseAll(ctx, id)
-		_ = acts.IPs.ReleaseAll(ctx, id)
-		_ = env.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(id), metav1.DeleteOptions{})
-		_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowID(id), "", "test over")
-	})
 	first := startWorker(t, env, tq, freeAddr(t))
 
 	six, two := int32(6), int32(2)
@@ -101,4 +95,21 @@ func TestDeploySurvivesWorkerSIGKILL(t *testing.T) {
 	} {
 		assert.True(t, strings.Contains(metrics, want), "/metrics lacks %q", want)
 	}
+}
+
+// createLease creates an active lease of owner acme; when the test ends its
+// workflow is terminated and its namespace, reservations and record go.
+func createLease(t *testing.T, env *testenv.Env, id string) {
+	t.Helper()
+	acts := env.Activities()
+	_, err := acts.Leases.Create(context.Background(), id, "acme")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowID(id), "", "test over")
+		_ = acts.Hostnames.ReleaseAll(ctx, id)
+		_ = acts.IPs.ReleaseAll(ctx, id)
+		_ = env.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(id), metav1.DeleteOptions{})
+		_ = env.Dynamic.Resource(crds.Leases).Delete(ctx, id, metav1.DeleteOptions{})
+	})
 }

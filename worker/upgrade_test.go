@@ -29,21 +29,15 @@ func TestLiveUpgradeInTheMiddleOfTwentyDeploys(t *testing.T) {
 	tq := testenv.Name(t, "tq")
 	binB := workerBinaryWithTags(t, "upgradetest")
 	a := startWorker(t, env, tq, freeAddr(t))
-	acts := env.Activities()
 
 	base := testenv.ShortName("upg")
 	deploy := func(id string, readyAfter string) {
 		t.Helper()
-		_, err := acts.Leases.Create(ctx, id, "acme")
-		require.NoError(t, err)
-		t.Cleanup(func() {
-			_ = env.Temporal.TerminateWorkflow(context.Background(), workflows.DeployWorkflowID(id), "", "test over")
-			_ = env.Kube.CoreV1().Namespaces().Delete(context.Background(), manifest.Namespace(id), metav1.DeleteOptions{})
-		})
+		createLease(t, env, id)
 		three := int32(3)
 		m := manifest.Manifest{Lease: id, Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &three,
 			PodAnnotations: map[string]string{"deployflow.dev/ready-after": readyAfter}}}}
-		_, err = env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.DeployWorkflowID(id), TaskQueue: tq},
+		_, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.DeployWorkflowID(id), TaskQueue: tq},
 			workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, HealthIntervalSeconds: 1})
 		require.NoError(t, err)
 	}

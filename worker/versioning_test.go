@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
@@ -40,17 +39,11 @@ func TestWorkerVersioningPinsRolloutsAndShowsBothBuilds(t *testing.T) {
 	setCurrent("build-a")
 
 	id := testenv.ShortName("lease")
-	acts := env.Activities()
-	_, err := acts.Leases.Create(ctx, id, "acme")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = env.Temporal.TerminateWorkflow(context.Background(), workflows.DeployWorkflowID(id), "", "test over")
-		_ = env.Kube.CoreV1().Namespaces().Delete(context.Background(), manifest.Namespace(id), metav1.DeleteOptions{})
-	})
+	createLease(t, env, id)
 	three := int32(3)
 	m := manifest.Manifest{Lease: id, Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &three,
 		PodAnnotations: map[string]string{"deployflow.dev/ready-after": "8s"}}}}
-	_, err = env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.DeployWorkflowID(id), TaskQueue: tq},
+	_, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.DeployWorkflowID(id), TaskQueue: tq},
 		workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, HealthIntervalSeconds: 1})
 	require.NoError(t, err)
 	rollout := workflows.RolloutWorkflowID(manifest.Namespace(id), "web")

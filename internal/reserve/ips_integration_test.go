@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/deployflow/deployflow/internal/reserve"
 	"github.com/deployflow/deployflow/k8s/crds"
@@ -265,12 +266,7 @@ func TestIPsEnsureDropsDuplicates(t *testing.T) {
 	require.NoError(t, err)
 
 	dup := nth(pool, 9)
-	_, err = dyn.Resource(crds.IPReservations).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": crds.APIVersion, "kind": crds.KindIPReservation,
-		"metadata": map[string]any{"name": dup, "labels": map[string]any{crds.LabelLease: a, crds.LabelOwner: "owner-a", crds.LabelEndpoint: "web"}},
-		"spec":     map[string]any{"ip": dup, "lease": a, "owner": "owner-a", "endpoint": "web"},
-	}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	reserveByHand(t, dyn, dup, a, "owner-a", "web")
 
 	again, err := ips.Ensure(ctx, a, "owner-a", []string{"web"})
 	require.NoError(t, err)
@@ -293,15 +289,7 @@ func TestIPsDuplicateInTheSameSecondKeepsTheFirstCreated(t *testing.T) {
 	ips := reserve.NewIPs(dyn, pool)
 	a := leaseID(t, "a")
 	releaseIPsAtEnd(t, ips, a)
-	reserveAs := func(addr string) *unstructured.Unstructured {
-		u, err := dyn.Resource(crds.IPReservations).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": crds.APIVersion, "kind": crds.KindIPReservation,
-			"metadata": map[string]any{"name": addr, "labels": map[string]any{crds.LabelLease: a, crds.LabelOwner: "owner-a", crds.LabelEndpoint: "web"}},
-			"spec":     map[string]any{"ip": addr, "lease": a, "owner": "owner-a", "endpoint": "web"},
-		}}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		return u
-	}
+	reserveAs := func(addr string) *unstructured.Unstructured { return reserveByHand(t, dyn, addr, a, "owner-a", "web") }
 	first, second := nth(pool, 7), nth(pool, 3) // the first created has the higher address
 	for {
 		f, s := reserveAs(first), reserveAs(second)
@@ -316,4 +304,17 @@ func TestIPsDuplicateInTheSameSecondKeepsTheFirstCreated(t *testing.T) {
 	assert.Equal(t, map[string]string{"web": first}, got, "the reservation created first wins")
 	_, err = dyn.Resource(crds.IPReservations).Get(ctx, second, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the later duplicate is released: %v", err)
+}
+
+// reserveByHand creates an IPReservation of addr for the lease's endpoint
+// directly, as a concurrent Ensure would have.
+func reserveByHand(t *testing.T, dyn dynamic.Interface, addr, lease, owner, endpoint string) *unstructured.Unstructured {
+	t.Helper()
+	u, err := dyn.Resource(crds.IPReservations).Create(context.Background(), &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": crds.APIVersion, "kind": crds.KindIPReservation,
+		"metadata": map[string]any{"name": addr, "labels": map[string]any{crds.LabelLease: lease, crds.LabelOwner: owner, crds.LabelEndpoint: endpoint}},
+		"spec":     map[string]any{"ip": addr, "lease": lease, "owner": owner, "endpoint": endpoint},
+	}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return u
 }
