@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -87,5 +86,5 @@ func (a *Activities) allowNamespace(ctx context.Context, ns string) error {
 // manifest.Namespace(lease) and labelled with that lease.
 func leaseNamespace(name string, labels map[string]string) (string, bool) {
 	lease := labels[manifest.LeaseLabel]
-	return lease, lease != "" && name == manifest.Namespace(lease) && strings.HasPrefix(name, manifest.NamespacePrefix)
+	return lease, lease != "" && name == manifest.Namespace(lease)
 }
