@@ -54,6 +54,9 @@ func (g *globals) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+	if err := g.cfg.Resolve(); err != nil {
+		return nil, usageError{err}
+	}
 	if err := g.cfg.Validate(); err != nil {
 		return nil, usageError{err}
 	}
@@ -64,28 +67,30 @@ func (g *globals) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 func (g *globals) temporal(ctx context.Context) (client.Client, error) {
+	opts, err := g.cfg.ClientOptions()
+	if err != nil {
+		return nil, usageError{err}
+	}
+	opts.Logger = sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
 	var c client.Client
-	err := retryTemporal(ctx, "answer at "+g.cfg.TemporalAddress, func() error {
+	err = retryTemporal(ctx, "answer at "+g.cfg.TemporalAddress, func() error {
 		var err error
-		c, err = client.DialContext(ctx, client.Options{
-			HostPort: g.cfg.TemporalAddress, Namespace: g.cfg.TemporalNamespace,
-			Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
-		})
+		c, err = client.DialContext(ctx, opts)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach Temporal at %s (%v): start it with 'make dev-up' or set --temporal-address", g.cfg.TemporalAddress, err)
+		if hint := config.TLSHint(err); hint != "" {
+			return nil, unreachableError{fmt.Errorf("cannot reach Temporal at %s: %s (%v)", g.cfg.TemporalAddress, hint, err)}
+		}
+		return nil, unreachableError{fmt.Errorf("cannot reach Temporal at %s (%v): start it with 'make dev-up' or set --temporal-address", g.cfg.TemporalAddress, err)}
 	}
 	return c, nil
 }
 
 func (g *globals) leases() (lease.Store, error) {
-	if g.cfg.Kubeconfig == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
-		return nil, usageError{fmt.Errorf("no cluster: set KUBECONFIG or --kubeconfig (for the local stack: eval \"$(bin/devstack env)\")")}
-	}
-	rc, err := kube.RESTConfig(g.cfg.Kubeconfig, "deployflow-cli")
+	rc, err := kube.RESTConfig(g.cfg.Kubeconfig, g.cfg.KubeContext, "deployflow-cli")
 	if err != nil {
-		return nil, err
+		return nil, unreachableError{fmt.Errorf("%w (for the local stack: eval \"$(bin/devstack env)\")", err)}
 	}
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
@@ -116,6 +121,9 @@ var temporalRetry = time.Minute
 // server is unavailable or overloaded, or (under load, or just after a
 // namespace is registered) does not know the namespace yet.
 func transient(err error) bool {
+	if config.TLSHint(err) != "" {
+		return false // a TLS mismatch does not heal by waiting
+	}
 	var unavailable *serviceerror.Unavailable
 	var exhausted *serviceerror.ResourceExhausted
 	var nsNotFound *serviceerror.NamespaceNotFound

@@ -77,6 +77,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "deployflow %s: %v\n", args[0], err)
 			return 2
 		}
+		var unreachable unreachableError
+		if errors.As(err, &unreachable) {
+			fmt.Fprintf(stderr, "deployflow %s: %v\n", args[0], err)
+			return 3
+		}
 		fmt.Fprintf(stderr, "deployflow %s: %v\n", args[0], err)
 		return 1
 	}
@@ -99,6 +104,9 @@ func usage(w io.Writer) {
 
 // usageError is a mistake in the command line (exit code 2).
 type usageError struct{ error }
+
+// unreachableError is Temporal or the cluster out of reach (exit code 3).
+type unreachableError struct{ error }
 
 // runVersion is `deployflow version`.
 func runVersion(_ context.Context, args []string, stdout io.Writer) error {

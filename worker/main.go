@@ -22,6 +22,10 @@ func main() {
 	fs := flag.NewFlagSet("deployflow-worker", flag.ExitOnError)
 	cfg.RegisterFlags(fs)
 	_ = fs.Parse(os.Args[1:])
+	if err := cfg.Resolve(); err != nil {
+		fmt.Fprintln(os.Stderr, "deployflow-worker:", err)
+		os.Exit(2)
+	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "deployflow-worker:", err)
 		os.Exit(2)

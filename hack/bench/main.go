@@ -82,7 +82,7 @@ func run(replicas int32, readyAfter time.Duration, runs int) error {
 	if _, err := s.Up(ctx); err != nil {
 		return err
 	}
-	kc, err := kube.NewClientset(s.Kubeconfig(), engineAgent)
+	kc, err := kube.NewClientset(s.Kubeconfig(), "", engineAgent)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -69,14 +70,18 @@ func NewLogger(cfg config.Config) (*slog.Logger, error) {
 // NewTemporalClient dials the Temporal frontend, with SDK metrics exported
 // through mh. It fails fast (with the address) if Temporal is unreachable.
 func NewTemporalClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, mh client.MetricsHandler) (client.Client, error) {
-	c, err := client.DialContext(context.Background(), client.Options{
-		HostPort:       cfg.TemporalAddress,
-		Namespace:      cfg.TemporalNamespace,
-		Logger:         sdklog.NewStructuredLogger(log.With("component", "temporal-sdk")),
-		MetricsHandler: mh,
-	})
+	opts, err := cfg.ClientOptions()
 	if err != nil {
 		return nil, err
+	}
+	opts.Logger = sdklog.NewStructuredLogger(log.With("component", "temporal-sdk"))
+	opts.MetricsHandler = mh
+	c, err := client.DialContext(context.Background(), opts)
+	if err != nil {
+		if hint := config.TLSHint(err); hint != "" {
+			return nil, fmt.Errorf("temporal at %s: %s: %w", cfg.TemporalAddress, hint, err)
+		}
+		return nil, fmt.Errorf("temporal at %s: %w", cfg.TemporalAddress, err)
 	}
 	lc.Append(fx.StopHook(c.Close))
 	return c, nil
@@ -85,7 +90,7 @@ func NewTemporalClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, mh 
 // NewKubeConfig is the worker's Kubernetes client configuration; every
 // request it makes is counted in deployflow_kube_requests_total.
 func NewKubeConfig(cfg config.Config, m *metrics.Metrics) (*rest.Config, error) {
-	rc, err := kube.RESTConfig(cfg.Kubeconfig, "deployflow-worker")
+	rc, err := kube.RESTConfig(cfg.Kubeconfig, cfg.KubeContext, "deployflow-worker")
 	if err != nil {
 		return nil, err
 	}

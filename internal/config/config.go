@@ -26,15 +26,22 @@ const (
 
 // Config is what the worker and the CLI need to reach Temporal and Kubernetes.
 type Config struct {
-	TemporalAddress   string // TEMPORAL_ADDRESS
-	TemporalNamespace string // TEMPORAL_NAMESPACE
-	TaskQueue         string // DEPLOYFLOW_TASK_QUEUE
-	Kubeconfig        string // KUBECONFIG; empty means in-cluster
-	MetricsAddress    string // DEPLOYFLOW_METRICS_ADDRESS (worker only)
-	LogLevel          string // DEPLOYFLOW_LOG_LEVEL: debug, info, warn, error
-	LogFormat         string // DEPLOYFLOW_LOG_FORMAT: text or json
-	IPPool            string // DEPLOYFLOW_IP_POOL: CIDR declared IPs are allocated from
-	BlockedHostnames  string // DEPLOYFLOW_BLOCKED_HOSTNAMES: comma-separated names and .suffixes
+	// Temporal: see temporal.go. After Resolve, TemporalAddress and
+	// TemporalNamespace hold what the client dials.
+	Temporal
+	TaskQueue string // DEPLOYFLOW_TASK_QUEUE
+	// Kubeconfig is --kubeconfig: one file, read instead of kubectl's
+	// loading rules ($KUBECONFIG, ~/.kube/config, in-cluster); see
+	// k8s/kube.RESTConfig.
+	Kubeconfig string
+	// KubeContext is --context: the kubeconfig context to use instead of
+	// the current one.
+	KubeContext      string
+	MetricsAddress   string // DEPLOYFLOW_METRICS_ADDRESS (worker only)
+	LogLevel         string // DEPLOYFLOW_LOG_LEVEL: debug, info, warn, error
+	LogFormat        string // DEPLOYFLOW_LOG_FORMAT: text or json
+	IPPool           string // DEPLOYFLOW_IP_POOL: CIDR declared IPs are allocated from
+	BlockedHostnames string // DEPLOYFLOW_BLOCKED_HOSTNAMES: comma-separated names and .suffixes
 	// RolloutNamespacesList is DEPLOYFLOW_ROLLOUT_NAMESPACES: namespaces
 	// besides the lease namespaces where standalone rollouts may act.
 	RolloutNamespacesList string
@@ -53,10 +60,10 @@ const DefaultIPPool = "10.200.0.0/24"
 
 // RegisterFlags binds c to fs, with defaults taken from the environment.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.TemporalAddress, "temporal-address", env("TEMPORAL_ADDRESS", DefaultTemporalAddress), "Temporal frontend host:port (env TEMPORAL_ADDRESS)")
-	fs.StringVar(&c.TemporalNamespace, "temporal-namespace", env("TEMPORAL_NAMESPACE", DefaultNamespace), "Temporal namespace (env TEMPORAL_NAMESPACE)")
+	c.Temporal.RegisterFlags(fs)
 	fs.StringVar(&c.TaskQueue, "task-queue", env("DEPLOYFLOW_TASK_QUEUE", DefaultTaskQueue), "Temporal task queue of the deployflow worker (env DEPLOYFLOW_TASK_QUEUE)")
-	fs.StringVar(&c.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig path; empty means in-cluster config (env KUBECONFIG)")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "path to a kubeconfig file; by default kubectl's rules: $KUBECONFIG (a list), ~/.kube/config, else the in-cluster service account")
+	fs.StringVar(&c.KubeContext, "context", "", "the kubeconfig context to use (default: its current context)")
 	fs.StringVar(&c.MetricsAddress, "metrics-address", env("DEPLOYFLOW_METRICS_ADDRESS", DefaultMetricsAddress), "address serving /metrics, /healthz and /readyz (env DEPLOYFLOW_METRICS_ADDRESS)")
 	fs.StringVar(&c.LogLevel, "log-level", env("DEPLOYFLOW_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env DEPLOYFLOW_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("DEPLOYFLOW_LOG_FORMAT", "text"), "log format: text or json (env DEPLOYFLOW_LOG_FORMAT)")
@@ -93,22 +100,23 @@ func list(s string) []string {
 	return out
 }
 
-// FromEnv is the configuration the environment alone gives.
+// FromEnv is the configuration the environment (and the Temporal
+// profile it selects) alone gives, resolved; tests use it.
 func FromEnv() Config {
 	var c Config
 	c.RegisterFlags(flag.NewFlagSet("env", flag.ContinueOnError))
+	_ = c.Resolve()
 	return c
 }
 
+// Resolve loads what flags left unset from the environment and the
+// Temporal client profile (see Temporal.Resolve). Call it after parsing the
+// flags and before Validate.
+func (c *Config) Resolve() error { return c.Temporal.Resolve() }
+
 // Validate names the first bad setting and how to fix it.
 func (c Config) Validate() error {
-	var errs []error
-	if c.TemporalAddress == "" || !strings.Contains(c.TemporalAddress, ":") {
-		errs = append(errs, fmt.Errorf("--temporal-address %q: want host:port, e.g. %s", c.TemporalAddress, DefaultTemporalAddress))
-	}
-	if c.TemporalNamespace == "" {
-		errs = append(errs, errors.New("--temporal-namespace is empty: set it or TEMPORAL_NAMESPACE (e.g. default)"))
-	}
+	errs := c.Temporal.validate()
 	if c.TaskQueue == "" {
 		errs = append(errs, errors.New("--task-queue is empty: set it or DEPLOYFLOW_TASK_QUEUE (e.g. deployflow)"))
 	}

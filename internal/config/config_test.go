@@ -11,16 +11,19 @@ import (
 func TestFlagsOverrideEnvironmentOverrideDefaults(t *testing.T) {
 	t.Setenv("TEMPORAL_ADDRESS", "temporal:7233")
 	t.Setenv("DEPLOYFLOW_TASK_QUEUE", "")
-	t.Setenv("KUBECONFIG", "/kube/config")
+	t.Setenv("TEMPORAL_NAMESPACE", "")
+	t.Setenv("TEMPORAL_CONFIG_FILE", t.TempDir()+"/none.toml")
 	var c Config
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	c.RegisterFlags(fs)
-	require.NoError(t, fs.Parse([]string{"--temporal-namespace", "prod"}))
+	require.NoError(t, fs.Parse([]string{"--temporal-namespace", "prod", "--context", "staging"}))
+	require.NoError(t, c.Resolve())
 
 	assert.Equal(t, "temporal:7233", c.TemporalAddress, "env")
 	assert.Equal(t, "prod", c.TemporalNamespace, "flag")
 	assert.Equal(t, DefaultTaskQueue, c.TaskQueue, "an empty variable keeps the default")
-	assert.Equal(t, "/kube/config", c.Kubeconfig)
+	assert.Equal(t, "", c.Kubeconfig, "no --kubeconfig: kubectl's loading rules")
+	assert.Equal(t, "staging", c.KubeContext)
 	assert.Equal(t, DefaultMetricsAddress, c.MetricsAddress)
 	assert.NoError(t, c.Validate())
 }

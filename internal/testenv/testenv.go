@@ -99,7 +99,7 @@ func setUp() (*Env, error) {
 	if _, err := s.Up(ctx); err != nil {
 		return nil, err
 	}
-	cfg, err := kube.RESTConfig(s.Kubeconfig(), "deployflow-test")
+	cfg, err := kube.RESTConfig(s.Kubeconfig(), "", "deployflow-test")
 	if err != nil {
 		return nil, err
 	}

@@ -1,34 +1,34 @@
 // Package kube builds Kubernetes clients the way deployflow's binaries share:
-// from a kubeconfig when one is given, else from the in-cluster service
-// account.
+// with kubectl's loading rules.
 package kube
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/homedir"
 )
 
-// RESTConfig loads kubeconfig (a path, or a list like $KUBECONFIG), or the
-// in-cluster configuration when kubeconfig is empty.
-func RESTConfig(kubeconfig, userAgent string) (*rest.Config, error) {
-	var cfg *rest.Config
-	if kubeconfig == "" {
-		c, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("no kubeconfig given and not running in a cluster (%v): set --kubeconfig or KUBECONFIG", err)
-		}
-		cfg = c
-	} else {
-		rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(kubeconfig)}
-		c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
-		}
-		cfg = c
+// RESTConfig loads the client configuration as kubectl does: the file
+// kubeconfig if given (--kubeconfig), else $KUBECONFIG (a list of files,
+// merged), else ~/.kube/config, else the in-cluster service account when
+// running in a pod; context, if not empty, replaces the current context.
+func RESTConfig(kubeconfig, context, userAgent string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	if os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
+		// ~/.kube/config of the HOME of now (client-go fixes it at init).
+		rules.Precedence = []string{filepath.Join(homedir.HomeDir(), clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName)}
+	}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes config (%s): %w", describe(rules, context), err)
 	}
 	cfg.UserAgent = userAgent
 	// A rollout lists and scales in bursts; client-go's 5 qps default would
@@ -37,9 +37,21 @@ func RESTConfig(kubeconfig, userAgent string) (*rest.Config, error) {
 	return cfg, nil
 }
 
+// describe says where the configuration was looked for, for errors.
+func describe(rules *clientcmd.ClientConfigLoadingRules, context string) string {
+	where := "--kubeconfig " + rules.ExplicitPath
+	if rules.ExplicitPath == "" {
+		where = "looked in " + strings.Join(rules.Precedence, ":") + " and for an in-cluster service account; set KUBECONFIG or --kubeconfig"
+	}
+	if context != "" {
+		where += ", --context " + context
+	}
+	return where
+}
+
 // NewClientset is RESTConfig followed by kubernetes.NewForConfig.
-func NewClientset(kubeconfig, userAgent string) (kubernetes.Interface, error) {
-	cfg, err := RESTConfig(kubeconfig, userAgent)
+func NewClientset(kubeconfig, context, userAgent string) (kubernetes.Interface, error) {
+	cfg, err := RESTConfig(kubeconfig, context, userAgent)
 	if err != nil {
 		return nil, err
 	}
