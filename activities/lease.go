@@ -189,13 +189,11 @@ type PhaseReport struct {
 	Phase string `json:"phase"`
 }
 
-// ReportPhase exports a lease's phase in the deployflow_leases metric.
-func (a *Activities) ReportPhase(_ context.Context, in PhaseReport) error {
-	if a.Metrics != nil {
-		a.Metrics.SetPhase(in.Lease, in.Phase)
-	}
-	return nil
-}
+// ReportPhase is a no-op kept for the lease workflows that schedule it:
+// deployflow_leases is now counted fleet-wide from Temporal visibility
+// (metrics.LeasesCollector), since one worker's view of the leases it
+// happened to run was wrong with several workers and after a restart.
+func (a *Activities) ReportPhase(context.Context, PhaseReport) error { return nil }
 
 // DeployReport is a finished deploy.
 type DeployReport struct {

@@ -11,9 +11,10 @@ k8s_dir=$cache/kubernetes-$KUBERNETES_VERSION
 etcd_dir=$cache/etcd-$ETCD_VERSION
 kwok_dir=$cache/kwok-$KWOK_VERSION
 temporal_dir=$cache/temporal-$TEMPORAL_CLI_VERSION
+helm_dir=$cache/helm-$HELM_VERSION
 
 if [ "${1:-}" = "--print" ]; then
-  printf '%s\n' "$k8s_dir" "$etcd_dir" "$kwok_dir" "$temporal_dir"
+  printf '%s\n' "$k8s_dir" "$etcd_dir" "$kwok_dir" "$temporal_dir" "$helm_dir"
   exit 0
 fi
 
@@ -59,4 +60,11 @@ if need "$temporal_dir" temporal; then
   # whose module zip leaves out.
   GOBIN="$temporal_dir.tmp" go install -trimpath -ldflags "-s -w" "github.com/temporalio/cli/cmd/temporal@$TEMPORAL_CLI_VERSION"
   rm -rf "$temporal_dir"; mv "$temporal_dir.tmp" "$temporal_dir"
+fi
+
+if need "$helm_dir" helm; then
+  log "building helm $HELM_VERSION into $helm_dir"
+  mkdir -p "$helm_dir.tmp"
+  GOBIN="$helm_dir.tmp" go install -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" "helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
+  rm -rf "$helm_dir"; mv "$helm_dir.tmp" "$helm_dir"
 fi

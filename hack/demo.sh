@@ -20,6 +20,10 @@ if [ -f "$pidfile" ]; then
   fi
   rm -f "$pidfile"
 fi
+# deployflow's CRDs, as "Install in a cluster" in the README installs them.
+kubectl apply --server-side -f deploy/helm/deployflow/crds/
+kubectl wait --for=condition=Established --timeout=60s \
+  crd/leases.deployflow.dev crd/hostnamereservations.deployflow.dev crd/ipreservations.deployflow.dev
 setsid "$worker_bin" --kubeconfig "$KUBECONFIG" >"$run/logs/worker.log" 2>&1 < /dev/null &
 printf '%s\n%s\n' "$!" "$worker_bin" > "$pidfile"
 echo "demo: worker started (pid $!, metrics on http://127.0.0.1:9464/metrics, log $run/logs/worker.log)"

@@ -82,13 +82,13 @@ func TestDeploySurvivesWorkerSIGKILL(t *testing.T) {
 	ips, err := acts.IPs.Declared(ctx, id)
 	assert.Len(t, ips, 1, err)
 
+	waitLeasesGauge(t, addr, "Active", 1)
 	metrics := get("http://" + addr + "/metrics")
 	for _, want := range []string{
 		"# HELP deployflow_deploy_steps_total ",
 		`deployflow_deploy_steps_total{result="success",step="CheckLease"}`,
 		"# HELP deployflow_kube_requests_total ",
 		`deployflow_kube_requests_total{code="200",resource="replicasets",verb="list"}`,
-		`deployflow_leases{phase="Active"} 1`,
 		"# HELP deployflow_deploy_duration_seconds ",
 		"# HELP deployflow_hostname_conflicts_total ",
 		"# HELP deployflow_hostnames_withheld_total ",

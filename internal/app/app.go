@@ -49,7 +49,7 @@ func Module(cfg config.Config) fx.Option {
 			l.UseLogLevel(slog.LevelDebug)
 			return l
 		}),
-		fx.Invoke(InstallCRDs, CheckSearchAttributes, StartWorker, ServeHTTP),
+		fx.Invoke(InstallCRDs, CheckSearchAttributes, RegisterLeasesCollector, StartWorker, ServeHTTP),
 	)
 }
 

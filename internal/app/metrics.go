@@ -1,6 +1,8 @@
 package app
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -10,9 +12,14 @@ import (
 	tallyprom "github.com/uber-go/tally/v4/prometheus"
 	"go.temporal.io/sdk/client"
 	sdktally "go.temporal.io/sdk/contrib/tally"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/fx"
 
+	"github.com/deployflow/deployflow/internal/config"
+	"github.com/deployflow/deployflow/internal/metrics"
+	"github.com/deployflow/deployflow/internal/searchattr"
 	"github.com/deployflow/deployflow/internal/version"
+	"github.com/deployflow/deployflow/workflows"
 )
 
 // NewRegistry is the worker's one Prometheus registry: Go runtime and
@@ -49,4 +56,30 @@ func NewMetricsHandler(lc fx.Lifecycle, reg *prometheus.Registry, log *slog.Logg
 	}, time.Second)
 	lc.Append(fx.StopHook(closer.Close))
 	return sdktally.NewMetricsHandler(scope)
+}
+
+// LeasePhases are the phases of a running lease workflow that
+// deployflow_leases counts (TornDown ends the workflow).
+var LeasePhases = []string{workflows.PhaseDeploying, workflows.PhaseAwaitingApproval, workflows.PhaseActive, workflows.PhaseDegraded,
+	workflows.PhaseUnknown, workflows.PhaseFailed, workflows.PhaseTearingDown, workflows.PhaseAborted}
+
+// RegisterLeasesCollector exports deployflow_leases{phase}, counted from
+// Temporal visibility for this worker's task queue: right with several
+// workers and after a restart. One count query per phase every 15 s.
+func RegisterLeasesCollector(reg *prometheus.Registry, cfg config.Config, c client.Client) {
+	reg.MustRegister(metrics.NewLeasesCollector(func(ctx context.Context) (map[string]int64, error) {
+		out := map[string]int64{}
+		for _, phase := range LeasePhases {
+			resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+				Namespace: cfg.TemporalNamespace,
+				Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND TaskQueue = '%s' AND %s = '%s'",
+					"DeployWorkflow", cfg.TaskQueue, searchattr.Phase.GetName(), phase),
+			})
+			if err != nil {
+				return nil, err
+			}
+			out[phase] = resp.GetCount()
+		}
+		return out, nil
+	}, 15*time.Second))
 }

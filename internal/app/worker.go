@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/fx"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/config"
@@ -61,10 +62,13 @@ func NewWorker(cfg config.Config, c client.Client, acts *activities.Activities, 
 	return w
 }
 
-// InstallCRDs makes sure deployflow's resources (leases, reservations)
-// exist in the cluster before the worker takes work.
-func InstallCRDs(lc fx.Lifecycle, dyn dynamic.Interface, log *slog.Logger) {
+// InstallCRDs checks that deployflow's resources (leases, reservations) are
+// served before the worker takes work, or installs them (--install-crds).
+func InstallCRDs(lc fx.Lifecycle, cfg config.Config, dyn dynamic.Interface, kc kubernetes.Interface, log *slog.Logger) {
 	lc.Append(fx.StartHook(func(ctx context.Context) error {
+		if !cfg.InstallCRDs {
+			return crds.Check(kc.Discovery())
+		}
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		if err := crds.Install(ctx, dyn); err != nil {

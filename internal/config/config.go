@@ -53,6 +53,10 @@ type Config struct {
 	// BuildID (DEPLOYFLOW_BUILD_ID, by default the binary's build ID).
 	DeploymentName string
 	BuildID        string
+	// InstallCRDs (DEPLOYFLOW_INSTALL_CRDS=true): the worker installs the
+	// CRDs at start, for the dev stack; otherwise it only checks that the
+	// cluster serves them (a cluster installs them with the Helm chart).
+	InstallCRDs bool
 }
 
 // DefaultIPPool is the range declared IPs come from unless configured.
@@ -72,6 +76,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.RegisterSearchAttributes, "register-search-attributes", os.Getenv("DEPLOYFLOW_REGISTER_SEARCH_ATTRIBUTES") == "true", "worker: register deployflow's missing search attributes in the Temporal namespace at start instead of refusing to start (env DEPLOYFLOW_REGISTER_SEARCH_ATTRIBUTES=true)")
 	fs.StringVar(&c.DeploymentName, "deployment-name", os.Getenv("DEPLOYFLOW_DEPLOYMENT_NAME"), "worker: the Temporal Worker Deployment this worker belongs to; set, it turns on Worker Versioning (rollouts pinned to the build that started them, lease workflows auto-upgrading); empty: unversioned (env DEPLOYFLOW_DEPLOYMENT_NAME)")
 	fs.StringVar(&c.BuildID, "build-id", env("DEPLOYFLOW_BUILD_ID", version.Get().BuildID), "worker: this build's ID in its Worker Deployment (env DEPLOYFLOW_BUILD_ID; default: the binary's build ID)")
+	fs.BoolVar(&c.InstallCRDs, "install-crds", os.Getenv("DEPLOYFLOW_INSTALL_CRDS") == "true", "worker: install (update) deployflow's CRDs at start; needs CRD write access, for the dev stack only: in a cluster the Helm chart installs them (env DEPLOYFLOW_INSTALL_CRDS=true)")
 	fs.StringVar(&c.BlockedHostnames, "blocked-hostnames", os.Getenv("DEPLOYFLOW_BLOCKED_HOSTNAMES"), "comma-separated hostnames (exact, or .suffix) no lease may reserve (env DEPLOYFLOW_BLOCKED_HOSTNAMES)")
 }
 

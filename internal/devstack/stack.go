@@ -44,6 +44,8 @@ const (
 	Scheduler         = "kube-scheduler"
 	Kwok              = "kwok"
 	Temporal          = "temporal"
+	// Helm is a tool, not a process of the stack: the chart's tests run it.
+	Helm = "helm"
 )
 
 // Components lists the stack's processes in start order.
@@ -138,6 +140,8 @@ func (s *Stack) Bin(name string) string {
 		return filepath.Join(s.CacheDir, "kwok-"+s.Versions["KWOK_VERSION"], "kwok")
 	case Temporal:
 		return filepath.Join(s.CacheDir, "temporal-"+s.Versions["TEMPORAL_CLI_VERSION"], "temporal")
+	case Helm:
+		return filepath.Join(s.CacheDir, "helm-"+s.Versions["HELM_VERSION"], "helm")
 	default: // kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
 		return filepath.Join(s.CacheDir, "kubernetes-"+s.Versions["KUBERNETES_VERSION"], name)
 	}
@@ -149,7 +153,7 @@ func (s *Stack) Kubeconfig() string { return filepath.Join(s.RunDir, "kubeconfig
 // EnsureBinaries builds whatever pinned binary the cache lacks.
 func (s *Stack) EnsureBinaries(ctx context.Context) error {
 	missing := false
-	for _, c := range append([]string{"kubectl"}, Components...) {
+	for _, c := range append([]string{"kubectl", Helm}, Components...) {
 		if _, err := os.Stat(s.Bin(c)); err != nil {
 			missing = true
 		}

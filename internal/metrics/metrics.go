@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/activity"
@@ -19,13 +18,9 @@ import (
 type Metrics struct {
 	DeploySteps       *prometheus.CounterVec
 	DeployDuration    *prometheus.HistogramVec
-	Leases            *prometheus.GaugeVec
 	HostnameConflicts prometheus.Counter
 	HostnamesWithheld prometheus.Counter
 	KubeRequests      *prometheus.CounterVec
-
-	mu     sync.Mutex
-	phases map[string]string // lease -> phase, behind the leases gauge
 }
 
 // New registers deployflow's metrics on reg.
@@ -40,10 +35,6 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from the start of a deploy to its end (healthy, failed or rolled back), by result.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 		}, []string{"result"}),
-		Leases: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "deployflow_leases",
-			Help: "Leases by phase (Deploying, Active, Degraded, Unknown, Failed, TearingDown, TornDown), as last reported to this worker.",
-		}, []string{"phase"}),
 		HostnameConflicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "deployflow_hostname_conflicts_total",
 			Help: "Deploys refused because a hostname is held by another owner's lease.",
@@ -56,25 +47,9 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "deployflow_kube_requests_total",
 			Help: "Kubernetes API requests made by this worker, by verb, resource and HTTP status code (0: no response).",
 		}, []string{"verb", "resource", "code"}),
-		phases: map[string]string{},
 	}
-	reg.MustRegister(m.DeploySteps, m.DeployDuration, m.Leases, m.HostnameConflicts, m.HostnamesWithheld, m.KubeRequests)
+	reg.MustRegister(m.DeploySteps, m.DeployDuration, m.HostnameConflicts, m.HostnamesWithheld, m.KubeRequests)
 	return m
-}
-
-// SetPhase records a lease's phase; TornDown leases are forgotten.
-func (m *Metrics) SetPhase(lease, phase string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if old, ok := m.phases[lease]; ok {
-		m.Leases.WithLabelValues(old).Dec()
-	}
-	if phase == "TornDown" {
-		delete(m.phases, lease)
-		return
-	}
-	m.phases[lease] = phase
-	m.Leases.WithLabelValues(phase).Inc()
 }
 
 // WrapTransport counts the Kubernetes requests going through rt; use it as

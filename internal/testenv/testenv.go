@@ -195,3 +195,30 @@ func (e *Env) Worker(t testing.TB) string {
 	t.Cleanup(w.Stop)
 	return tq
 }
+
+// Tool is the path of a pinned tool of the stack (helm, kubectl, ...),
+// built if the cache lacks it; the stack itself need not run.
+func Tool(t testing.TB, name string) string {
+	t.Helper()
+	if testing.Short() && os.Getenv("CI") != "true" {
+		t.Skip("needs the pinned tools (make tools): skipped with -short")
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, err := devstack.FindRepo(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := devstack.New(repo, searchattr.Registration())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	if err := s.EnsureBinaries(ctx); err != nil {
+		t.Fatalf("build the pinned tools: %v", err)
+	}
+	return s.Bin(name)
+}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 )
@@ -220,4 +221,31 @@ func storageResource(def *unstructured.Unstructured) (schema.GroupVersionResourc
 		}
 	}
 	return schema.GroupVersionResource{}, fmt.Errorf("crds: %s has no storage version", def.GetName())
+}
+
+// Check reports whether the API server serves every deployflow resource,
+// by discovery (no permission on CustomResourceDefinitions needed). The
+// error names what is missing and how to install it.
+func Check(disco discovery.DiscoveryInterface) error {
+	want := []string{Leases.Resource, HostnameReservations.Resource, IPReservations.Resource}
+	list, err := disco.ServerResourcesForGroupVersion(APIVersion)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("crds: discover %s: %w", APIVersion, err)
+	}
+	served := map[string]bool{}
+	if list != nil {
+		for _, r := range list.APIResources {
+			served[r.Name] = true
+		}
+	}
+	var missing []string
+	for _, r := range want {
+		if !served[r] {
+			missing = append(missing, r+"."+Group)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the cluster does not serve deployflow's resources %v: install the CRDs with 'kubectl apply --server-side -f deploy/helm/deployflow/crds/' (helm install does it), or start the worker once with --install-crds", missing)
+	}
+	return nil
 }

@@ -1,0 +1,299 @@
+package deploy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/deployflow/deployflow/internal/devstack"
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/k8s/crds"
+	"github.com/deployflow/deployflow/workflows"
+)
+
+// Issue 10.2, least privilege proven on the real apiserver: the chart's
+// ServiceAccount, ClusterRole, binding and admission policy are applied; the
+// worker binary runs with a kubeconfig holding only a token minted for that
+// ServiceAccount; a lease is deployed, updated, fails an update (and keeps
+// its last good version) and is torn down, with no request refused. The
+// same identity cannot read Secrets, create pods, touch RBAC or CRDs, or
+// write outside deployflow's namespaces.
+func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	release := testenv.ShortName("lp")
+	ns := release + "-system"
+	sa := release + "-deployflow"
+	user := "system:serviceaccount:" + ns + ":" + sa
+	admin := func(args ...string) (string, error) {
+		return run(env.Stack.Bin("kubectl"), append([]string{"--kubeconfig", env.Stack.Kubeconfig()}, args...), "")
+	}
+
+	// Install what the README's "Install in a cluster" installs, less the
+	// worker Deployment (the worker runs here as a process, as its pod would).
+	_, err := admin("create", "namespace", ns)
+	require.NoError(t, err)
+	_, err = admin("apply", "--server-side", "-f", filepath.Join(chart, "crds"))
+	require.NoError(t, err)
+	rbac := helm(t, "template", release, chart, "--namespace", ns,
+		"--show-only", "templates/serviceaccount.yaml", "--show-only", "templates/rbac.yaml", "--show-only", "templates/admissionpolicy.yaml")
+	_, err = run(env.Stack.Bin("kubectl"), []string{"--kubeconfig", env.Stack.Kubeconfig(), "apply", "-f", "-"}, rbac)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = run(env.Stack.Bin("kubectl"), []string{"--kubeconfig", env.Stack.Kubeconfig(), "delete", "--ignore-not-found", "-f", "-"}, rbac)
+		_, _ = admin("delete", "namespace", ns, "--wait=false")
+	})
+
+	token, err := admin("create", "token", sa, "-n", ns, "--duration", "2h")
+	require.NoError(t, err)
+	kubeconfig := tokenKubeconfig(t, env.Stack.Kubeconfig(), strings.TrimSpace(token))
+	asWorker := func(args ...string) (string, error) {
+		return run(env.Stack.Bin("kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...), "")
+	}
+	whoami, err := asWorker("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+	require.NoError(t, err)
+	require.Equal(t, user, whoami, "the kubeconfig holds only the ServiceAccount's token")
+
+	// What the worker can NOT do (RBAC).
+	for _, denied := range [][]string{
+		{"get", "secrets", "-A"}, {"list", "secrets", "-n", ns}, {"create", "pods", "-n", "default"},
+		{"delete", "pods", "-A"}, {"create", "rolebindings", "-A"}, {"update", "clusterroles"},
+		{"escalate", "clusterroles"}, {"delete", "customresourcedefinitions"}, {"create", "customresourcedefinitions"},
+		{"delete", "leases.deployflow.dev"}, {"create", "configmaps", "-A"}, {"impersonate", "serviceaccounts"},
+		{"create", "pods/exec", "-A"}, {"update", "nodes"},
+	} {
+		out, _ := admin(append([]string{"auth", "can-i", "--as", user}, denied...)...)
+		assert.Equal(t, "no", strings.TrimSpace(out), "the worker must not: %s", strings.Join(denied, " "))
+	}
+	// ...and where RBAC alone would allow a write, outside deployflow's
+	// namespaces the admission policy refuses it. (It can take a moment
+	// for the API server to load a new policy.)
+	rsOutside := `{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"name":"intruder","namespace":"default"},
+	  "spec":{"replicas":0,"selector":{"matchLabels":{"x":"y"}},"template":{"metadata":{"labels":{"x":"y"}},"spec":{"containers":[{"name":"c","image":"nginx"}]}}}}`
+	require.Eventually(t, func() bool {
+		out, err := run(env.Stack.Bin("kubectl"), []string{"--kubeconfig", kubeconfig, "create", "-f", "-"}, rsOutside)
+		return err != nil && strings.Contains(out, "deployflow acts only in namespaces labelled app.kubernetes.io/managed-by=deployflow")
+	}, 30*time.Second, 250*time.Millisecond, "a ReplicaSet in default must be refused by the admission policy")
+	out, err := run(env.Stack.Bin("kubectl"), []string{"--kubeconfig", kubeconfig, "apply", "--server-side", "-f", "-"},
+		`{"apiVersion":"v1","kind":"Service","metadata":{"name":"intruder","namespace":"kube-system"},"spec":{"ports":[{"port":80}]}}`)
+	require.Error(t, err)
+	assert.Contains(t, out, "not in kube-system")
+	_, err = asWorker("delete", "namespace", "kube-public", "--dry-run=server")
+	require.Error(t, err, "no namespace of others may be deleted")
+
+	// The worker, with that kubeconfig only, runs a lease's whole life.
+	tq := testenv.Name(t, "tq")
+	bins := buildBinaries(t)
+	startWorker(t, bins.worker, "--kubeconfig", kubeconfig, "--task-queue", tq,
+		"--temporal-address", devstack.TemporalAddress, "--metrics-address", freeAddr(t))
+	lease := testenv.ShortName("lp")
+	acts := env.Activities()
+	_, err = acts.Leases.Create(ctx, lease, "acme")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = env.Temporal.TerminateWorkflow(context.Background(), workflows.DeployWorkflowID(lease), "", "test over")
+		_ = acts.Hostnames.ReleaseAll(context.Background(), lease)
+		_ = acts.IPs.ReleaseAll(context.Background(), lease)
+		_ = env.Dynamic.Resource(crds.Leases).Delete(context.Background(), lease, metav1.DeleteOptions{})
+	})
+	cli := func(args ...string) (string, error) {
+		return run(bins.cli, append(args, "--temporal-address", devstack.TemporalAddress, "--task-queue", tq,
+			"--kubeconfig", env.Stack.Kubeconfig()), "")
+	}
+	deploy := func(webImage string, broken bool) (string, error) {
+		t.Helper()
+		file := filepath.Join(t.TempDir(), "m.yaml")
+		require.NoError(t, os.WriteFile(file, []byte(shop(lease, webImage, broken)), 0o600))
+		return cli("deploy", "-f", file, "--wait")
+	}
+	out, err = deploy("nginx:1.26", false)
+	require.NoError(t, err, "first deploy:\n%s", out)
+	out, err = deploy("nginx:1.27", false)
+	require.NoError(t, err, "update:\n%s", out)
+	out, err = deploy("nginx:1.28-broken", true)
+	require.Error(t, err, "a failing update ends the deploy in failure:\n%s", out)
+	leaseNS := manifest.Namespace(lease)
+	require.Eventually(t, func() bool {
+		rss, err := env.Kube.AppsV1().ReplicaSets(leaseNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		byImage := map[string]int32{}
+		for _, rs := range rss.Items {
+			if rs.Labels["deployflow.dev/service"] == "web" {
+				byImage[rs.Spec.Template.Spec.Containers[0].Image] += rs.Status.AvailableReplicas
+			}
+		}
+		return byImage["nginx:1.27"] == 2 && byImage["nginx:1.28-broken"] == 0
+	}, 90*time.Second, 250*time.Millisecond, "the last good version (nginx:1.27) must be what runs after the failed update")
+	out, err = cli("status", lease, "-o", "json")
+	require.NoError(t, err, out)
+	var st workflows.DeployStatus
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	assert.Equal(t, workflows.PhaseFailed, st.Phase)
+
+	out, err = cli("teardown", lease)
+	require.NoError(t, err, "teardown:\n%s", out)
+	require.Eventually(t, func() bool {
+		_, err := env.Kube.CoreV1().Namespaces().Get(ctx, leaseNS, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, 60*time.Second, 250*time.Millisecond, "teardown deletes the lease namespace")
+	held, err := acts.Hostnames.Held(ctx, lease)
+	require.NoError(t, err)
+	assert.Empty(t, held, "teardown releases the hostname")
+
+	// Namespaces the worker creates carry deployflow's label; in one, a
+	// Deployment may only be dry-run (server-side defaulting), never stored.
+	out, err = asWorker("create", "namespace", release+"-x", "--dry-run=server")
+	require.Error(t, err, "a namespace without deployflow's label is refused")
+	assert.Contains(t, out, "deployflow acts only in namespaces labelled")
+	managed := release + "-managed"
+	_, err = run(env.Stack.Bin("kubectl"), []string{"--kubeconfig", env.Stack.Kubeconfig(), "apply", "-f", "-"},
+		`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"`+managed+`","labels":{"app.kubernetes.io/managed-by":"deployflow"}}}`)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = admin("delete", "namespace", managed, "--wait=false") })
+	_, err = asWorker("create", "deployment", "d", "--image", "nginx", "-n", managed, "--dry-run=server")
+	require.NoError(t, err, "a dry-run Deployment is allowed (pod template defaulting)")
+	out, err = asWorker("create", "deployment", "d", "--image", "nginx", "-n", managed)
+	require.Error(t, err)
+	assert.Contains(t, out, "deployflow only dry-runs Deployments")
+}
+
+type binaries struct{ worker, cli string }
+
+var (
+	buildOnce sync.Once
+	built     binaries
+	buildErr  error
+)
+
+func buildBinaries(t *testing.T) binaries {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "deployflow-chart-test")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		built = binaries{worker: filepath.Join(dir, "deployflow-worker"), cli: filepath.Join(dir, "deployflow")}
+		for pkg, out := range map[string]string{"../worker": built.worker, "../starter": built.cli} {
+			if o, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+				buildErr = err
+				t.Logf("go build %s: %s", pkg, o)
+				return
+			}
+		}
+	})
+	require.NoError(t, buildErr)
+	return built
+}
+
+// startWorker runs the worker binary until the test ends; its output is
+// checked for refused requests and shown if the test fails.
+func startWorker(t *testing.T, bin string, args ...string) {
+	t.Helper()
+	var logs syncBuffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		assert.NotContains(t, logs.String(), "forbidden", "the chart's RBAC must cover every request the worker makes")
+		if t.Failed() {
+			t.Logf("worker output:\n%s", logs.String())
+		}
+	})
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// tokenKubeconfig writes a kubeconfig for the admin kubeconfig's cluster
+// whose only credential is token.
+func tokenKubeconfig(t *testing.T, adminKubeconfig, token string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(adminKubeconfig)
+	require.NoError(t, err)
+	cluster := cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster]
+	out := clientcmdapi.NewConfig()
+	out.Clusters["local"] = cluster
+	out.AuthInfos["deployflow-worker"] = &clientcmdapi.AuthInfo{Token: token}
+	out.Contexts["deployflow-worker"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "deployflow-worker"}
+	out.CurrentContext = "deployflow-worker"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*out, path))
+	return path
+}
+
+func shop(lease, webImage string, broken bool) string {
+	never := ""
+	if broken {
+		never = "\n    podLabels: {deployflow.dev/never-ready: \"true\"}"
+	}
+	return `lease: ` + lease + `
+services:
+  - name: web
+    image: ` + webImage + `
+    replicas: 2` + never + `
+    ports:
+      - port: 80
+        expose:
+          http:
+            hostnames: [` + lease + `.apps.example.com]
+    rollout:
+      progressDeadlineSeconds: 5
+  - name: api
+    image: ghcr.io/acme/api:1.0
+    replicas: 1
+    ports:
+      - port: 8080
+        expose:
+          ip: public
+`
+}
+
+// run runs a command with stdin and returns its combined output.
+func run(bin string, args []string, stdin string) (string, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
