@@ -10,9 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/uber-go/tally/v4"
 	tallyprom "github.com/uber-go/tally/v4/prometheus"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdktally "go.temporal.io/sdk/contrib/tally"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/fx"
 
 	"github.com/deployflow/deployflow/internal/config"
