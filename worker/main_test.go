@@ -33,6 +33,15 @@ func TestWorkerBinaryServesMetricsAndStopsOnSIGTERM(t *testing.T) {
 		"worker never became ready")
 	assert.Equal(t, "ok\n", get(base+"/healthz"))
 
+	// `deployflow-worker healthcheck`, the container's healthcheck.
+	check := func(addr string) error {
+		hc := exec.Command(workerBinary(t), "healthcheck")
+		hc.Env = append(os.Environ(), "DEPLOYFLOW_METRICS_ADDRESS="+addr)
+		return hc.Run()
+	}
+	assert.NoError(t, check(addr), "healthcheck of a ready worker")
+	assert.Error(t, check(freeAddr(t)), "healthcheck where no worker serves")
+
 	// SDK metrics are reported once a second; wait for the worker's own.
 	var metrics string
 	require.Eventually(t, func() bool {
