@@ -46,20 +46,32 @@ func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
 		return run(env.Stack.Bin("kubectl"), append([]string{"--kubeconfig", env.Stack.Kubeconfig()}, args...), "")
 	}
 
-	// Install what the README's "Install in a cluster" installs, less the
-	// worker Deployment (the worker runs here as a process, as its pod would).
+	// Install as the README's "Install in a cluster" does: a Secret for
+	// mutual TLS to Temporal, then helm install. The worker Deployment's
+	// pods cannot run here (no image registry, no Deployment controller):
+	// the worker runs as a process below, with the identity its pods get.
+	pki := testenv.NewPKI(t)
 	_, err := admin("create", "namespace", ns)
 	require.NoError(t, err)
-	_, err = admin("apply", "--server-side", "-f", filepath.Join(chart, "crds"))
+	_, err = admin("-n", ns, "create", "secret", "generic", "temporal-mtls",
+		"--from-file=ca.crt="+pki.CA, "--from-file=tls.crt="+pki.ClientCert, "--from-file=tls.key="+pki.ClientKey)
 	require.NoError(t, err)
-	rbac := helm(t, "template", release, chart, "--namespace", ns,
-		"--show-only", "templates/serviceaccount.yaml", "--show-only", "templates/rbac.yaml", "--show-only", "templates/admissionpolicy.yaml")
-	_, err = run(env.Stack.Bin("kubectl"), []string{"--kubeconfig", env.Stack.Kubeconfig(), "apply", "-f", "-"}, rbac)
-	require.NoError(t, err)
+	helm(t, "install", release, chart, "--namespace", ns, "--kubeconfig", env.Stack.Kubeconfig(), "--wait=false",
+		"--set", "temporal.address=temporal-frontend.temporal.svc:7233,temporal.tls.enabled=true,temporal.tls.secretName=temporal-mtls")
 	t.Cleanup(func() {
-		_, _ = run(env.Stack.Bin("kubectl"), []string{"--kubeconfig", env.Stack.Kubeconfig(), "delete", "--ignore-not-found", "-f", "-"}, rbac)
+		_, _ = run(testenv.Tool(t, devstack.Helm), []string{"uninstall", release, "--namespace", ns, "--kubeconfig", env.Stack.Kubeconfig()}, "")
 		_, _ = admin("delete", "namespace", ns, "--wait=false")
 	})
+	d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, release+"-deployflow-worker", metav1.GetOptions{})
+	require.NoError(t, err, "helm installed the worker Deployment")
+	assert.Equal(t, sa, d.Spec.Template.Spec.ServiceAccountName)
+	for _, crd := range []string{"leases.deployflow.dev", "hostnamereservations.deployflow.dev", "ipreservations.deployflow.dev"} {
+		_, err := admin("get", "crd", crd)
+		assert.NoError(t, err, "CRD %s installed", crd)
+	}
+	// CRDs as the README says to update them after a chart upgrade.
+	_, err = admin("apply", "--server-side", "-f", filepath.Join(chart, "crds"))
+	require.NoError(t, err)
 
 	token, err := admin("create", "token", sa, "-n", ns, "--duration", "2h")
 	require.NoError(t, err)

@@ -79,7 +79,7 @@ func (g *globals) temporal(ctx context.Context) (client.Client, error) {
 		return err
 	})
 	if err != nil {
-		if hint := config.TLSHint(err); hint != "" {
+		if hint := g.cfg.DialHint(err); hint != "" {
 			return nil, unreachableError{fmt.Errorf("cannot reach Temporal at %s: %s (%v)", g.cfg.TemporalAddress, hint, err)}
 		}
 		return nil, unreachableError{fmt.Errorf("cannot reach Temporal at %s (%v): start it with 'make dev-up' or set --temporal-address", g.cfg.TemporalAddress, err)}

@@ -15,11 +15,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"sort"
 	"syscall"
 
+	"go.temporal.io/api/serviceerror"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+
+	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/version"
 )
 
@@ -78,7 +85,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		var unreachable unreachableError
-		if errors.As(err, &unreachable) {
+		if errors.As(err, &unreachable) || cannotReach(err) {
 			fmt.Fprintf(stderr, "deployflow %s: %v\n", args[0], err)
 			return 3
 		}
@@ -107,6 +114,16 @@ type usageError struct{ error }
 
 // unreachableError is Temporal or the cluster out of reach (exit code 3).
 type unreachableError struct{ error }
+
+// cannotReach reports whether err is a failure to reach a server (refused,
+// unresolvable, timed out, TLS): exit code 3, like an unreachableError.
+func cannotReach(err error) bool {
+	var netErr *net.OpError
+	var dnsErr *net.DNSError
+	var unavailable *serviceerror.Unavailable
+	return errors.As(err, &netErr) || errors.As(err, &dnsErr) || errors.As(err, &unavailable) || utilnet.IsConnectionRefused(err) || config.TLSHint(err) != "" ||
+		status.Code(err) == codes.Unavailable
+}
 
 // runVersion is `deployflow version`.
 func runVersion(_ context.Context, args []string, stdout io.Writer) error {

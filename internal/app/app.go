@@ -78,7 +78,7 @@ func NewTemporalClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, mh 
 	opts.MetricsHandler = mh
 	c, err := client.DialContext(context.Background(), opts)
 	if err != nil {
-		if hint := config.TLSHint(err); hint != "" {
+		if hint := cfg.DialHint(err); hint != "" {
 			return nil, fmt.Errorf("temporal at %s: %s: %w", cfg.TemporalAddress, hint, err)
 		}
 		return nil, fmt.Errorf("temporal at %s: %w", cfg.TemporalAddress, err)

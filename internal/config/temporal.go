@@ -124,6 +124,24 @@ func (t *Temporal) validate() []error {
 	return errs
 }
 
+// DialHint explains a failed dial with these settings, or is "": TLSHint,
+// and, with TLS on and no client certificate, a connection the server closed
+// during or right after the handshake (TLS 1.3 reports a missing client
+// certificate that way).
+func (t *Temporal) DialHint(err error) string {
+	if hint := TLSHint(err); hint != "" {
+		return hint
+	}
+	if err == nil || !t.TLSEnabled() || t.profile.TLS != nil && (t.profile.TLS.ClientCertPath != "" || len(t.profile.TLS.ClientCertData) > 0) {
+		return ""
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset") || strings.Contains(msg, "EOF") {
+		return "the server closed the TLS connection: it may require a client certificate (--temporal-tls-cert and --temporal-tls-key, or TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH)"
+	}
+	return ""
+}
+
 // TLSHint explains a failed dial that is a TLS problem, or is "".
 func TLSHint(err error) string {
 	if err == nil {
@@ -131,6 +149,10 @@ func TLSHint(err error) string {
 	}
 	msg := err.Error()
 	switch {
+	case strings.Contains(msg, "certificate required"):
+		return "the server requires a client certificate (mutual TLS): set --temporal-tls-cert and --temporal-tls-key (TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH)"
+	case strings.Contains(msg, "bad certificate") || strings.Contains(msg, "unknown certificate authority") && strings.Contains(msg, "remote error"):
+		return "the server refused the client certificate: use one signed by a CA the server trusts (--temporal-tls-cert, --temporal-tls-key)"
 	case strings.Contains(msg, "x509:") || strings.Contains(msg, "certificate"):
 		return "the Temporal server's certificate is not trusted or does not match: set --temporal-tls-ca (TEMPORAL_TLS_SERVER_CA_CERT_PATH) to the CA that signed it, or --temporal-tls-server-name to the name it carries"
 	case strings.Contains(msg, "first record does not look like a TLS handshake"):
