@@ -2,6 +2,9 @@ package main_test
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/searchattr"
 	"github.com/deployflow/deployflow/internal/testenv"
 )
@@ -49,4 +53,45 @@ func TestWorkerChecksItsSearchAttributesAtStart(t *testing.T) {
 	missing, err := searchattr.Missing(ctx, env.Temporal.OperatorService(), ns)
 	require.NoError(t, err)
 	assert.Empty(t, missing)
+}
+
+// The search-attribute command of the README's "Install in a cluster",
+// run as written (on a new namespace instead of default), is all a
+// Temporal namespace needs for the worker to start.
+func TestTheREADMEsSearchAttributeCommandLetsTheWorkerStart(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	section := string(readme)
+	start := strings.Index(section, "## Install in a cluster")
+	require.GreaterOrEqual(t, start, 0, "README has an Install in a cluster section")
+	section = section[start:]
+	i := strings.Index(section, "temporal operator search-attribute create")
+	require.GreaterOrEqual(t, i, 0)
+	var command []string
+	for _, line := range strings.Split(section[i:], "\n") {
+		command = append(command, strings.TrimSuffix(strings.TrimSpace(line), "\\"))
+		if !strings.HasSuffix(strings.TrimSpace(line), "\\") {
+			break
+		}
+	}
+	args := strings.Fields(strings.Join(command, " "))
+	require.Equal(t, []string{"temporal", "operator", "search-attribute", "create", "--namespace", "default"}, args[:6])
+
+	ns := testenv.ShortName("readme-sa")
+	_, err = env.Temporal.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+		Namespace: ns, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)})
+	require.NoError(t, err)
+	args[5] = ns
+	var out []byte
+	require.Eventually(t, func() bool {
+		out, err = exec.Command(env.Stack.Bin(devstack.Temporal), append(args[1:], "--address", devstack.TemporalAddress)...).CombinedOutput()
+		return err == nil
+	}, 30*time.Second, 500*time.Millisecond, "the README's command: %s", out)
+
+	addr := freeAddr(t)
+	startWorker(t, env, testenv.Name(t, "tq"), addr, "--temporal-namespace", ns)
+	require.Eventually(t, func() bool { return get("http://"+addr+"/readyz") == "ok\n" }, 60*time.Second, 200*time.Millisecond,
+		"the worker never became ready after the README's command")
 }
