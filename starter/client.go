@@ -29,41 +29,35 @@ import (
 type globals struct {
 	cfg    config.Config
 	output string
-	fs     *flag.FlagSet
+	wide   bool // -o wide: text with more columns
 }
 
 func newFlags(name string, g *globals) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	g.cfg.RegisterFlags(fs)
-	fs.StringVar(&g.output, "o", "text", "output: text or json")
+	fs.StringVar(&g.output, "o", "text", "output: text, json, yaml or wide (text with more columns)")
+	fs.StringVar(&g.output, "output", "text", "output: text, json, yaml or wide (same as -o)")
 	fs.DurationVar(&temporalRetry, "temporal-retry", temporalRetry, "how long to retry Temporal's transient errors (unavailable, overloaded, namespace not found yet)")
-	fs.SetOutput(os.Stderr)
 	return fs
 }
 
-// parse parses args; flags may come before or after the positional ones.
-func (g *globals) parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
+// validate resolves the shared settings (Temporal profile, environment)
+// and checks them and -o.
+func (g *globals) validate() error {
 	if err := g.cfg.Resolve(); err != nil {
-		return nil, usageError{err}
+		return usageError{err}
 	}
 	if err := g.cfg.Validate(); err != nil {
-		return nil, usageError{err}
+		return usageError{err}
 	}
-	if g.output != "text" && g.output != "json" {
-		return nil, usageError{fmt.Errorf("-o %q: want text or json", g.output)}
+	switch g.output {
+	case "text", "json", "yaml":
+	case "wide":
+		g.output, g.wide = "text", true
+	default:
+		return usageError{fmt.Errorf("-o %q: want text, json, yaml or wide", g.output)}
 	}
-	return pos, nil
+	return nil
 }
 
 func (g *globals) temporal(ctx context.Context) (client.Client, error) {

@@ -55,6 +55,11 @@ namespace = "default"
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, lease)
 
+	code, stdout, stderr = runCLI("lease", "list", "--context", "local", "-o", "wide")
+	require.Equal(t, 0, code, stderr)
+	assert.Regexp(t, `LEASE\s+OWNER\s+STATE\s+NAMESPACE\s+WORKFLOW\s+CLOSED\s+UID`, stdout)
+	assert.Regexp(t, lease+`\s+acme\s+active\s+lease-`+lease+`\s+deploy-`+lease+`\s+-\s+[0-9a-f-]{36}`, stdout)
+
 	code, _, stderr = runCLI("lease", "list")
 	assert.Equal(t, 3, code, "the current context's cluster is unreachable: exit 3\n%s", stderr)
 

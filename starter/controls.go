@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -18,100 +19,80 @@ import (
 // `kubectl scale`. pause, resume, abort and undo act on a service's rollout
 // in progress; scale and restart go through the lease's workflow (they
 // change what the lease runs) and roll out from there.
-func runPause(ctx context.Context, args []string, out io.Writer) error {
-	return rolloutControl(ctx, "pause", workflows.UpdatePause, args, out, nil)
+func runPause(g *globals, _ *flag.FlagSet) runner {
+	return rolloutControl(g, "pause", workflows.UpdatePause, nil)
 }
 
-func runResume(ctx context.Context, args []string, out io.Writer) error {
-	return rolloutControl(ctx, "resume", workflows.UpdateResume, args, out, nil)
+func runResume(g *globals, _ *flag.FlagSet) runner {
+	return rolloutControl(g, "resume", workflows.UpdateResume, nil)
 }
 
-func runAbort(ctx context.Context, args []string, out io.Writer) error {
-	return rolloutControl(ctx, "abort", workflows.UpdateAbort, args, out, nil)
+func runAbort(g *globals, _ *flag.FlagSet) runner {
+	return rolloutControl(g, "abort", workflows.UpdateAbort, nil)
 }
 
-func runUndo(ctx context.Context, args []string, out io.Writer) error {
-	var rev int64
-	return rolloutControl(ctx, "undo", workflows.UpdateUndo, args, out, func(g *globals) func() any {
-		fs := g.fs
-		fs.Int64Var(&rev, "to-revision", 0, "the revision to go back to (0: the previous one)")
-		return func() any { return workflows.UndoRequest{ToRevision: rev} }
-	})
+func runUndo(g *globals, fs *flag.FlagSet) runner {
+	rev := fs.Int64("to-revision", 0, "the revision to go back to (0: the previous one)")
+	return rolloutControl(g, "undo", workflows.UpdateUndo, func() any { return workflows.UndoRequest{ToRevision: *rev} })
 }
 
-// rolloutControl sends update to the rollout of <lease> <service>.
-func rolloutControl(ctx context.Context, name, update string, args []string, out io.Writer, extra func(*globals) func() any) error {
-	var g globals
-	fs := newFlags(name, &g)
-	g.fs = fs
-	var arg func() any
-	if extra != nil {
-		arg = extra(&g)
+// rolloutControl sends update (with arg's value, if any) to the rollout of
+// <lease> <service>.
+func rolloutControl(g *globals, name, update string, arg func() any) runner {
+	return func(ctx context.Context, pos []string, out io.Writer) error {
+		if len(pos) != 2 {
+			return usageError{fmt.Errorf("usage: deployflow %s <lease> <service>", name)}
+		}
+		lease, svc := pos[0], pos[1]
+		c, err := g.temporal(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		opts := client.UpdateWorkflowOptions{
+			WorkflowID: rolloutID(ctx, c, manifest.Namespace(lease), svc), UpdateName: update,
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		}
+		if arg != nil {
+			opts.Args = []any{arg()}
+		}
+		h, err := updateWorkflow(ctx, c, opts)
+		var st workflows.RolloutStatus
+		if err == nil {
+			err = h.Get(ctx, &st)
+		}
+		if err != nil {
+			return fmt.Errorf("%s %s of lease %s: %w (%s acts on a rollout in progress: see 'deployflow status %s --watch')", name, svc, lease, err, name, lease)
+		}
+		fmt.Fprintf(out, "%s of lease %s: %s\n", svc, lease, st.Message)
+		return nil
 	}
-	pos, err := g.parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 2 {
-		return usageError{fmt.Errorf("usage: deployflow %s <lease> <service>", name)}
-	}
-	lease, svc := pos[0], pos[1]
-	c, err := g.temporal(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	opts := client.UpdateWorkflowOptions{
-		WorkflowID: rolloutID(ctx, c, manifest.Namespace(lease), svc), UpdateName: update,
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	}
-	if arg != nil {
-		opts.Args = []any{arg()}
-	}
-	h, err := updateWorkflow(ctx, c, opts)
-	var st workflows.RolloutStatus
-	if err == nil {
-		err = h.Get(ctx, &st)
-	}
-	if err != nil {
-		return fmt.Errorf("%s %s of lease %s: %w (%s acts on a rollout in progress: see 'deployflow status %s --watch')", name, svc, lease, err, name, lease)
-	}
-	fmt.Fprintf(out, "%s of lease %s: %s\n", svc, lease, st.Message)
-	return nil
 }
 
 // runScale is `deployflow scale <lease> <service> N`.
-func runScale(ctx context.Context, args []string, out io.Writer) error {
-	var g globals
-	fs := newFlags("scale", &g)
-	pos, err := g.parse(fs, args)
-	if err != nil {
-		return err
+func runScale(g *globals, fs *flag.FlagSet) runner {
+	return func(ctx context.Context, pos []string, out io.Writer) error {
+		if len(pos) != 3 {
+			return usageError{errors.New("usage: deployflow scale <lease> <service> <replicas>")}
+		}
+		n, err := strconv.ParseInt(pos[2], 10, 32)
+		if err != nil {
+			return usageError{fmt.Errorf("replicas %q: give a whole number", pos[2])}
+		}
+		return leaseUpdate(ctx, g, pos[0], workflows.UpdateScaleService,
+			workflows.ScaleServiceRequest{Service: pos[1], Replicas: int32(n)}, out,
+			fmt.Sprintf("scaling %s of lease %s to %d", pos[1], pos[0], n))
 	}
-	if len(pos) != 3 {
-		return usageError{errors.New("usage: deployflow scale <lease> <service> <replicas>")}
-	}
-	n, err := strconv.ParseInt(pos[2], 10, 32)
-	if err != nil {
-		return usageError{fmt.Errorf("replicas %q: give a whole number", pos[2])}
-	}
-	return leaseUpdate(ctx, &g, pos[0], workflows.UpdateScaleService,
-		workflows.ScaleServiceRequest{Service: pos[1], Replicas: int32(n)}, out,
-		fmt.Sprintf("scaling %s of lease %s to %d", pos[1], pos[0], n))
 }
 
 // runRestart is `deployflow restart <lease>`.
-func runRestart(ctx context.Context, args []string, out io.Writer) error {
-	var g globals
-	fs := newFlags("restart", &g)
-	pos, err := g.parse(fs, args)
-	if err != nil {
-		return err
+func runRestart(g *globals, fs *flag.FlagSet) runner {
+	return func(ctx context.Context, pos []string, out io.Writer) error {
+		if len(pos) != 1 {
+			return usageError{errors.New("usage: deployflow restart <lease>")}
+		}
+		return leaseUpdate(ctx, g, pos[0], workflows.UpdateRestart, nil, out, "restarting every pod of lease "+pos[0])
 	}
-	if len(pos) != 1 {
-		return usageError{errors.New("usage: deployflow restart <lease>")}
-	}
-	return leaseUpdate(ctx, &g, pos[0], workflows.UpdateRestart, nil, out, "restarting every pod of lease "+pos[0])
 }
 
 func leaseUpdate(ctx context.Context, g *globals, lease, update string, arg any, out io.Writer, done string) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,120 +23,115 @@ import (
 // runDeploy is `deployflow deploy -f manifest.yaml [--wait]`: one command
 // that starts the lease's workflow or, if it runs, hands it the manifest
 // (Update-with-Start).
-func runDeploy(ctx context.Context, args []string, stdout io.Writer) error {
-	var g globals
-	fs := newFlags("deploy", &g)
+func runDeploy(g *globals, fs *flag.FlagSet) runner {
 	file := fs.String("f", "", "the manifest (YAML or JSON); - for standard input")
 	wait := fs.Bool("wait", false, "wait until the deploy has finished; exit 1 if it failed")
 	planOnly := fs.Bool("plan", false, "print what the deploy would change, computed from the live cluster, and change nothing")
 	yes := fs.Bool("yes", false, "with --plan: deploy after printing the plan (and approve it if the manifest requires approval)")
-	timeout := fs.Duration("timeout", 15*time.Minute, "with --wait: how long to wait")
-	if _, err := g.parse(fs, args); err != nil {
-		return err
-	}
-	if *file == "" {
-		return usageError{errors.New("-f: give the manifest to deploy (YAML or JSON; - for standard input)")}
-	}
-	data, err := readFile(*file)
-	if err != nil {
-		return usageError{fmt.Errorf("-f: %w", err)}
-	}
-	m, err := manifest.Parse(data)
-	if err != nil {
-		return usageError{fmt.Errorf("%s is not a valid manifest; nothing was deployed:\n%w", *file, err)}
-	}
+	return func(ctx context.Context, _ []string, stdout io.Writer) error {
+		if *file == "" {
+			return usageError{errors.New("-f: give the manifest to deploy (YAML or JSON; - for standard input)")}
+		}
+		data, err := readFile(*file)
+		if err != nil {
+			return usageError{fmt.Errorf("-f: %w", err)}
+		}
+		m, err := manifest.Parse(data)
+		if err != nil {
+			return usageError{fmt.Errorf("%s is not a valid manifest; nothing was deployed:\n%w", *file, err)}
+		}
 
-	c, err := g.temporal(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	var approved string // the fingerprint of the plan printed and approved with --yes
-	if *planOnly {
-		plan, err := computePlan(ctx, &g, c, m)
+		c, err := g.temporal(ctx)
 		if err != nil {
 			return err
 		}
-		approved = plan.Fingerprint
-		if g.output == "json" && !*yes {
-			return json.NewEncoder(stdout).Encode(plan)
+		defer c.Close()
+		var approved string // the fingerprint of the plan printed and approved with --yes
+		if *planOnly {
+			plan, err := computePlan(ctx, g, c, m)
+			if err != nil {
+				return err
+			}
+			approved = plan.Fingerprint
+			if g.output == "json" && !*yes {
+				return json.NewEncoder(stdout).Encode(plan)
+			}
+			printPlan(stdout, plan)
+			if !*yes {
+				return nil
+			}
+			fmt.Fprintln(stdout)
 		}
-		printPlan(stdout, plan)
-		if !*yes {
+
+		id := workflows.DeployWorkflowID(m.Lease)
+		start := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+			ID: id, TaskQueue: g.cfg.TaskQueue,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+			StaticSummary:            "deploy lease " + m.Lease,
+		}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: *m, Trigger: "cli"})
+		var h client.WorkflowUpdateHandle
+		err = retryTemporal(ctx, "deploy lease "+m.Lease, func() error {
+			var err error
+			h, err = c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+				StartWorkflowOperation: start,
+				UpdateOptions: client.UpdateWorkflowOptions{
+					WorkflowID: id, UpdateName: workflows.UpdateDeploy,
+					Args:         []any{workflows.DeployRequest{Manifest: *m, Trigger: "cli", PlanFingerprint: approved}},
+					WaitForStage: client.WorkflowUpdateStageCompleted,
+				},
+			})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("deploy lease %s: %w", m.Lease, err)
+		}
+		var accepted workflows.DeployStatus
+		if err := h.Get(ctx, &accepted); err != nil {
+			return fmt.Errorf("lease %s refused the manifest: %w", m.Lease, err)
+		}
+		run, err := start.Get(ctx)
+		if err != nil {
+			return err
+		}
+		link := workflowURL(g.cfg, id, "")
+		if g.output == "text" {
+			fmt.Fprintf(stdout, "deploy of lease %s accepted (workflow %s)\n  %s\n", m.Lease, run.GetID(), link)
+		}
+		switch {
+		case approved != "" && g.output == "text":
+			fmt.Fprintf(stdout, "approved plan %s: the deploy runs only if its plan is still this one\n", approved)
+		case m.RequireApproval && g.output == "text":
+			fmt.Fprintf(stdout, "the manifest requires approval: review the plan with 'deployflow status %s -o json' and run 'deployflow approve %s --plan <fingerprint>'\n", m.Lease, m.Lease)
+		}
+		if !*wait {
+			if g.output == "json" {
+				return json.NewEncoder(stdout).Encode(accepted)
+			}
 			return nil
 		}
-		fmt.Fprintln(stdout)
-	}
-
-	id := workflows.DeployWorkflowID(m.Lease)
-	start := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID: id, TaskQueue: g.cfg.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		StaticSummary:            "deploy lease " + m.Lease,
-	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: *m, Trigger: "cli"})
-	var h client.WorkflowUpdateHandle
-	err = retryTemporal(ctx, "deploy lease "+m.Lease, func() error {
-		var err error
-		h, err = c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-			StartWorkflowOperation: start,
-			UpdateOptions: client.UpdateWorkflowOptions{
-				WorkflowID: id, UpdateName: workflows.UpdateDeploy,
-				Args:         []any{workflows.DeployRequest{Manifest: *m, Trigger: "cli", PlanFingerprint: approved}},
-				WaitForStage: client.WorkflowUpdateStageCompleted,
-			},
-		})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("deploy lease %s: %w", m.Lease, err)
-	}
-	var accepted workflows.DeployStatus
-	if err := h.Get(ctx, &accepted); err != nil {
-		return fmt.Errorf("lease %s refused the manifest: %w", m.Lease, err)
-	}
-	run, err := start.Get(ctx)
-	if err != nil {
-		return err
-	}
-	link := workflowURL(g.cfg, id, "")
-	if g.output == "text" {
-		fmt.Fprintf(stdout, "deploy of lease %s accepted (workflow %s)\n  %s\n", m.Lease, run.GetID(), link)
-	}
-	switch {
-	case approved != "" && g.output == "text":
-		fmt.Fprintf(stdout, "approved plan %s: the deploy runs only if its plan is still this one\n", approved)
-	case m.RequireApproval && g.output == "text":
-		fmt.Fprintf(stdout, "the manifest requires approval: review the plan with 'deployflow status %s -o json' and run 'deployflow approve %s --plan <fingerprint>'\n", m.Lease, m.Lease)
-	}
-	if !*wait {
+		wctx := ctx // bounded by --timeout
+		if g.output == "text" {
+			// Progress as a tree, redrawn as the rollouts move.
+			if err := watchStatus(wctx, c, m.Lease, stdout, 500*time.Millisecond); err != nil && wctx.Err() != nil {
+				return err
+			}
+		}
+		st, err := waitDeploy(wctx, c, m.Lease, accepted.Revision)
+		if err != nil {
+			return err
+		}
 		if g.output == "json" {
-			return json.NewEncoder(stdout).Encode(accepted)
+			if err := json.NewEncoder(stdout).Encode(st); err != nil {
+				return err
+			}
+		} else {
+			printStatus(stdout, st)
+		}
+		if st.Phase != workflows.PhaseActive {
+			return fmt.Errorf("deploy of lease %s ended %s: %s", m.Lease, st.Phase, st.LastError)
 		}
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	if g.output == "text" {
-		// Progress as a tree, redrawn as the rollouts move.
-		if err := watchStatus(wctx, c, m.Lease, stdout, 500*time.Millisecond); err != nil && wctx.Err() != nil {
-			return err
-		}
-	}
-	st, err := waitDeploy(wctx, c, m.Lease, accepted.Revision)
-	if err != nil {
-		return err
-	}
-	if g.output == "json" {
-		if err := json.NewEncoder(stdout).Encode(st); err != nil {
-			return err
-		}
-	} else {
-		printStatus(stdout, st)
-	}
-	if st.Phase != workflows.PhaseActive {
-		return fmt.Errorf("deploy of lease %s ended %s: %s", m.Lease, st.Phase, st.LastError)
-	}
-	return nil
 }
 
 func readFile(name string) ([]byte, error) {
@@ -166,66 +162,58 @@ func waitDeploy(ctx context.Context, c client.Client, lease string, revision int
 }
 
 // runStatus is `deployflow status <lease>`.
-func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
-	var g globals
-	fs := newFlags("status", &g)
+func runStatus(g *globals, fs *flag.FlagSet) runner {
 	watch := fs.Bool("watch", false, "redraw until no deploy is in progress; exit 0 when Active, 1 when it failed")
 	interval := fs.Duration("interval", 500*time.Millisecond, "with --watch: how often to redraw")
-	pos, err := g.parse(fs, args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, pos []string, stdout io.Writer) error {
+		if len(pos) != 1 {
+			return usageError{errors.New("usage: deployflow status <lease>")}
+		}
+		c, err := g.temporal(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if *watch && g.output == "text" {
+			return watchStatus(ctx, c, pos[0], stdout, *interval)
+		}
+		st, err := queryDeploy(ctx, c, pos[0])
+		if err != nil {
+			return err
+		}
+		if g.output == "json" {
+			return json.NewEncoder(stdout).Encode(st)
+		}
+		printStatus(stdout, st)
+		fmt.Fprintf(stdout, "  %s\n", workflowURL(g.cfg, workflows.DeployWorkflowID(pos[0]), ""))
+		return nil
 	}
-	if len(pos) != 1 {
-		return usageError{errors.New("usage: deployflow status <lease>")}
-	}
-	c, err := g.temporal(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if *watch && g.output == "text" {
-		return watchStatus(ctx, c, pos[0], stdout, *interval)
-	}
-	st, err := queryDeploy(ctx, c, pos[0])
-	if err != nil {
-		return err
-	}
-	if g.output == "json" {
-		return json.NewEncoder(stdout).Encode(st)
-	}
-	printStatus(stdout, st)
-	fmt.Fprintf(stdout, "  %s\n", workflowURL(g.cfg, workflows.DeployWorkflowID(pos[0]), ""))
-	return nil
 }
 
 // runTeardown is `deployflow teardown <lease>`.
-func runTeardown(ctx context.Context, args []string, stdout io.Writer) error {
-	var g globals
-	fs := newFlags("teardown", &g)
-	pos, err := g.parse(fs, args)
-	if err != nil {
-		return err
+func runTeardown(g *globals, fs *flag.FlagSet) runner {
+	return func(ctx context.Context, pos []string, stdout io.Writer) error {
+		if len(pos) != 1 {
+			return usageError{errors.New("usage: deployflow teardown <lease>")}
+		}
+		c, err := g.temporal(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		h, err := updateWorkflow(ctx, c, client.UpdateWorkflowOptions{
+			WorkflowID: workflows.DeployWorkflowID(pos[0]), UpdateName: workflows.UpdateTeardown,
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		if err == nil {
+			err = h.Get(ctx, nil)
+		}
+		if err != nil {
+			return fmt.Errorf("teardown of lease %s: %w", pos[0], err)
+		}
+		fmt.Fprintf(stdout, "lease %s is being torn down: workloads, then IPs and hostnames\n", pos[0])
+		return nil
 	}
-	if len(pos) != 1 {
-		return usageError{errors.New("usage: deployflow teardown <lease>")}
-	}
-	c, err := g.temporal(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	h, err := updateWorkflow(ctx, c, client.UpdateWorkflowOptions{
-		WorkflowID: workflows.DeployWorkflowID(pos[0]), UpdateName: workflows.UpdateTeardown,
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err == nil {
-		err = h.Get(ctx, nil)
-	}
-	if err != nil {
-		return fmt.Errorf("teardown of lease %s: %w", pos[0], err)
-	}
-	fmt.Fprintf(stdout, "lease %s is being torn down: workloads, then IPs and hostnames\n", pos[0])
-	return nil
 }
 
 func printStatus(w io.Writer, st workflows.DeployStatus) {

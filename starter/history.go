@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -20,75 +21,71 @@ import (
 // (who or what triggered it, when, outcome, duration) from the deploy
 // records its workflow keeps, and the workflow runs behind them from Temporal
 // visibility.
-func runHistory(ctx context.Context, args []string, stdout io.Writer) error {
-	var g globals
-	fs := newFlags("history", &g)
-	pos, err := g.parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usageError{errors.New("usage: deployflow history <lease>")}
-	}
-	lease := pos[0]
-	c, err := g.temporal(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+func runHistory(g *globals, fs *flag.FlagSet) runner {
+	return func(ctx context.Context, pos []string, stdout io.Writer) error {
+		if len(pos) != 1 {
+			return usageError{errors.New("usage: deployflow history <lease>")}
+		}
+		lease := pos[0]
+		c, err := g.temporal(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
 
-	resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-		Query: fmt.Sprintf(`WorkflowId = %q`, workflows.DeployWorkflowID(lease)),
-	})
-	if err != nil {
-		return fmt.Errorf("list runs of lease %s: %w", lease, err)
-	}
-	runs := resp.GetExecutions()
-	if len(runs) == 0 {
-		return fmt.Errorf("lease %s has never been deployed ('deployflow deploy -f manifest.yaml')", lease)
-	}
-	sort.Slice(runs, func(i, j int) bool { return runs[i].GetStartTime().AsTime().Before(runs[j].GetStartTime().AsTime()) })
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf(`WorkflowId = %q`, workflows.DeployWorkflowID(lease)),
+		})
+		if err != nil {
+			return fmt.Errorf("list runs of lease %s: %w", lease, err)
+		}
+		runs := resp.GetExecutions()
+		if len(runs) == 0 {
+			return fmt.Errorf("lease %s has never been deployed ('deployflow deploy -f manifest.yaml')", lease)
+		}
+		sort.Slice(runs, func(i, j int) bool { return runs[i].GetStartTime().AsTime().Before(runs[j].GetStartTime().AsTime()) })
 
-	// The newest run carries the records of the deploys before it.
-	var records []workflows.DeployRecord
-	if v, err := c.QueryWorkflow(ctx, workflows.DeployWorkflowID(lease), "", workflows.QueryDeploy); err == nil {
-		var st workflows.DeployStatus
-		if v.Get(&st) == nil {
-			records = st.History
+		// The newest run carries the records of the deploys before it.
+		var records []workflows.DeployRecord
+		if v, err := c.QueryWorkflow(ctx, workflows.DeployWorkflowID(lease), "", workflows.QueryDeploy); err == nil {
+			var st workflows.DeployStatus
+			if v.Get(&st) == nil {
+				records = st.History
+			}
 		}
-	}
-	if g.output == "json" {
-		type run struct {
-			RunID  string    `json:"runId"`
-			Status string    `json:"status"`
-			Start  time.Time `json:"start"`
-			Close  time.Time `json:"close,omitempty"`
+		if g.output == "json" {
+			type run struct {
+				RunID  string    `json:"runId"`
+				Status string    `json:"status"`
+				Start  time.Time `json:"start"`
+				Close  time.Time `json:"close,omitempty"`
+			}
+			out := struct {
+				Deploys []workflows.DeployRecord `json:"deploys"`
+				Runs    []run                    `json:"runs"`
+			}{Deploys: records}
+			for _, r := range runs {
+				out.Runs = append(out.Runs, run{RunID: r.GetExecution().GetRunId(), Status: r.GetStatus().String(),
+					Start: r.GetStartTime().AsTime(), Close: r.GetCloseTime().AsTime()})
+			}
+			return json.NewEncoder(stdout).Encode(out)
 		}
-		out := struct {
-			Deploys []workflows.DeployRecord `json:"deploys"`
-			Runs    []run                    `json:"runs"`
-		}{Deploys: records}
-		for _, r := range runs {
-			out.Runs = append(out.Runs, run{RunID: r.GetExecution().GetRunId(), Status: r.GetStatus().String(),
-				Start: r.GetStartTime().AsTime(), Close: r.GetCloseTime().AsTime()})
-		}
-		return json.NewEncoder(stdout).Encode(out)
-	}
 
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DEPLOY\tTRIGGER\tSTARTED\tDURATION\tIMAGES\tOUTCOME")
-	for _, r := range records {
-		var imgs []string
-		for svc, img := range r.Image {
-			imgs = append(imgs, svc+"="+img)
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "DEPLOY\tTRIGGER\tSTARTED\tDURATION\tIMAGES\tOUTCOME")
+		for _, r := range records {
+			var imgs []string
+			for svc, img := range r.Image {
+				imgs = append(imgs, svc+"="+img)
+			}
+			sort.Strings(imgs)
+			fmt.Fprintf(tw, "#%d\t%s\t%s\t%s\t%s\t%s\n", r.Revision, r.Trigger, r.Started.UTC().Format(time.RFC3339),
+				r.Finished.Sub(r.Started).Round(100*time.Millisecond), strings.Join(imgs, " "), r.Outcome)
 		}
-		sort.Strings(imgs)
-		fmt.Fprintf(tw, "#%d\t%s\t%s\t%s\t%s\t%s\n", r.Revision, r.Trigger, r.Started.UTC().Format(time.RFC3339),
-			r.Finished.Sub(r.Started).Round(100*time.Millisecond), strings.Join(imgs, " "), r.Outcome)
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\n%d workflow runs of %s (one per finished deploy; continue-as-new)\n", len(runs), workflows.DeployWorkflowID(lease))
+		return nil
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "\n%d workflow runs of %s (one per finished deploy; continue-as-new)\n", len(runs), workflows.DeployWorkflowID(lease))
-	return nil
 }

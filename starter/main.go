@@ -1,11 +1,16 @@
 // Command deployflow is the CLI users type: it starts deployflow's
-// workflows on Temporal and shows what they do.
+// workflows on Temporal and shows what they do. A cobra command tree, shaped
+// like kubectl's: help with examples, `completion bash|zsh|fish`,
+// `-o json|yaml|wide`, `--context`, `--timeout` on waits.
 //
-//	deployflow rollout --namespace shop --service web --image nginx:1.27 --replicas 3
+// Exit codes: 0 success; 1 the deploy or rollout failed, or a deadline
+// (--timeout, progress deadline) passed; 2 bad input (flags, arguments,
+// manifest); 3 Temporal or the cluster cannot be reached.
 //
-// Connection settings are shared with the worker: --temporal-address
-// (TEMPORAL_ADDRESS), --temporal-namespace (TEMPORAL_NAMESPACE), --task-queue
-// (DEPLOYFLOW_TASK_QUEUE).
+// Connection settings are shared with the worker (internal/config):
+// Temporal as the temporal CLI configures it (TEMPORAL_* variables, the
+// temporal.toml profiles, --temporal-* flags), Kubernetes as kubectl finds
+// it (--kubeconfig, KUBECONFIG, ~/.kube/config, --context).
 package main
 
 import (
@@ -18,40 +23,69 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"sort"
+	"strings"
 	"syscall"
+	"time"
 
+	"github.com/spf13/cobra"
 	"go.temporal.io/api/serviceerror"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"sigs.k8s.io/yaml"
 
 	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/version"
 )
 
-// command is one `deployflow <name>` subcommand.
+// runner runs a command with its positional arguments; flags are parsed.
+type runner func(ctx context.Context, pos []string, out io.Writer) error
+
+// command is one `deployflow <name>`: build declares its own flags on fs
+// (the shared ones are in g) and returns what it runs.
 type command struct {
-	summary string
-	run     func(ctx context.Context, args []string, stdout io.Writer) error
+	name, args, short, long, example string
+	validArgs                        []string
+	build                            func(g *globals, fs *flag.FlagSet) runner
 }
 
-var commands = map[string]command{
-	"rollout":  {"roll one service's pod template out and wait until it is available", runRollout},
-	"deploy":   {"deploy a manifest to its lease (-f manifest.yaml [--wait] [--plan] [--yes])", runDeploy},
-	"status":   {"show a lease's phase, last deploy, hostnames and IPs (--watch: a live tree)", runStatus},
-	"history":  {"list a lease's deploys: trigger, time, outcome, duration", runHistory},
-	"approve":  {"approve the plan a lease's deploy is waiting on (manifests with requireApproval)", runApprove},
-	"pause":    {"pause a service's rollout in progress: pause <lease> <service>", runPause},
-	"resume":   {"resume a paused rollout: resume <lease> <service>", runResume},
-	"abort":    {"abort a rollout, back to the last good revision: abort <lease> <service>", runAbort},
-	"undo":     {"roll a service back during its rollout: undo <lease> <service> [--to-revision N]", runUndo},
-	"scale":    {"scale a service of a lease: scale <lease> <service> <replicas>", runScale},
-	"restart":  {"restart every pod of a lease: restart <lease>", runRestart},
-	"teardown": {"delete a lease's workload and release its hostnames and IPs", runTeardown},
-	"lease":    {"manage leases: create <id> --owner <owner> | close <id> | list", runLease},
-	"version":  {"print the CLI's version, build ID and Go version (-o json)", runVersion},
-	"schedule": {"scheduled redeploys: create <lease> --cron|--every [--action restart|reapply] | list | delete | trigger", runSchedule},
+var commands = []command{
+	{name: "lease", args: "create <id> --owner <owner> | close <id> | list", validArgs: []string{"create", "close", "list"},
+		short: "Create, close and list leases", build: runLease,
+		long:    "A lease is a tenant's right to run a workload: deployflow deploys only to active leases, in the lease's\nown namespace (lease-<id>). Closing a lease tears its workload down and releases its hostnames and IPs.",
+		example: "  deployflow lease create demo-shop --owner acme\n  deployflow lease list -o wide\n  deployflow lease close demo-shop"},
+	{name: "deploy", args: "-f manifest.yaml [--wait] [--plan] [--yes]", short: "Deploy a manifest to its lease", build: runDeploy,
+		long:    "Starts or updates the lease's workflow (deploy-<lease>) with the manifest. --wait waits until the deploy\nends (exit 0 when Active, 1 when it failed); --plan prints what the deploy would do and asks before deploying.",
+		example: "  deployflow deploy -f examples/shop.yaml --wait\n  deployflow deploy -f examples/shop.yaml --plan\n  deployflow deploy -f examples/shop.yaml --wait --timeout 5m"},
+	{name: "status", args: "<lease> [--watch]", short: "Show a lease's phase, deploy, hostnames and IPs", build: runStatus,
+		long:    "--watch draws a live tree of the rollouts until the deploy ends: exit 0 when Active, 1 on failure or --timeout.",
+		example: "  deployflow status demo-shop\n  deployflow status demo-shop --watch\n  deployflow status demo-shop -o yaml"},
+	{name: "history", args: "<lease>", short: "List a lease's deploys: trigger, time, outcome, duration", build: runHistory,
+		example: "  deployflow history demo-shop"},
+	{name: "approve", args: "<lease>", short: "Approve the plan a lease's deploy waits on (requireApproval)", build: runApprove,
+		example: "  deployflow approve demo-shop"},
+	{name: "pause", args: "<lease> <service>", short: "Pause a service's rollout in progress", build: runPause,
+		example: "  deployflow pause demo-shop web"},
+	{name: "resume", args: "<lease> <service>", short: "Resume a paused rollout", build: runResume,
+		example: "  deployflow resume demo-shop web"},
+	{name: "abort", args: "<lease> <service>", short: "Abort a rollout, back to the last good revision", build: runAbort,
+		example: "  deployflow abort demo-shop web"},
+	{name: "undo", args: "<lease> <service> [--to-revision N]", short: "Roll a service back during its rollout", build: runUndo,
+		example: "  deployflow undo demo-shop web\n  deployflow undo demo-shop web --to-revision 2"},
+	{name: "scale", args: "<lease> <service> <replicas>", short: "Scale a service of a lease", build: runScale,
+		example: "  deployflow scale demo-shop web 6"},
+	{name: "restart", args: "<lease>", short: "Restart every pod of a lease (a new revision)", build: runRestart,
+		example: "  deployflow restart demo-shop"},
+	{name: "teardown", args: "<lease>", short: "Delete a lease's workload and release its hostnames and IPs", build: runTeardown,
+		example: "  deployflow teardown demo-shop"},
+	{name: "schedule", args: "create <lease> (--cron EXPR | --every DURATION) [--action restart|reapply] | list | delete <id> | trigger <id>",
+		validArgs: []string{"create", "list", "delete", "trigger"}, short: "Scheduled redeploys (Temporal Schedules)", build: runSchedule,
+		example: "  deployflow schedule create demo-shop --cron \"0 3 * * *\" --action restart\n  deployflow schedule list\n  deployflow schedule trigger redeploy-demo-shop-restart"},
+	{name: "rollout", args: "--namespace <ns> --service <name> --image <image> [--replicas N] | -f deployment.yaml",
+		short: "Roll one service's pod template out and wait until it is available (no lease)", build: runRollout,
+		example: "  deployflow rollout --namespace shop --service web --image nginx:1.27 --replicas 3\n  deployflow rollout -f deployment.yaml --timeout 10m"},
+	{name: "version", short: "Print the CLI's version, build ID and Go version", build: runVersion,
+		example: "  deployflow version -o json"},
 }
 
 func main() {
@@ -60,53 +94,148 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run runs the command line and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
+	progress = stderr
+	root := newRootCommand(stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
 		return 0
 	}
-	progress = stderr
-	cmd, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "deployflow: unknown command %q\n\n", args[0])
-		usage(stderr)
+	name := "deployflow"
+	if cmd != nil && cmd != root {
+		name += " " + cmd.Name()
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	var u usageError
+	var unreachable unreachableError
+	switch {
+	case errors.As(err, &u):
 		return 2
+	case errors.As(err, &unreachable) || cannotReach(err):
+		return 3
 	}
-	if err := cmd.run(ctx, args[1:], stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		var u usageError
-		if errors.As(err, &u) {
-			fmt.Fprintf(stderr, "deployflow %s: %v\n", args[0], err)
-			return 2
-		}
-		var unreachable unreachableError
-		if errors.As(err, &unreachable) || cannotReach(err) {
-			fmt.Fprintf(stderr, "deployflow %s: %v\n", args[0], err)
-			return 3
-		}
-		fmt.Fprintf(stderr, "deployflow %s: %v\n", args[0], err)
-		return 1
-	}
-	return 0
+	return 1
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "deployflow: durable deployments for Kubernetes, run as Temporal workflows.")
-	fmt.Fprintln(w, "\nUsage: deployflow <command> [flags]\n\nCommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
+// timeout is --timeout, on every command.
+var timeout time.Duration
+
+func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "deployflow",
+		Short: "Durable deployments for Kubernetes, run as Temporal workflows",
+		Long: "deployflow deploys a tenant's lease (namespace, Services, Ingress, ReplicaSets) and rolls it out with the\n" +
+			"Kubernetes Deployment controller's semantics, as Temporal workflows.\n\n" +
+			"Exit codes: 0 ok; 1 the deploy or rollout failed, or a deadline passed; 2 bad input; 3 Temporal or the\n" +
+			"cluster cannot be reached.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("unknown command %q: see 'deployflow --help'", args[0])}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprint(cmd.ErrOrStderr(), cmd.UsageString())
+			return usageError{errors.New("give a command")}
+		},
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().DurationVar(&timeout, "timeout", 0, "give up after this long (e.g. 5m) with exit code 1; 0: no limit")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	for _, c := range commands {
+		root.AddCommand(c.cobra())
 	}
-	fmt.Fprintln(w, "\nRun 'deployflow <command> -h' for a command's flags.")
+	return root
+}
+
+// cobra makes the cobra command of c: its Go flags (the shared ones and its
+// own) become the command's flags, so help and completion list them.
+func (c command) cobra() *cobra.Command {
+	g := &globals{}
+	fs := newFlags(c.name, g)
+	r := c.build(g, fs)
+	cmd := &cobra.Command{
+		Use:       strings.TrimSpace(c.name + " " + c.args),
+		Short:     c.short,
+		Long:      c.long,
+		Example:   c.example,
+		ValidArgs: c.validArgs,
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			if err := g.validate(); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			out := cmd.OutOrStdout()
+			if g.output == "yaml" {
+				y := newYAMLWriter(out)
+				defer y.Close()
+				g.output, out = "json", y
+			}
+			err := r(ctx, pos, out)
+			if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && timeout > 0 {
+				return fmt.Errorf("timed out after %s (--timeout): %w", timeout, err)
+			}
+			return err
+		},
+	}
+	if len(c.validArgs) == 0 {
+		cmd.ValidArgsFunction = cobra.NoFileCompletions
+	}
+	cmd.Flags().AddGoFlagSet(fs)
+	_ = cmd.RegisterFlagCompletionFunc("o", cobra.FixedCompletions([]string{"text", "json", "yaml", "wide"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json", "yaml", "wide"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// yamlWriter turns the JSON values a command writes into YAML documents,
+// as they come (status --watch writes one per change).
+type yamlWriter struct {
+	pw   *io.PipeWriter
+	done chan struct{}
+}
+
+func newYAMLWriter(out io.Writer) *yamlWriter {
+	pr, pw := io.Pipe()
+	y := &yamlWriter{pw: pw, done: make(chan struct{})}
+	go func() {
+		defer close(y.done)
+		dec := json.NewDecoder(pr)
+		for first := true; ; first = false {
+			var v json.RawMessage
+			if err := dec.Decode(&v); err != nil {
+				_, _ = io.Copy(io.Discard, pr)
+				return
+			}
+			b, err := yaml.JSONToYAML(v)
+			if err != nil {
+				continue
+			}
+			if !first {
+				_, _ = io.WriteString(out, "---\n")
+			}
+			_, _ = out.Write(b)
+		}
+	}()
+	return y
+}
+
+func (y *yamlWriter) Write(p []byte) (int, error) { return y.pw.Write(p) }
+
+// Close flushes the last document.
+func (y *yamlWriter) Close() error {
+	err := y.pw.Close()
+	<-y.done
+	return err
 }
 
 // usageError is a mistake in the command line (exit code 2).
@@ -121,24 +250,18 @@ func cannotReach(err error) bool {
 	var netErr *net.OpError
 	var dnsErr *net.DNSError
 	var unavailable *serviceerror.Unavailable
-	return errors.As(err, &netErr) || errors.As(err, &dnsErr) || errors.As(err, &unavailable) || utilnet.IsConnectionRefused(err) || config.TLSHint(err) != "" ||
-		status.Code(err) == codes.Unavailable
+	return errors.As(err, &netErr) || errors.As(err, &dnsErr) || errors.As(err, &unavailable) ||
+		utilnet.IsConnectionRefused(err) || config.TLSHint(err) != "" || status.Code(err) == codes.Unavailable
 }
 
 // runVersion is `deployflow version`.
-func runVersion(_ context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	output := fs.String("o", "text", "output: text or json")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
-	}
-	v := version.Get()
-	switch *output {
-	case "json":
-		return json.NewEncoder(stdout).Encode(v)
-	case "text":
+func runVersion(g *globals, _ *flag.FlagSet) runner {
+	return func(_ context.Context, _ []string, stdout io.Writer) error {
+		v := version.Get()
+		if g.output == "json" {
+			return json.NewEncoder(stdout).Encode(v)
+		}
 		fmt.Fprintf(stdout, "deployflow %s (build %s, %s)\n", v.Version, v.BuildID, v.GoVersion)
 		return nil
 	}
-	return usageError{fmt.Errorf("-o %q: want text or json", *output)}
 }

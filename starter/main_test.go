@@ -36,9 +36,13 @@ func TestUsageErrorsExitTwoAndSayWhatToDo(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "give --image (and --replicas) or -f deployment.yaml")
 
-	code, _, stderr = runCLI("rollout", "--image", "nginx", "--service", "web", "-o", "yaml")
+	code, _, stderr = runCLI("rollout", "--image", "nginx", "--service", "web", "-o", "xml")
 	assert.Equal(t, 2, code)
-	assert.Contains(t, stderr, `-o "yaml": want text or json`)
+	assert.Contains(t, stderr, `-o "xml": want text, json, yaml or wide`)
+
+	code, _, stderr = runCLI("status", "--no-such-flag")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "unknown flag: --no-such-flag")
 }
 
 func TestRolloutFileWithUnknownFieldIsRejected(t *testing.T) {

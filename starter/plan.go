@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -89,25 +90,21 @@ func approve(ctx context.Context, c client.Client, lease, fingerprint string) er
 }
 
 // runApprove is `deployflow approve <lease> [--plan FINGERPRINT]`.
-func runApprove(ctx context.Context, args []string, stdout io.Writer) error {
-	var g globals
-	fs := newFlags("approve", &g)
+func runApprove(g *globals, fs *flag.FlagSet) runner {
 	fingerprint := fs.String("plan", "", "the fingerprint of the plan you reviewed (refused if another plan awaits)")
-	pos, err := g.parse(fs, args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, pos []string, stdout io.Writer) error {
+		if len(pos) != 1 {
+			return usageError{errors.New("usage: deployflow approve <lease> [--plan FINGERPRINT]")}
+		}
+		c, err := g.temporal(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if err := approve(ctx, c, pos[0], *fingerprint); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "plan of lease %s approved: deploying (deployflow status %s --watch)\n", pos[0], strings.TrimSpace(pos[0]))
+		return nil
 	}
-	if len(pos) != 1 {
-		return usageError{errors.New("usage: deployflow approve <lease> [--plan FINGERPRINT]")}
-	}
-	c, err := g.temporal(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if err := approve(ctx, c, pos[0], *fingerprint); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "plan of lease %s approved: deploying (deployflow status %s --watch)\n", pos[0], strings.TrimSpace(pos[0]))
-	return nil
 }
