@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,6 +24,14 @@ func TestCLICompletesAndHelpsLikeKubectl(t *testing.T) {
 		require.Equal(t, 0, code, stderr)
 		assert.Contains(t, stdout, want, shell)
 	}
+	// As the README says: source <(deployflow completion bash).
+	_, script, _ := runCLI("completion", "bash")
+	file := filepath.Join(t.TempDir(), "deployflow.bash")
+	require.NoError(t, os.WriteFile(file, []byte(script), 0o600))
+	out, err := exec.Command("bash", "-c", "source "+file+" && complete -p deployflow").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "__start_deployflow deployflow")
+
 	complete := func(args ...string) []string {
 		t.Helper()
 		code, stdout, stderr := runCLI(append([]string{"__complete"}, args...)...)
