@@ -37,7 +37,7 @@ func newFlags(name string, g *globals) *flag.FlagSet {
 	g.cfg.RegisterFlags(fs)
 	fs.StringVar(&g.output, "o", "text", "output: text, json, yaml or wide (text with more columns)")
 	fs.StringVar(&g.output, "output", "text", "output: text, json, yaml or wide (same as -o)")
-	fs.DurationVar(&temporalRetry, "temporal-retry", temporalRetry, "how long to retry Temporal's transient errors (unavailable, overloaded, namespace not found yet)")
+	fs.DurationVar(&temporalRetry, "temporal-retry", defaultTemporalRetry, "how long to retry Temporal's transient errors (unavailable, overloaded, namespace not found yet)")
 	return fs
 }
 
@@ -109,7 +109,9 @@ func workflowURL(cfg config.Config, id, runID string) string {
 
 // temporalRetry bounds how long a CLI call keeps retrying Temporal's
 // transient errors (--temporal-retry).
-var temporalRetry = time.Minute
+var temporalRetry = defaultTemporalRetry
+
+const defaultTemporalRetry = time.Minute
 
 // transient reports whether err is one of Temporal's transient errors: the
 // server is unavailable or overloaded, or (under load, or just after a
