@@ -1,17 +1,20 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/k8s/crds"
 )
 
 // Issue 10.3 and 10.4: the CLI finds Temporal through a temporal.toml
@@ -50,7 +53,9 @@ namespace = "default"
 	t.Setenv("KUBECONFIG", kubeconfig)
 
 	lease := testenv.ShortName("cfg")
-	t.Cleanup(func() { runCLI("lease", "close", lease, "--context", "local") })
+	t.Cleanup(func() {
+		_ = env.Dynamic.Resource(crds.Leases).Delete(context.Background(), lease, metav1.DeleteOptions{})
+	})
 	code, stdout, stderr := runCLI("lease", "create", lease, "--owner", "acme", "--context", "local", "-o", "json")
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, lease)
