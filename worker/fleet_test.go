@@ -1,0 +1,80 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/workflows"
+)
+
+// Helpers of the tests that move many deploys between workers (upgrade,
+// SIGKILL of one of several).
+
+// startDeploy creates lease id and starts its first deploy on tq: one
+// service "web" of 3 replicas whose pods turn ready readyAfter their start.
+func startDeploy(t *testing.T, env *testenv.Env, tq, id, readyAfter string) {
+	t.Helper()
+	createLease(t, env, id)
+	three := int32(3)
+	m := manifest.Manifest{Lease: id, Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &three,
+		PodAnnotations: map[string]string{"deployflow.dev/ready-after": readyAfter}}}}
+	_, err := env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: workflows.DeployWorkflowID(id), TaskQueue: tq},
+		workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, HealthIntervalSeconds: 1})
+	require.NoError(t, err)
+}
+
+// startDeploys starts n deploys (startDeploy) of leases <base>-0..n-1 and
+// waits until every one is mid-rollout: its ReplicaSet exists, its pods not
+// all available.
+func startDeploys(t *testing.T, env *testenv.Env, tq, base string, n int, readyAfter string) []string {
+	t.Helper()
+	var leases []string
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("%s-%d", base, i)
+		leases = append(leases, id)
+		startDeploy(t, env, tq, id, readyAfter)
+	}
+	for _, id := range leases {
+		require.Eventually(t, func() bool {
+			rss, err := env.Kube.AppsV1().ReplicaSets(manifest.Namespace(id)).List(context.Background(), metav1.ListOptions{})
+			return err == nil && len(rss.Items) == 1 && rss.Items[0].Status.AvailableReplicas < 3
+		}, 90*time.Second, 100*time.Millisecond, "lease %s never got mid-rollout", id)
+	}
+	return leases
+}
+
+// deployEnded waits until lease id's deploy has ended and returns its status.
+func deployEnded(t *testing.T, env *testenv.Env, id string) workflows.DeployStatus {
+	t.Helper()
+	var st workflows.DeployStatus
+	require.Eventually(t, func() bool {
+		v, err := env.Temporal.QueryWorkflow(context.Background(), workflows.DeployWorkflowID(id), "", workflows.QueryDeploy)
+		return err == nil && v.Get(&st) == nil && len(st.History) > 0 && st.Phase != workflows.PhaseDeploying
+	}, 3*time.Minute, 250*time.Millisecond, "lease %s never finished its deploy", id)
+	return st
+}
+
+// assertActiveAndWrittenOnce checks that lease id's deploy ended Active with
+// its one ReplicaSet fully available and written once per decision: its
+// generation is its create plus the scales its rollout decided.
+func assertActiveAndWrittenOnce(t *testing.T, env *testenv.Env, id string) workflows.DeployStatus {
+	t.Helper()
+	st := deployEnded(t, env, id)
+	assert.Equal(t, workflows.PhaseActive, st.Phase, "lease %s: %s", id, st.LastError)
+	rss, err := env.Kube.AppsV1().ReplicaSets(manifest.Namespace(id)).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, rss.Items, 1, "lease %s: no ReplicaSet created twice", id)
+	decided := decidedScales(t, env, workflows.RolloutWorkflowID(manifest.Namespace(id), "web"), "")[rss.Items[0].Name]
+	assert.Equal(t, 1+decided, rss.Items[0].Generation, "lease %s: created once, then one write per decided scale", id)
+	assert.Equal(t, int32(3), rss.Items[0].Status.AvailableReplicas, id)
+	return st
+}
