@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -146,4 +147,20 @@ func freeAddr(t *testing.T) string {
 	require.NoError(t, err)
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// Issue 11.5: the concurrency flags reach the SDK worker: its task slots,
+// as its own metrics report them, are what the flags say.
+func TestWorkerTuningFlagsSetItsTaskSlots(t *testing.T) {
+	env := testenv.Get(t)
+	addr := freeAddr(t)
+	startWorker(t, env, testenv.Name(t, "tq"), addr, "--max-concurrent-activities", "7", "--max-concurrent-workflow-tasks", "5")
+	slots := func(workerType string) *regexp.Regexp {
+		return regexp.MustCompile(`temporal_worker_task_slots_available\{[^}]*worker_type="` + workerType + `"[^}]*\} (\d+)`)
+	}
+	require.Eventually(t, func() bool {
+		m := get("http://" + addr + "/metrics")
+		a, w := slots("ActivityWorker").FindStringSubmatch(m), slots("WorkflowWorker").FindStringSubmatch(m)
+		return a != nil && a[1] == "7" && w != nil && w[1] == "5"
+	}, 30*time.Second, 250*time.Millisecond, "task slots: want 7 activity and 5 workflow slots")
 }

@@ -49,6 +49,15 @@ func NewWorker(cfg config.Config, c client.Client, acts *activities.Activities, 
 		// waits return promptly and are retried by the next worker.
 		WorkerStopTimeout: 5 * time.Second,
 		Interceptors:      []interceptor.WorkerInterceptor{m.Interceptor()},
+
+		MaxConcurrentActivityExecutionSize:      cfg.MaxConcurrentActivities,
+		MaxConcurrentLocalActivityExecutionSize: cfg.MaxConcurrentLocalActivities,
+		MaxConcurrentWorkflowTaskExecutionSize:  cfg.MaxConcurrentWorkflowTasks,
+		MaxConcurrentWorkflowTaskPollers:        cfg.WorkflowTaskPollers,
+		MaxConcurrentActivityTaskPollers:        cfg.ActivityTaskPollers,
+	}
+	if cfg.StickyCacheSize > 0 {
+		worker.SetStickyWorkflowCacheSize(cfg.StickyCacheSize) // process-wide, before the first worker starts
 	}
 	if cfg.DeploymentName != "" {
 		opts.DeploymentOptions = worker.DeploymentOptions{

@@ -53,6 +53,8 @@ type Config struct {
 	// BuildID (DEPLOYFLOW_BUILD_ID, by default the binary's build ID).
 	DeploymentName string
 	BuildID        string
+	// Tuning is the worker's Temporal concurrency (tuning.go).
+	Tuning
 	// InstallCRDs (DEPLOYFLOW_INSTALL_CRDS=true): the worker installs the
 	// CRDs at start, for the dev stack; otherwise it only checks that the
 	// cluster serves them (a cluster installs them with the Helm chart).
@@ -76,6 +78,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.RegisterSearchAttributes, "register-search-attributes", os.Getenv("DEPLOYFLOW_REGISTER_SEARCH_ATTRIBUTES") == "true", "worker: register deployflow's missing search attributes in the Temporal namespace at start instead of refusing to start (env DEPLOYFLOW_REGISTER_SEARCH_ATTRIBUTES=true)")
 	fs.StringVar(&c.DeploymentName, "deployment-name", os.Getenv("DEPLOYFLOW_DEPLOYMENT_NAME"), "worker: the Temporal Worker Deployment this worker belongs to; set, it turns on Worker Versioning (rollouts pinned to the build that started them, lease workflows auto-upgrading); empty: unversioned (env DEPLOYFLOW_DEPLOYMENT_NAME)")
 	fs.StringVar(&c.BuildID, "build-id", env("DEPLOYFLOW_BUILD_ID", version.Get().BuildID), "worker: this build's ID in its Worker Deployment (env DEPLOYFLOW_BUILD_ID; default: the binary's build ID)")
+	c.Tuning.RegisterFlags(fs)
 	fs.BoolVar(&c.InstallCRDs, "install-crds", os.Getenv("DEPLOYFLOW_INSTALL_CRDS") == "true", "worker: install (update) deployflow's CRDs at start; needs CRD write access, for the dev stack only: in a cluster the Helm chart installs them (env DEPLOYFLOW_INSTALL_CRDS=true)")
 	fs.StringVar(&c.BlockedHostnames, "blocked-hostnames", os.Getenv("DEPLOYFLOW_BLOCKED_HOSTNAMES"), "comma-separated hostnames (exact, or .suffix) no lease may reserve (env DEPLOYFLOW_BLOCKED_HOSTNAMES)")
 }
@@ -139,6 +142,7 @@ func (c Config) Validate() error {
 	if c.DeploymentName != "" && c.BuildID == "" {
 		errs = append(errs, errors.New("--build-id is empty: Worker Versioning (--deployment-name) needs this build's ID"))
 	}
+	errs = append(errs, c.Tuning.validate()...)
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
 	}

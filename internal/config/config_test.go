@@ -39,3 +39,24 @@ func TestValidateNamesTheFlagAndTheFix(t *testing.T) {
 	assert.Contains(t, err.Error(), `--log-level "loud": want debug, info, warn or error`)
 	assert.Contains(t, err.Error(), `--log-format "xml": want text or json`)
 }
+
+// Issue 11.5: the worker's Temporal concurrency comes from flags or the
+// environment; 0 keeps the SDK's default; bad values name the flag.
+func TestTuningFromFlagsAndEnvironment(t *testing.T) {
+	t.Setenv("DEPLOYFLOW_MAX_CONCURRENT_ACTIVITIES", "50")
+	t.Setenv("DEPLOYFLOW_STICKY_CACHE_SIZE", "2000")
+	var c Config
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--workflow-task-pollers", "4"}))
+	require.NoError(t, c.Resolve())
+	assert.Equal(t, Tuning{MaxConcurrentActivities: 50, StickyCacheSize: 2000, WorkflowTaskPollers: 4}, c.Tuning)
+	require.NoError(t, c.Validate())
+
+	c.MaxConcurrentWorkflowTasks = 1
+	c.ActivityTaskPollers = -1
+	err := c.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--max-concurrent-workflow-tasks 1: want 2 or more")
+	assert.Contains(t, err.Error(), "--activity-task-pollers -1: want 0")
+}

@@ -1,0 +1,57 @@
+package config
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+)
+
+// Tuning is the worker's Temporal concurrency. Zero means the SDK's
+// default, shown in each flag's help; raise the slots for a large fleet on
+// a big machine, lower them to bound a small one.
+type Tuning struct {
+	MaxConcurrentActivities      int // --max-concurrent-activities
+	MaxConcurrentLocalActivities int // --max-concurrent-local-activities
+	MaxConcurrentWorkflowTasks   int // --max-concurrent-workflow-tasks
+	WorkflowTaskPollers          int // --workflow-task-pollers
+	ActivityTaskPollers          int // --activity-task-pollers
+	StickyCacheSize              int // --sticky-cache-size
+}
+
+// RegisterFlags binds t to fs, with defaults from the environment.
+func (t *Tuning) RegisterFlags(fs *flag.FlagSet) {
+	knobs := []struct {
+		v          *int
+		name, env  string
+		usage, def string
+	}{
+		{&t.MaxConcurrentActivities, "max-concurrent-activities", "DEPLOYFLOW_MAX_CONCURRENT_ACTIVITIES", "activities (Kubernetes calls, waits) run at once", "1000"},
+		{&t.MaxConcurrentLocalActivities, "max-concurrent-local-activities", "DEPLOYFLOW_MAX_CONCURRENT_LOCAL_ACTIVITIES", "local activities (a rollout's scale steps) run at once", "1000"},
+		{&t.MaxConcurrentWorkflowTasks, "max-concurrent-workflow-tasks", "DEPLOYFLOW_MAX_CONCURRENT_WORKFLOW_TASKS", "workflow tasks (deploy decisions) run at once", "1000"},
+		{&t.WorkflowTaskPollers, "workflow-task-pollers", "DEPLOYFLOW_WORKFLOW_TASK_POLLERS", "concurrent long polls for workflow tasks", "2"},
+		{&t.ActivityTaskPollers, "activity-task-pollers", "DEPLOYFLOW_ACTIVITY_TASK_POLLERS", "concurrent long polls for activity tasks", "2"},
+		{&t.StickyCacheSize, "sticky-cache-size", "DEPLOYFLOW_STICKY_CACHE_SIZE", "workflows kept in memory between tasks (process-wide; more: less replay, more memory)", "10000"},
+	}
+	for _, k := range knobs {
+		def, _ := strconv.Atoi(os.Getenv(k.env))
+		fs.IntVar(k.v, k.name, def, fmt.Sprintf("worker: %s; 0: the SDK's default (%s) (env %s)", k.usage, k.def, k.env))
+	}
+}
+
+func (t *Tuning) validate() []error {
+	var errs []error
+	for name, v := range map[string]int{
+		"--max-concurrent-activities": t.MaxConcurrentActivities, "--max-concurrent-local-activities": t.MaxConcurrentLocalActivities,
+		"--max-concurrent-workflow-tasks": t.MaxConcurrentWorkflowTasks, "--workflow-task-pollers": t.WorkflowTaskPollers,
+		"--activity-task-pollers": t.ActivityTaskPollers, "--sticky-cache-size": t.StickyCacheSize,
+	} {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("%s %d: want 0 (the SDK's default) or more", name, v))
+		}
+	}
+	if t.MaxConcurrentWorkflowTasks == 1 {
+		errs = append(errs, fmt.Errorf("--max-concurrent-workflow-tasks 1: want 2 or more (the SDK needs one slot for sticky and one for normal polls)"))
+	}
+	return errs
+}
