@@ -20,6 +20,12 @@ fi
 
 log() { echo "build-tools: $*" >&2; }
 
+# One build at a time per cache: `make tools` and a test's stack start may
+# both find a binary missing; the second waits, then finds it built.
+mkdir -p "$cache"
+exec 9>"$cache/build-tools.lock"
+flock 9
+
 # build DIR NAME... : builds the listed binaries only when one is missing.
 need() { local d=$1; shift; for b in "$@"; do [ -x "$d/$b" ] || return 0; done; return 1; }
 
