@@ -2,6 +2,7 @@ package config
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"net"
 	"os"
@@ -156,5 +157,32 @@ func TestAPIKeyIsSentAsBearerTokenOverTLS(t *testing.T) {
 		assert.Equal(t, []string{"Bearer k-123"}, auth)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the server saw no call")
+	}
+}
+
+// Each TLS failure a user meets is explained with what to set.
+func TestDialHintsNameTheFix(t *testing.T) {
+	clearTemporalEnv(t)
+	tlsOn, err := parse(t, "--temporal-tls")
+	require.NoError(t, err)
+	plain, err := parse(t)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		cfg  Config
+		err  string
+		want string
+	}{
+		{tlsOn, "remote error: tls: certificate required", "requires a client certificate"},
+		{tlsOn, "remote error: tls: bad certificate", "refused the client certificate"},
+		{tlsOn, "x509: certificate signed by unknown authority", "--temporal-tls-ca"},
+		{tlsOn, "tls: first record does not look like a TLS handshake", "does not speak TLS"},
+		{tlsOn, "write tcp 127.0.0.1:1->127.0.0.1:2: write: broken pipe", "may require a client certificate"},
+		{plain, "write tcp 127.0.0.1:1->127.0.0.1:2: write: broken pipe", ""},
+		{tlsOn, "connection refused", ""},
+	} {
+		assert.Contains(t, tc.cfg.DialHint(errors.New(tc.err)), tc.want, tc.err)
+		if tc.want == "" {
+			assert.Empty(t, tc.cfg.DialHint(errors.New(tc.err)), tc.err)
+		}
 	}
 }
