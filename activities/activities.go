@@ -28,6 +28,9 @@ type Activities struct {
 	// RolloutNamespaces are namespaces, besides the lease namespaces
 	// deployflow manages, where rollouts may act (--rollout-namespaces).
 	RolloutNamespaces []string
+	// Observer is the worker's shared view of the leases (optional): the
+	// safety-net tick reads it instead of the API server.
+	Observer LeaseObserver
 
 	guard namespaceGuard
 }

@@ -138,14 +138,21 @@ func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error)
 		if w.historyFull() {
 			return w.continueAsNew()
 		}
-		// Idle: wait for work, checking health and the lease on a timer.
-		woken, err := workflow.AwaitWithTimeout(ctx, w.healthInterval, func() bool {
-			return w.pending != nil || w.teardown
+		// Idle: wait for work. The worker's observer tells the workflow what
+		// changes (lease-events); one slow timer checks in case it missed it.
+		w.events = gate(ctx, versionLeaseEvents)
+		w.idle = true
+		woken, err := workflow.AwaitWithTimeout(ctx, w.idleInterval(), func() bool {
+			return w.pending != nil || w.teardown || w.observation != nil
 		})
+		w.idle = false
 		if err != nil {
 			return nil, err
 		}
-		if !woken {
+		if o := w.observation; o != nil {
+			w.observation = nil
+			w.takeObservation(o)
+		} else if !woken {
 			w.monitor()
 		}
 	}
@@ -272,6 +279,10 @@ func errorMessage(err error) string {
 // a cluster that cannot be observed is Unknown — never Degraded, never a
 // reason to tear anything down.
 func (w *deployRun) monitor() {
+	if w.events {
+		w.takeObservation(w.observeLease())
+		return
+	}
 	if w.lastGood == nil && w.current == nil {
 		// Nothing deployed: the workflow waits for a manifest, unless its
 		// lease is gone, which ends it.

@@ -56,7 +56,10 @@ type deployRun struct {
 	lastFailure    error    // why the last deploy failed, if it did
 	teardowns      workflow.ReceiveChannel
 	redeploys      workflow.ReceiveChannel
-	leaseGone      bool // the lease is unknown or closed and nothing of it is deployed
+	leaseGone      bool                    // the lease is unknown or closed and nothing of it is deployed
+	events         bool                    // this run takes the observer's observations (versionLeaseEvents)
+	idle           bool                    // waiting for work: observations are taken only then
+	observation    *activities.Observation // accepted, not yet acted on
 }
 
 // deployID names one run of the deploy chain, for content-based change
@@ -254,6 +257,9 @@ func (w *deployRun) registerControls() error {
 			return w.status(), nil
 		},
 		workflow.UpdateHandlerOptions{Description: "Tear the lease's workload down and release its hostnames and IPs"}); err != nil {
+		return err
+	}
+	if err := w.registerObserve(); err != nil {
 		return err
 	}
 	if err := w.registerApproval(); err != nil {

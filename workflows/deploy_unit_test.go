@@ -26,6 +26,7 @@ type deployEnv struct {
 	a *activities.Activities
 	// released records what ReleaseHostnames / ReleaseIPs were asked to keep.
 	released map[string][][]string
+	in       DeployInput // the input a test starts the workflow with
 }
 
 func oneService(lease string) manifest.Manifest {

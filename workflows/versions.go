@@ -24,6 +24,13 @@ const (
 	// versionDrainSignals: signals that arrive in the workflow task that
 	// continues as new are drained and carried over, not dropped.
 	versionDrainSignals = "drain-signals-before-continue-as-new"
+	// versionLeaseEvents: an idle lease takes the worker observer's
+	// "observe" updates and checks itself on one slow safety-net timer (an
+	// hour unless healthIntervalSeconds is set) reading a single
+	// observation, instead of a lease check and a health check every 30s;
+	// health compares available replicas with the manifest's, not with
+	// spec.replicas (a ReplicaSet scaled down by hand is unhealthy).
+	versionLeaseEvents = "lease-events"
 	// versionUpgradeTest: only in the live upgrade test's build B
 	// (upgradeTestBuild), which marks the deploys it finishes.
 	versionUpgradeTest = "upgrade-test-build-b"

@@ -23,6 +23,7 @@ import (
 	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/lease"
 	"github.com/deployflow/deployflow/internal/metrics"
+	"github.com/deployflow/deployflow/internal/observe"
 	"github.com/deployflow/deployflow/internal/reserve"
 	"github.com/deployflow/deployflow/k8s/kube"
 )
@@ -49,7 +50,7 @@ func Module(cfg config.Config) fx.Option {
 			l.UseLogLevel(slog.LevelDebug)
 			return l
 		}),
-		fx.Invoke(InstallCRDs, CheckSearchAttributes, RegisterLeasesCollector, StartWorker, ServeHTTP),
+		fx.Invoke(InstallCRDs, CheckSearchAttributes, RegisterLeasesCollector, StartObserver, StartWorker, ServeHTTP),
 	)
 }
 
@@ -128,4 +129,30 @@ func Activities(kc kubernetes.Interface, dyn dynamic.Interface, pool netip.Prefi
 		IPs:       reserve.NewIPs(dyn, pool),
 		Metrics:   m,
 	}
+}
+
+// StartObserver runs the worker's observer (--observe): shared informers on
+// lease records and deployflow's ReplicaSets that tell idle lease workflows
+// what changed, and that the safety-net ticks read instead of the API
+// server.
+func StartObserver(lc fx.Lifecycle, cfg config.Config, kc kubernetes.Interface, dyn dynamic.Interface, c client.Client, acts *activities.Activities, log *slog.Logger) {
+	if !cfg.Observe {
+		log.Info("observer off (--observe=false): idle leases learn of changes from their safety-net timer only")
+		return
+	}
+	o := observe.New(kc, dyn, observe.TemporalSender{Client: c}, observe.Options{UnknownAfter: cfg.UnknownAfter, Log: log})
+	acts.Observer = o
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			go func() { defer close(done); o.Run(ctx) }()
+			return nil
+		},
+		OnStop: func(context.Context) error {
+			cancel()
+			<-done
+			return nil
+		},
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -59,6 +60,14 @@ type Config struct {
 	// CRDs at start, for the dev stack; otherwise it only checks that the
 	// cluster serves them (a cluster installs them with the Helm chart).
 	InstallCRDs bool
+	// Observe (DEPLOYFLOW_OBSERVE, default true): the worker watches lease
+	// records and deployflow's ReplicaSets with shared informers and tells
+	// idle lease workflows what changed (internal/observe). Off, idle leases
+	// learn of changes only from their safety-net timer.
+	Observe bool
+	// UnknownAfter (DEPLOYFLOW_UNKNOWN_AFTER): the observer's watches
+	// failing this long make every lease Unknown (never Degraded).
+	UnknownAfter time.Duration
 }
 
 // DefaultIPPool is the range declared IPs come from unless configured.
@@ -80,6 +89,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.BuildID, "build-id", env("DEPLOYFLOW_BUILD_ID", version.Get().BuildID), "worker: this build's ID in its Worker Deployment (env DEPLOYFLOW_BUILD_ID; default: the binary's build ID)")
 	c.Tuning.RegisterFlags(fs)
 	fs.BoolVar(&c.InstallCRDs, "install-crds", os.Getenv("DEPLOYFLOW_INSTALL_CRDS") == "true", "worker: install (update) deployflow's CRDs at start; needs CRD write access, for the dev stack only: in a cluster the Helm chart installs them (env DEPLOYFLOW_INSTALL_CRDS=true)")
+	fs.BoolVar(&c.Observe, "observe", os.Getenv("DEPLOYFLOW_OBSERVE") != "false", "worker: watch leases and their ReplicaSets (shared informers) and tell idle lease workflows what changed; false: they learn it only from their safety-net timer (env DEPLOYFLOW_OBSERVE)")
+	unknownAfter, err := time.ParseDuration(env("DEPLOYFLOW_UNKNOWN_AFTER", "15s"))
+	if err != nil {
+		unknownAfter = -1 // reported by Validate
+	}
+	fs.DurationVar(&c.UnknownAfter, "unknown-after", unknownAfter, "worker: how long the observer's watches may fail before every lease is Unknown (env DEPLOYFLOW_UNKNOWN_AFTER)")
 	fs.StringVar(&c.BlockedHostnames, "blocked-hostnames", os.Getenv("DEPLOYFLOW_BLOCKED_HOSTNAMES"), "comma-separated hostnames (exact, or .suffix) no lease may reserve (env DEPLOYFLOW_BLOCKED_HOSTNAMES)")
 }
 
@@ -141,6 +156,9 @@ func (c Config) Validate() error {
 	}
 	if c.DeploymentName != "" && c.BuildID == "" {
 		errs = append(errs, errors.New("--build-id is empty: Worker Versioning (--deployment-name) needs this build's ID"))
+	}
+	if c.UnknownAfter <= 0 {
+		errs = append(errs, errors.New("--unknown-after: want a positive duration such as 15s (env DEPLOYFLOW_UNKNOWN_AFTER)"))
 	}
 	errs = append(errs, c.Tuning.validate()...)
 	if c.LogFormat != "text" && c.LogFormat != "json" {

@@ -42,7 +42,7 @@ func (s *KubeStore) Get(ctx context.Context, id string) (*Lease, error) {
 	if err != nil {
 		return nil, mapNotFound(id, err)
 	}
-	return fromObject(u)
+	return FromObject(u)
 }
 
 // Create implements Store.
@@ -66,7 +66,7 @@ func (s *KubeStore) Create(ctx context.Context, id, owner string) (*Lease, error
 	for attempt := 0; ; attempt++ {
 		u, err := s.res.Create(ctx, obj, metav1.CreateOptions{FieldManager: crds.FieldManager})
 		if err == nil {
-			return fromObject(u)
+			return FromObject(u)
 		}
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, err
@@ -78,7 +78,7 @@ func (s *KubeStore) Create(ctx context.Context, id, owner string) (*Lease, error
 		if err != nil {
 			return nil, err
 		}
-		l, err := fromObject(u)
+		l, err := FromObject(u)
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +100,7 @@ func (s *KubeStore) Close(ctx context.Context, id string) (*Lease, error) {
 		if err != nil {
 			return err
 		}
-		l, err := fromObject(u)
+		l, err := FromObject(u)
 		if err != nil {
 			return err
 		}
@@ -120,7 +120,7 @@ func (s *KubeStore) Close(ctx context.Context, id string) (*Lease, error) {
 		if err != nil {
 			return err
 		}
-		out, err = fromObject(u)
+		out, err = FromObject(u)
 		return err
 	})
 	if err != nil {
@@ -139,7 +139,7 @@ func (s *KubeStore) List(ctx context.Context) ([]Lease, error) {
 			return nil, err
 		}
 		for i := range list.Items {
-			l, err := fromObject(&list.Items[i])
+			l, err := FromObject(&list.Items[i])
 			if err != nil {
 				return nil, err
 			}
@@ -160,7 +160,8 @@ func mapNotFound(id string, err error) error {
 	return err
 }
 
-func fromObject(u *unstructured.Unstructured) (*Lease, error) {
+// FromObject reads a Lease record (as the API server or an informer has it).
+func FromObject(u *unstructured.Unstructured) (*Lease, error) {
 	owner, _, _ := unstructured.NestedString(u.Object, "spec", "owner")
 	state, _, _ := unstructured.NestedString(u.Object, "spec", "state")
 	l := &Lease{ID: u.GetName(), Owner: owner, State: State(state), UID: string(u.GetUID())}

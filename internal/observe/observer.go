@@ -1,0 +1,354 @@
+// Package observe is the worker's event-driven view of the leases: one set
+// of shared informers per worker (lease records, and the ReplicaSets
+// deployflow manages) instead of a poll per lease. When something a lease's
+// workflow decides on changes — the lease closed, a service fell below or
+// came back to its desired replicas (a hand-made scale or delete included),
+// or the cluster could not be observed for longer than a threshold — it
+// sends the lease's workflow an Observation (the "observe" update). The
+// workflow's validator rejects an observation that changes nothing, and a
+// rejected update leaves no trace in the workflow's history, so several
+// workers observing the same change cost the lease one accepted update.
+package observe
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/lease"
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/k8s/crds"
+)
+
+// Errors a Sender returns for an observation the workflow did not take.
+var (
+	// ErrNoWorkflow: the lease has no running workflow; nothing to tell.
+	ErrNoWorkflow = errors.New("the lease has no running workflow")
+	// ErrKnown: the workflow knows it already (another worker told it).
+	ErrKnown = errors.New("the workflow knows this already")
+)
+
+// Sender delivers an observation to the lease's workflow. An error other
+// than ErrNoWorkflow and ErrKnown (Temporal unreachable, the workflow busy
+// deploying) is retried with backoff.
+type Sender interface {
+	Send(ctx context.Context, o *activities.Observation) (*activities.ObserveResult, error)
+}
+
+// Options tune an Observer.
+type Options struct {
+	// UnknownAfter: watches failing for longer than this make every lease
+	// Unknown (default 15s).
+	UnknownAfter time.Duration
+	// Workers send observations concurrently (default 4).
+	Workers int
+	Log     *slog.Logger
+}
+
+// Observer watches the cluster for every lease at once.
+type Observer struct {
+	send Sender
+	opts Options
+	log  *slog.Logger
+
+	rs     cache.SharedIndexInformer
+	rsList appslisters.ReplicaSetLister
+	leases cache.SharedIndexInformer
+	queue  workqueue.TypedRateLimitingInterface[string]
+
+	mu           sync.Mutex
+	state        map[string]*leaseState
+	failingSince time.Time // the first watch error since the last event
+	unknown      bool      // failing for longer than UnknownAfter
+	now          func() time.Time
+}
+
+// leaseState is what this worker last told a lease's workflow.
+type leaseState struct {
+	sent      string    // the Key of the last observation the workflow has
+	since     time.Time // when a service was first seen below its replicas
+	recheckAt time.Time // send again then, even if unchanged
+}
+
+// New builds an Observer of the cluster behind kc and dyn; Start runs it.
+func New(kc kubernetes.Interface, dyn dynamic.Interface, send Sender, opts Options) *Observer {
+	if opts.UnknownAfter <= 0 {
+		opts.UnknownAfter = 15 * time.Second
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	o := &Observer{
+		send: send, opts: opts, log: opts.Log.With("component", "observer"),
+		state: map[string]*leaseState{}, now: time.Now,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 30*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "deployflow-observer"}),
+	}
+	// Only deployflow's ReplicaSets (they carry the service label), without
+	// managed fields.
+	f := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+		lo.LabelSelector = activities.ServiceLabel
+	}), informers.WithTransform(func(obj any) (any, error) {
+		if rs, ok := obj.(*appsv1.ReplicaSet); ok {
+			rs.ManagedFields = nil
+		}
+		return obj, nil
+	}))
+	o.rs = f.Apps().V1().ReplicaSets().Informer()
+	o.rsList = f.Apps().V1().ReplicaSets().Lister()
+	o.leases = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0).ForResource(crds.Leases).Informer()
+
+	_, _ = o.rs.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { o.event(leaseOfReplicaSet(obj)) },
+		UpdateFunc: func(_, obj any) { o.event(leaseOfReplicaSet(obj)) },
+		DeleteFunc: func(obj any) { o.event(leaseOfReplicaSet(obj)) },
+	})
+	_, _ = o.leases.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { o.event(objectName(obj)) },
+		UpdateFunc: func(_, obj any) { o.event(objectName(obj)) },
+		DeleteFunc: func(obj any) { o.event(objectName(obj)) },
+	})
+	for _, inf := range []cache.SharedIndexInformer{o.rs, o.leases} {
+		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			o.watchFailed(err)
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+		})
+	}
+	return o
+}
+
+// Run runs the informers and the senders until ctx ends.
+func (o *Observer) Run(ctx context.Context) {
+	defer o.queue.ShutDown()
+	go o.rs.RunWithContext(ctx)
+	go o.leases.RunWithContext(ctx)
+	for i := 0; i < o.opts.Workers; i++ {
+		go func() {
+			for o.processNext(ctx) {
+			}
+		}()
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			o.checkWatches()
+		}
+	}
+}
+
+// Synced reports whether both caches hold a full list and the watches work.
+func (o *Observer) Synced() bool {
+	o.mu.Lock()
+	failing := !o.failingSince.IsZero()
+	o.mu.Unlock()
+	return !failing && o.rs.HasSynced() && o.leases.HasSynced()
+}
+
+// Observe is the lease as the caches have it; ok is false when they are not
+// in sync (the caller reads the API server instead).
+func (o *Observer) Observe(id string) (*activities.Observation, bool) {
+	if !o.Synced() {
+		return nil, false
+	}
+	return o.observe(id), true
+}
+
+func (o *Observer) observe(id string) *activities.Observation {
+	obs := &activities.Observation{Lease: id, Closed: true}
+	if item, ok, _ := o.leases.GetStore().GetByKey(id); ok {
+		if u, isU := item.(*unstructured.Unstructured); isU {
+			if l, err := lease.FromObject(u); err == nil && l.Active() {
+				obs.Closed = false
+			}
+		}
+	}
+	rsList, _ := o.rsList.ReplicaSets(manifest.Namespace(id)).List(labels.Everything())
+	obs.Services = activities.ObserveReplicaSets(rsList)
+	return obs
+}
+
+// event: something of lease id changed. Any event also shows the watches
+// work again after an outage.
+func (o *Observer) event(id string) {
+	o.mu.Lock()
+	recovered := o.unknown
+	o.failingSince, o.unknown = time.Time{}, false
+	o.mu.Unlock()
+	if recovered {
+		o.log.Info("watches work again: observing every lease")
+		o.enqueueAll()
+	}
+	if id != "" {
+		o.queue.Add(id)
+	}
+}
+
+func (o *Observer) watchFailed(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.failingSince.IsZero() {
+		o.failingSince = o.now()
+		o.log.Warn("watch failed; leases turn Unknown if it lasts", "after", o.opts.UnknownAfter, "error", err)
+	}
+}
+
+// checkWatches turns every lease Unknown once the watches have failed for
+// longer than UnknownAfter.
+func (o *Observer) checkWatches() {
+	o.mu.Lock()
+	turn := !o.unknown && !o.failingSince.IsZero() && o.now().Sub(o.failingSince) > o.opts.UnknownAfter
+	if turn {
+		o.unknown = true
+	}
+	o.mu.Unlock()
+	if turn {
+		o.log.Warn("cannot observe the cluster: leases are Unknown until the watches work again")
+		o.enqueueAll()
+	}
+}
+
+func (o *Observer) enqueueAll() {
+	seen := map[string]bool{}
+	for _, k := range o.leases.GetStore().ListKeys() {
+		seen[k] = true
+	}
+	o.mu.Lock()
+	for k := range o.state {
+		seen[k] = true
+	}
+	o.mu.Unlock()
+	for k := range seen {
+		o.queue.Add(k)
+	}
+}
+
+func (o *Observer) processNext(ctx context.Context) bool {
+	id, shutdown := o.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer o.queue.Done(id)
+	if err := o.sync(ctx, id); err != nil {
+		o.log.Debug("observation not delivered; retrying", "lease", id, "error", err)
+		o.queue.AddRateLimited(id)
+		return true
+	}
+	o.queue.Forget(id)
+	return true
+}
+
+// sync tells lease id's workflow what is observed of it, if that differs
+// from what it was last told (or a recheck is due).
+func (o *Observer) sync(ctx context.Context, id string) error {
+	o.mu.Lock()
+	unknown := o.unknown
+	st := o.state[id]
+	if st == nil {
+		st = &leaseState{}
+		o.state[id] = st
+	}
+	now := o.now()
+	o.mu.Unlock()
+
+	var obs *activities.Observation
+	if unknown {
+		obs = &activities.Observation{Lease: id, Unknown: true}
+	} else {
+		if !o.rs.HasSynced() || !o.leases.HasSynced() {
+			return errors.New("caches not in sync yet")
+		}
+		obs = o.observe(id)
+	}
+	key := obs.Key()
+
+	o.mu.Lock()
+	if !obs.Unknown {
+		if obs.Healthy() {
+			st.since = time.Time{}
+		} else if st.since.IsZero() {
+			st.since = now
+		}
+		obs.Since = st.since
+	}
+	due := !st.recheckAt.IsZero() && !now.Before(st.recheckAt)
+	if key == st.sent && !due {
+		o.mu.Unlock()
+		return nil
+	}
+	st.recheckAt = time.Time{}
+	o.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := o.send.Send(ctx, obs)
+	switch {
+	case errors.Is(err, ErrNoWorkflow):
+		o.mu.Lock()
+		delete(o.state, id)
+		o.mu.Unlock()
+		return nil
+	case err != nil && !errors.Is(err, ErrKnown):
+		return err
+	}
+	o.mu.Lock()
+	st.sent = key
+	o.mu.Unlock()
+	if res != nil && res.RecheckAfter > 0 {
+		o.mu.Lock()
+		st.recheckAt = now.Add(res.RecheckAfter)
+		o.mu.Unlock()
+		o.queue.AddAfter(id, res.RecheckAfter)
+	}
+	o.log.Debug("observation", "lease", id, "observed", key, "accepted", err == nil)
+	return nil
+}
+
+// leaseOfReplicaSet is the lease whose namespace holds the ReplicaSet, or "".
+func leaseOfReplicaSet(obj any) string {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	rs, ok := obj.(*appsv1.ReplicaSet)
+	if !ok {
+		return ""
+	}
+	id, _ := strings.CutPrefix(rs.Namespace, manifest.NamespacePrefix)
+	if id == rs.Namespace {
+		return "" // a standalone rollout's namespace: no lease
+	}
+	return id
+}
+
+func objectName(obj any) string {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return d.Key
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u.GetName()
+	}
+	return ""
+}

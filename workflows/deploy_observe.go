@@ -1,0 +1,178 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deployflow/deployflow/activities"
+)
+
+// How a lease's workflow learns what happens to its workload while idle:
+// the worker's observer (internal/observe) sends it an Observation through
+// the "observe" update when something it decides on changes, and one slow
+// safety-net timer (healthIntervalSeconds, by default an hour) reads the
+// same observation itself, in case every worker missed the change. Nothing
+// polls: an idle lease costs one timer an hour.
+
+// UpdateObserve is the observer's update: argument an Observation, answer
+// an ObserveResult.
+const UpdateObserve = "observe"
+
+// Error types of a rejected observation (a rejected update leaves no trace
+// in the history).
+const (
+	// ErrObservationKnown: the observation changes nothing (another worker
+	// sent it first, or this run predates observations). Do not resend.
+	ErrObservationKnown = "ObservationKnown"
+	// ErrObservationDeferred: a deploy is in progress (its rollouts watch
+	// the services themselves). Send again later.
+	ErrObservationDeferred = "ObservationDeferred"
+)
+
+// defaultSafetyNet is the idle lease's one timer when the observer tells it
+// of changes (healthIntervalSeconds unset).
+const defaultSafetyNet = time.Hour
+
+// idleInterval is how long the idle workflow waits before checking the
+// lease itself.
+func (w *deployRun) idleInterval() time.Duration {
+	if w.events && w.in.HealthIntervalSeconds <= 0 {
+		return defaultSafetyNet
+	}
+	return w.healthInterval
+}
+
+func (w *deployRun) registerObserve() error {
+	return workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateObserve,
+		func(_ workflow.Context, o activities.Observation) (activities.ObserveResult, error) {
+			w.observation = &o
+			return activities.ObserveResult{RecheckAfter: w.recheckAfter(&o)}, nil
+		},
+		workflow.UpdateHandlerOptions{
+			Description: "What the worker's observer sees of the lease (sent by the worker, not by people)",
+			Validator: func(_ workflow.Context, o activities.Observation) error {
+				return w.takesObservation(&o)
+			},
+		})
+}
+
+// takesObservation decides whether o changes anything this workflow
+// decides on; if not, the update is rejected (and leaves no history).
+func (w *deployRun) takesObservation(o *activities.Observation) error {
+	switch {
+	case o.Lease != w.lease:
+		return fmt.Errorf("lease: the observation is of lease %q, this workflow deploys lease %q", o.Lease, w.lease)
+	case w.teardown || w.leaseGone:
+		return known("the lease is being torn down")
+	case !w.idle:
+		return temporal.NewApplicationError("a deploy is in progress; its rollouts watch the services", ErrObservationDeferred)
+	case !w.events:
+		return known("this run predates observations")
+	case o.Closed:
+		return nil
+	case w.current == nil:
+		return known("nothing is deployed")
+	case o.Unknown:
+		if w.phase == PhaseUnknown {
+			return known("already Unknown")
+		}
+		return nil
+	case w.phase == PhaseUnknown:
+		return nil
+	case w.healthyIn(o):
+		if w.unhealthySince.IsZero() && w.phase != PhaseDegraded {
+			return known("already healthy")
+		}
+		return nil
+	case w.unhealthySince.IsZero():
+		return nil
+	case w.phase != PhaseDegraded && w.recheckAfter(o) == 0:
+		return nil // degradedAfter has passed
+	default:
+		return temporal.NewApplicationError("already below its replicas", ErrObservationKnown, activities.ObserveResult{RecheckAfter: w.recheckAfter(o)})
+	}
+}
+
+func known(why string) error { return temporal.NewApplicationError(why, ErrObservationKnown) }
+
+// healthyIn reports whether every service of the deployed manifest has its
+// replicas available in o. A service without ReplicaSets (deleted by hand)
+// is not.
+func (w *deployRun) healthyIn(o *activities.Observation) bool {
+	if w.current == nil {
+		return true
+	}
+	for _, s := range w.current.WithDefaults().Services {
+		want := *s.Replicas
+		if want == 0 {
+			continue
+		}
+		if h, ok := o.Services[s.Name]; !ok || h.Available < want {
+			return false
+		}
+	}
+	return true
+}
+
+// unhealthyFrom is when the lease was first seen below its replicas: the
+// earlier of the workflow's and the observer's (never in the future).
+func (w *deployRun) unhealthyFrom(o *activities.Observation) time.Time {
+	since := w.unhealthySince
+	if !o.Since.IsZero() && (since.IsZero() || o.Since.Before(since)) {
+		since = o.Since
+	}
+	if now := workflow.Now(w.ctx); since.IsZero() || since.After(now) {
+		return now
+	}
+	return since
+}
+
+// recheckAfter is how long until an unhealthy lease turns Degraded; zero
+// when it is healthy, not observable, or due now.
+func (w *deployRun) recheckAfter(o *activities.Observation) time.Duration {
+	if o.Closed || o.Unknown || w.healthyIn(o) || w.phase == PhaseDegraded {
+		return 0
+	}
+	left := w.degradedAfter - workflow.Now(w.ctx).Sub(w.unhealthyFrom(o))
+	return max(left, 0)
+}
+
+// takeObservation acts on an observation: a closed lease is torn down (or,
+// with nothing deployed, its workflow ends); Unknown is never Degraded.
+func (w *deployRun) takeObservation(o *activities.Observation) {
+	switch {
+	case o.Closed && w.lastGood == nil && w.current == nil:
+		w.leaseGone = true
+	case o.Closed:
+		w.teardown = true
+	case o.Unknown:
+		w.observe(false, false)
+	default:
+		healthy := w.healthyIn(o)
+		if !healthy {
+			w.unhealthySince = w.unhealthyFrom(o)
+		}
+		w.observe(true, healthy)
+	}
+}
+
+// observeLease is the safety-net tick's own observation (from the worker's
+// informers when in sync, else the API server); nil when the cluster cannot
+// be observed.
+func (w *deployRun) observeLease() *activities.Observation {
+	var a *activities.Activities
+	var o activities.Observation
+	err := workflow.ExecuteLocalActivity(w.probeCtx("observe lease "+w.lease), a.ObserveLease, w.lease).Get(w.ctx, &o)
+	if err != nil {
+		var canceled *temporal.CanceledError
+		if !errors.As(err, &canceled) {
+			workflow.GetLogger(w.ctx).Warn("lease not observed", "lease", w.lease, "error", err)
+		}
+		return &activities.Observation{Lease: w.lease, Unknown: true}
+	}
+	return &o
+}

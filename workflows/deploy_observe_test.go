@@ -1,0 +1,173 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/deployflow/deployflow/activities"
+)
+
+// Unit tests of what an idle lease's workflow does with the observer's
+// observations (issue 11.1), on the SDK's test environment. The integration
+// tests (observe_integration_test.go) show the same on the real stack.
+
+// idleLease is a lease's workflow continued after a successful deploy of
+// web with 2 replicas: Active, waiting for work.
+func idleLease(t *testing.T, setup func(*deployEnv)) *deployEnv {
+	env := newDeployEnv(t, setup)
+	m := oneService("l")
+	two := int32(2)
+	m.Services[0].Replicas = &two
+	env.OnActivity(env.a.DeleteNamespace, mock.Anything, mock.Anything).Return(nil).Maybe()
+	env.in = DeployInput{Manifest: m, Trigger: "test", DegradedAfterSeconds: 10,
+		Carry: &DeployCarry{Owner: "acme", Phase: PhaseActive, LastGood: &m, Revision: 1}}
+	return env
+}
+
+func web(available int32) activities.Observation {
+	return activities.Observation{Lease: "l", Services: map[string]activities.ServiceHealth{"web": {Service: "web", Desired: 2, Available: available}}}
+}
+
+// observeStep sends one observation at a time after the start and says
+// what the workflow must make of it.
+type observeStep struct {
+	at       time.Duration
+	obs      activities.Observation
+	rejected string // the rejection's error type, "" if accepted
+	recheck  time.Duration
+	phase    string // the phase right after
+}
+
+func TestIdleLeaseTakesOnlyObservationsThatChangeSomething(t *testing.T) {
+	unknown := activities.Observation{Lease: "l", Unknown: true}
+	steps := []observeStep{
+		{at: time.Second, obs: web(2), rejected: ErrObservationKnown, phase: PhaseActive},
+		// Scaled to 0 by hand: below the manifest's replicas. Degraded only
+		// once degradedAfter (10s) has passed since it was first seen; the
+		// observer is told when to send it again.
+		{at: 2 * time.Second, obs: web(0), recheck: 10 * time.Second, phase: PhaseActive},
+		{at: 3 * time.Second, obs: web(0), rejected: ErrObservationKnown, phase: PhaseActive},
+		{at: 12 * time.Second, obs: web(0), phase: PhaseDegraded},
+		{at: 13 * time.Second, obs: web(0), rejected: ErrObservationKnown, phase: PhaseDegraded},
+		{at: 14 * time.Second, obs: web(2), phase: PhaseActive},
+		// Could not observe: Unknown, never Degraded; once.
+		{at: 15 * time.Second, obs: unknown, phase: PhaseUnknown},
+		{at: 16 * time.Second, obs: unknown, rejected: ErrObservationKnown, phase: PhaseUnknown},
+		{at: 17 * time.Second, obs: web(2), phase: PhaseActive},
+		// A service with no ReplicaSet at all (deleted by hand) is below
+		// its replicas too.
+		{at: 18 * time.Second, obs: activities.Observation{Lease: "l"}, recheck: 10 * time.Second, phase: PhaseActive},
+		{at: 19 * time.Second, obs: web(2), phase: PhaseActive},
+		// Another lease's observation is refused, naming the field.
+		{at: 20 * time.Second, obs: activities.Observation{Lease: "other", Closed: true}, rejected: "lease", phase: PhaseActive},
+	}
+	env := idleLease(t, func(*deployEnv) {})
+	for i, s := range steps {
+		env.RegisterDelayedCallback(func() {
+			env.UpdateWorkflow(UpdateObserve, "", &testsuite.TestUpdateCallback{
+				OnReject: func(err error) {
+					var appErr *temporal.ApplicationError
+					switch {
+					case s.rejected == "":
+						t.Errorf("step %d (%+v): rejected: %v", i, s.obs, err)
+					case errors.As(err, &appErr) && appErr.Type() != "":
+						assert.Equal(t, s.rejected, appErr.Type(), "step %d", i)
+					default:
+						assert.Contains(t, err.Error(), s.rejected+":", "step %d: the error names the field", i)
+					}
+				},
+				OnAccept: func() {
+					if s.rejected != "" {
+						t.Errorf("step %d (%+v): accepted, want rejected %s", i, s.obs, s.rejected)
+					}
+				},
+				OnComplete: func(res any, err error) {
+					require.NoError(t, err)
+					assert.Equal(t, s.recheck, res.(activities.ObserveResult).RecheckAfter, "step %d: recheck", i)
+				},
+			}, s.obs)
+		}, s.at)
+		env.RegisterDelayedCallback(func() {
+			st := env.status(t)
+			assert.Equal(t, s.phase, st.Phase, "step %d (%+v)", i, s.obs)
+		}, s.at+500*time.Millisecond)
+	}
+	// Then the lease closes: torn down at once.
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(UpdateObserve, "", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { t.Errorf("closed: rejected: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
+		}, activities.Observation{Lease: "l", Closed: true})
+	}, 30*time.Second)
+	env.ExecuteWorkflow(DeployWorkflow, env.in)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var st DeployStatus
+	require.NoError(t, env.GetWorkflowResult(&st))
+	assert.Equal(t, PhaseTornDown, st.Phase)
+	env.AssertNotCalled(t, "ObserveLease", mock.Anything, mock.Anything)
+	env.AssertNotCalled(t, "CheckHealth", mock.Anything, mock.Anything)
+}
+
+// With no observation the idle lease checks itself once an hour (the
+// safety net), from one observation: a lease that closed while every
+// worker was down is torn down then.
+func TestIdleLeaseSafetyNetIsOneObservationAnHour(t *testing.T) {
+	var calls []time.Duration
+	var start time.Time
+	env := idleLease(t, func(env *deployEnv) {
+		env.OnActivity(env.a.ObserveLease, mock.Anything, "l").Return(func(context.Context, string) (*activities.Observation, error) {
+			calls = append(calls, env.Now().Sub(start))
+			if len(calls) < 3 {
+				o := web(2)
+				return &o, nil
+			}
+			return &activities.Observation{Lease: "l", Closed: true}, nil
+		})
+	})
+	start = env.Now()
+	env.ExecuteWorkflow(DeployWorkflow, env.in)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	require.Len(t, calls, 3)
+	for i, at := range calls {
+		assert.InDelta(t, float64(time.Duration(i+1)*time.Hour), float64(at), float64(time.Minute), "tick %d at %v", i, at)
+	}
+	env.AssertNotCalled(t, "CheckLease", mock.Anything, mock.Anything)
+	env.AssertNotCalled(t, "CheckHealth", mock.Anything, mock.Anything)
+}
+
+// A deploy in progress defers observations (its rollouts watch the
+// services); the observer sends them again later.
+func TestObservationsWaitWhileADeployRuns(t *testing.T) {
+	env := newDeployEnv(t, func(env *deployEnv) {
+		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).After(time.Minute).Return(&RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil)
+	})
+	var rejected error
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(UpdateObserve, "", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { rejected = err }, OnAccept: func() {}, OnComplete: func(any, error) {},
+		}, web(0))
+	}, 10*time.Second)
+	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Trigger: "test"})
+	require.True(t, env.IsWorkflowCompleted())
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(rejected, &appErr), "want a typed rejection, got %v", rejected)
+	assert.Equal(t, ErrObservationDeferred, appErr.Type())
+}
+
+func (env *deployEnv) status(t *testing.T) DeployStatus {
+	t.Helper()
+	v, err := env.QueryWorkflow(QueryDeploy)
+	require.NoError(t, err)
+	var st DeployStatus
+	require.NoError(t, v.Get(&st))
+	return st
+}
