@@ -53,11 +53,13 @@ lint:
 unit:
 	$(GO) test $(TEST_FLAGS) -short $(PKGS)
 
-# Two phases: everything in parallel, then the tests that stop parts of the
-# local stack (TestDisruptive*: an API server outage), alone.
+# Two phases: everything in parallel, then, alone, the tests that stop parts
+# of the local stack (TestDisruptive*: an API server outage) or need no
+# other test's worker around (TestAlone*: a change no observer reports).
+SERIAL_TESTS ?= Disruptive|Alone
 test: build tools lint
-	hack/with-stack.sh bash -c '$(GO) test $(TEST_FLAGS) -v -skip Disruptive $(PKGS) && \
-	  $(GO) test $(TEST_FLAGS) -v -p 1 -run Disruptive $(DISRUPTIVE_PKGS)'
+	hack/with-stack.sh bash -c '$(GO) test $(TEST_FLAGS) -v -skip "$(SERIAL_TESTS)" $(PKGS) && \
+	  $(GO) test $(TEST_FLAGS) -v -p 1 -run "$(SERIAL_TESTS)" $(DISRUPTIVE_PKGS)'
 
 # The same rollout by deployflow's engine and by the native Deployment
 # controller (a second kube-controller-manager running only that controller).

@@ -28,18 +28,21 @@ import (
 // deployTest is one lease on the real local stack.
 type deployTest struct {
 	approvalTimeout int
-	t               *testing.T
-	env             *testenv.Env
-	tq              string
-	acts            *activities.Activities
-	lease           string
-	owner           string
+	// healthInterval is the lease's healthIntervalSeconds (1 unless a test
+	// sets it; 0 is the default safety net, an hour).
+	healthInterval int
+	t              *testing.T
+	env            *testenv.Env
+	tq             string
+	acts           *activities.Activities
+	lease          string
+	owner          string
 }
 
 func newDeployTest(t *testing.T) *deployTest {
 	env := testenv.Get(t)
 	dt := &deployTest{t: t, env: env, tq: env.Worker(t), acts: env.Activities(),
-		lease: testenv.ShortName("lease"), owner: "acme"}
+		lease: testenv.ShortName("lease"), owner: "acme", healthInterval: 1}
 	dt.createLease(dt.lease, dt.owner)
 	return dt
 }
@@ -93,7 +96,7 @@ func (dt *deployTest) tryDeploy(m manifest.Manifest) (client.WorkflowRun, error)
 	start := dt.env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID: workflows.DeployWorkflowID(m.Lease), TaskQueue: dt.tq,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "test", HealthIntervalSeconds: 1, DegradedAfterSeconds: 3,
+	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "test", HealthIntervalSeconds: dt.healthInterval, DegradedAfterSeconds: 3,
 		ApprovalTimeoutSeconds: dt.approvalTimeout})
 	h, err := dt.env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,

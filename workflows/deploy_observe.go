@@ -72,6 +72,9 @@ func (w *deployRun) takesObservation(o *activities.Observation) error {
 		return temporal.NewApplicationError("a deploy is in progress; its rollouts watch the services", ErrObservationDeferred)
 	case !w.events:
 		return known("this run predates observations")
+	case w.observation != nil && w.observation.Key() == o.Key():
+		// Another observer's, in the same workflow task: the same change.
+		return temporal.NewApplicationError("already taken, not yet acted on", ErrObservationKnown, activities.ObserveResult{RecheckAfter: w.recheckAfter(o)})
 	case o.Closed:
 		return nil
 	case w.current == nil:
@@ -119,11 +122,16 @@ func (w *deployRun) healthyIn(o *activities.Observation) bool {
 }
 
 // unhealthyFrom is when the lease was first seen below its replicas: the
-// earlier of the workflow's and the observer's (never in the future).
+// earlier of the workflow's and the observer's, but not before this run
+// started (a run starts when the last deploy ended: its rollout's own
+// dips do not count) nor in the future.
 func (w *deployRun) unhealthyFrom(o *activities.Observation) time.Time {
 	since := w.unhealthySince
 	if !o.Since.IsZero() && (since.IsZero() || o.Since.Before(since)) {
 		since = o.Since
+	}
+	if start := workflow.GetInfo(w.ctx).WorkflowStartTime; !since.IsZero() && since.Before(start) {
+		since = start
 	}
 	if now := workflow.Now(w.ctx); since.IsZero() || since.After(now) {
 		return now

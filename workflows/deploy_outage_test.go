@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/internal/devstack"
@@ -15,10 +16,13 @@ import (
 	"github.com/deployflow/deployflow/workflows"
 )
 
-// TestDisruptiveAPIServerOutage stops the real kube-apiserver for 20s while
-// the health monitor runs (every second, Degraded after 3s). Not being able
-// to observe the cluster is Unknown: the lease never turns Degraded, nothing
-// is torn down, and it is Active again once the API server is back.
+// TestDisruptiveAPIServerOutage stops the real kube-apiserver for 20s
+// while two leases are idle: one checks itself every second (its safety
+// net set that short), the other keeps the default hour and hears only
+// from the worker's observer (issue 11.1), whose watches failing for 3s
+// mean Unknown. Not being able to observe the cluster is Unknown for both:
+// neither turns Degraded, nothing is torn down, and both are Active again
+// once the API server is back.
 //
 // It stops a component other tests use, so `make test` runs it on its own
 // after the rest (go test -run Disruptive -p 1).
@@ -27,9 +31,14 @@ func TestDisruptiveAPIServerOutage(t *testing.T) {
 	host := dt.lease + ".apps.example.com"
 	run := dt.deploy(twoServices(dt.lease, host, "nginx:1.26", nil, false))
 	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	quiet := newDeployTest(t)
+	quiet.healthInterval = 0
+	dt.env.Observer(t, 3*time.Second)
+	quiet.deploy(twoServices(quiet.lease, quiet.lease+".apps.example.com", "nginx:1.26", nil, false))
+	require.Equal(t, workflows.PhaseActive, quiet.waitRevision(quiet.lease, 1).Phase)
 
 	var mu sync.Mutex
-	seen := map[string]int{}
+	seen, seenQuiet := map[string]int{}, map[string]int{}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -46,6 +55,11 @@ func TestDisruptiveAPIServerOutage(t *testing.T) {
 				seen[st.Phase]++
 				mu.Unlock()
 			}
+			if st, err := quiet.status(quiet.lease); err == nil {
+				mu.Lock()
+				seenQuiet[st.Phase]++
+				mu.Unlock()
+			}
 		}
 	}()
 
@@ -58,9 +72,12 @@ func TestDisruptiveAPIServerOutage(t *testing.T) {
 	}()
 	time.Sleep(20 * time.Second)
 	mu.Lock()
-	during := map[string]int{}
+	during, duringQuiet := map[string]int{}, map[string]int{}
 	for k, v := range seen {
 		during[k] = v
+	}
+	for k, v := range seenQuiet {
+		duringQuiet[k] = v
 	}
 	mu.Unlock()
 	require.NoError(t, dt.env.Stack.Start(context.Background(), devstack.APIServer))
@@ -70,13 +87,20 @@ func TestDisruptiveAPIServerOutage(t *testing.T) {
 		st, err := dt.status(dt.lease)
 		return err == nil && st.Phase == workflows.PhaseActive
 	}, 60*time.Second, 250*time.Millisecond, "the lease never became Active again")
+	require.Eventually(t, func() bool {
+		st, err := quiet.status(quiet.lease)
+		return err == nil && st.Phase == workflows.PhaseActive
+	}, 60*time.Second, 250*time.Millisecond, "the observed lease never became Active again")
 	close(stop)
 	wg.Wait()
 
 	assert.Positive(t, during[workflows.PhaseUnknown], "the outage is reported as Unknown (seen %v)", during)
+	assert.Positive(t, duringQuiet[workflows.PhaseUnknown], "the observer reports the outage as Unknown (seen %v)", duringQuiet)
 	for _, bad := range []string{workflows.PhaseDegraded, workflows.PhaseTearingDown, workflows.PhaseTornDown, workflows.PhaseFailed} {
 		assert.Zero(t, seen[bad], "phase %s during or after the outage (seen %v)", bad, seen)
+		assert.Zero(t, seenQuiet[bad], "observed lease: phase %s during or after the outage (seen %v)", bad, seenQuiet)
 	}
+	assert.Zero(t, count(quiet.currentRun(quiet.lease), enumspb.EVENT_TYPE_TIMER_FIRED, nil), "the observed lease heard of the outage from the observer")
 	_, err := dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(dt.lease), metav1.GetOptions{})
 	require.NoError(t, err, "nothing was torn down")
 	_, available, _ := dt.available(manifest.Namespace(dt.lease), "web")

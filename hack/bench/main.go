@@ -2,9 +2,10 @@
 // native Kubernetes Deployment controller on the local stack, and prints for
 // each: wall time, Temporal history events and kube-apiserver requests made
 // by the rollout driver (counted from the apiserver's audit log by user
-// agent). make bench runs it with the stack up.
+// agent). Then the fleet benchmark (fleet.go): many leases deployed at once
+// by the worker binary, then left idle. make bench runs it with the stack up.
 //
-//	bench [-replicas 10] [-ready-after 1s] [-runs 3]
+//	bench [-replicas 10] [-ready-after 1s] [-runs 3] [-fleet 10,100,500] [-idle 1000] [-idle-for 10m]
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/deployflow/deployflow/activities"
@@ -60,15 +63,30 @@ type result struct {
 func main() {
 	replicas := flag.Int("replicas", 10, "replicas of the benchmarked service")
 	readyAfter := flag.Duration("ready-after", time.Second, "kwok readiness delay of every pod")
-	runs := flag.Int("runs", 3, "rollouts per driver (the median is reported)")
+	runs := flag.Int("runs", 3, "rollouts per driver (the median is reported); 0: skip the rollout comparison")
+	fleetSizes := flag.String("fleet", "10,100,500", "fleet benchmark: comma-separated numbers of concurrent lease deploys; empty: skip it")
+	idle := flag.Int("idle", 1000, "fleet benchmark: idle leases measured (deployed beyond the fleets if needed)")
+	idleFor := flag.Duration("idle-for", 10*time.Minute, "fleet benchmark: how long the idle leases are measured")
 	flag.Parse()
-	if err := run(int32(*replicas), *readyAfter, *runs); err != nil {
+	var sizes []int
+	for _, f := range strings.Split(*fleetSizes, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bench: -fleet %q: want comma-separated positive numbers such as 10,100,500\n", *fleetSizes)
+			os.Exit(2)
+		}
+		sizes = append(sizes, n)
+	}
+	if err := run(int32(*replicas), *readyAfter, *runs, sizes, *idle, *idleFor); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(replicas int32, readyAfter time.Duration, runs int) error {
+func run(replicas int32, readyAfter time.Duration, runs int, sizes []int, idle int, idleFor time.Duration) error {
 	ctx := context.Background()
 	wd, _ := os.Getwd()
 	repo, err := devstack.FindRepo(wd)
@@ -92,6 +110,28 @@ func run(replicas int32, readyAfter time.Duration, runs int) error {
 		return err
 	}
 	defer tc.Close()
+	if runs > 0 {
+		if err := rollouts(ctx, s, kc, tc, replicas, readyAfter, runs); err != nil {
+			return err
+		}
+	}
+	if len(sizes) == 0 {
+		return nil
+	}
+	rc, err := kube.RESTConfig(s.Kubeconfig(), "", "deployflow-bench")
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	return runFleet(ctx, s, tc, dyn, sizes, idle, idleFor)
+}
+
+// rollouts compares one rollout by deployflow's engine and by the native
+// Deployment controller.
+func rollouts(ctx context.Context, s *devstack.Stack, kc kubernetes.Interface, tc client.Client, replicas int32, readyAfter time.Duration, runs int) error {
 	b := &bench{stack: s, kube: kc, temporal: tc, taskQueue: fmt.Sprintf("bench-%d", time.Now().UnixNano()),
 		replicas: replicas, readyAfter: readyAfter}
 

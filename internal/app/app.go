@@ -135,12 +135,15 @@ func Activities(kc kubernetes.Interface, dyn dynamic.Interface, pool netip.Prefi
 // lease records and deployflow's ReplicaSets that tell idle lease workflows
 // what changed, and that the safety-net ticks read instead of the API
 // server.
-func StartObserver(lc fx.Lifecycle, cfg config.Config, kc kubernetes.Interface, dyn dynamic.Interface, c client.Client, acts *activities.Activities, log *slog.Logger) {
+func StartObserver(lc fx.Lifecycle, cfg config.Config, rc *rest.Config, c client.Client, acts *activities.Activities, log *slog.Logger) error {
 	if !cfg.Observe {
 		log.Info("observer off (--observe=false): idle leases learn of changes from their safety-net timer only")
-		return
+		return nil
 	}
-	o := observe.New(kc, dyn, observe.TemporalSender{Client: c}, observe.Options{UnknownAfter: cfg.UnknownAfter, Log: log})
+	o, err := observe.New(rc, observe.TemporalSender{Client: c}, observe.Options{UnknownAfter: cfg.UnknownAfter, Log: log})
+	if err != nil {
+		return err
+	}
 	acts.Observer = o
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -155,4 +158,5 @@ func StartObserver(lc fx.Lifecycle, cfg config.Config, kc kubernetes.Interface, 
 			return nil
 		},
 	})
+	return nil
 }

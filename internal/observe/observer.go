@@ -13,7 +13,9 @@ package observe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +29,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -42,7 +45,13 @@ var (
 	ErrNoWorkflow = errors.New("the lease has no running workflow")
 	// ErrKnown: the workflow knows it already (another worker told it).
 	ErrKnown = errors.New("the workflow knows this already")
+	// ErrDeferred: the workflow is deploying; send it again a little later.
+	ErrDeferred = errors.New("the workflow is deploying")
 )
+
+// deferredRetry is how soon an observation deferred by a deploy in
+// progress is sent again.
+const deferredRetry = 2 * time.Second
 
 // Sender delivers an observation to the lease's workflow. An error other
 // than ErrNoWorkflow and ErrKnown (Temporal unreachable, the workflow busy
@@ -84,10 +93,11 @@ type leaseState struct {
 	sent      string    // the Key of the last observation the workflow has
 	since     time.Time // when a service was first seen below its replicas
 	recheckAt time.Time // send again then, even if unchanged
+	retryAt   time.Time // deferred by a deploy: nothing is sent before then
 }
 
-// New builds an Observer of the cluster behind kc and dyn; Start runs it.
-func New(kc kubernetes.Interface, dyn dynamic.Interface, send Sender, opts Options) *Observer {
+// New builds an Observer of the cluster rc reaches; Run runs it.
+func New(rc *rest.Config, send Sender, opts Options) (*Observer, error) {
 	if opts.UnknownAfter <= 0 {
 		opts.UnknownAfter = 15 * time.Second
 	}
@@ -101,8 +111,21 @@ func New(kc kubernetes.Interface, dyn dynamic.Interface, send Sender, opts Optio
 		send: send, opts: opts, log: opts.Log.With("component", "observer"),
 		state: map[string]*leaseState{}, now: time.Now,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 30*time.Second),
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 15*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "deployflow-observer"}),
+	}
+	// Every request the informers make says whether the API server can be
+	// reached: a reflector retries a refused watch quietly, without calling
+	// its watch error handler.
+	rc = rest.CopyConfig(rc)
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return reachability{o: o, next: rt} })
+	kc, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, err
 	}
 	// Only deployflow's ReplicaSets (they carry the service label), without
 	// managed fields.
@@ -134,7 +157,28 @@ func New(kc kubernetes.Interface, dyn dynamic.Interface, send Sender, opts Optio
 			cache.DefaultWatchErrorHandler(ctx, r, err)
 		})
 	}
-	return o
+	return o, nil
+}
+
+// reachability reports each request's outcome to the observer: no answer,
+// or a server error, is a failure; any other answer shows the API server
+// works.
+type reachability struct {
+	o    *Observer
+	next http.RoundTripper
+}
+
+func (r reachability) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.next.RoundTrip(req)
+	switch {
+	case err != nil && req.Context().Err() == nil:
+		r.o.watchFailed(err)
+	case err == nil && resp.StatusCode >= 500:
+		r.o.watchFailed(fmt.Errorf("%s %s: %s", req.Method, req.URL.Path, resp.Status))
+	case err == nil:
+		r.o.reachable()
+	}
+	return resp, err
 }
 
 // Run runs the informers and the senders until ctx ends.
@@ -194,16 +238,22 @@ func (o *Observer) observe(id string) *activities.Observation {
 // event: something of lease id changed. Any event also shows the watches
 // work again after an outage.
 func (o *Observer) event(id string) {
+	o.reachable()
+	if id != "" {
+		o.queue.Add(id)
+	}
+}
+
+// reachable: the API server answered; after an outage every lease is
+// observed again.
+func (o *Observer) reachable() {
 	o.mu.Lock()
 	recovered := o.unknown
 	o.failingSince, o.unknown = time.Time{}, false
 	o.mu.Unlock()
 	if recovered {
-		o.log.Info("watches work again: observing every lease")
+		o.log.Info("the API server answers again: observing every lease")
 		o.enqueueAll()
-	}
-	if id != "" {
-		o.queue.Add(id)
 	}
 }
 
@@ -295,6 +345,11 @@ func (o *Observer) sync(ctx context.Context, id string) error {
 		obs.Since = st.since
 	}
 	due := !st.recheckAt.IsZero() && !now.Before(st.recheckAt)
+	if wait := st.retryAt.Sub(now); wait > 0 {
+		o.mu.Unlock()
+		o.queue.AddAfter(id, wait) // deferred by a deploy: try again then
+		return nil
+	}
 	if key == st.sent && !due {
 		o.mu.Unlock()
 		return nil
@@ -302,7 +357,9 @@ func (o *Observer) sync(ctx context.Context, id string) error {
 	st.recheckAt = time.Time{}
 	o.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// A lease's workflow continuing as new holds an update until its next
+	// run takes it; bound the wait and retry.
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	res, err := o.send.Send(ctx, obs)
 	switch {
@@ -310,6 +367,13 @@ func (o *Observer) sync(ctx context.Context, id string) error {
 		o.mu.Lock()
 		delete(o.state, id)
 		o.mu.Unlock()
+		return nil
+	case errors.Is(err, ErrDeferred):
+		o.mu.Lock()
+		st.retryAt = now.Add(deferredRetry)
+		st.since = time.Time{} // a rollout's own dips do not count
+		o.mu.Unlock()
+		o.queue.AddAfter(id, deferredRetry)
 		return nil
 	case err != nil && !errors.Is(err, ErrKnown):
 		return err

@@ -38,6 +38,8 @@ func (s TemporalSender) Send(ctx context.Context, o *activities.Observation) (*a
 	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrObservationKnown:
 		_ = appErr.Details(&res) // a recheck time, if the lease is below its replicas
 		return &res, ErrKnown
+	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrObservationDeferred:
+		return nil, ErrDeferred
 	}
 	return nil, err
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/deployflow/deployflow/internal/app"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/metrics"
+	"github.com/deployflow/deployflow/internal/observe"
 	"github.com/deployflow/deployflow/internal/searchattr"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/k8s/kube"
@@ -194,6 +195,34 @@ func (e *Env) Worker(t testing.TB) string {
 	}
 	t.Cleanup(w.Stop)
 	return tq
+}
+
+// Observer runs a worker's observer (as --observe does) on the test
+// clients until the test ends: idle lease workflows of every task queue
+// hear from it. unknownAfter is its outage threshold (0: the default).
+func (e *Env) Observer(t testing.TB, unknownAfter time.Duration) *observe.Observer {
+	t.Helper()
+	level := slog.LevelInfo
+	if os.Getenv("DEPLOYFLOW_LOG_LEVEL") == "debug" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	o, err := observe.New(e.RESTConfig, observe.TemporalSender{Client: e.Temporal}, observe.Options{UnknownAfter: unknownAfter, Log: log})
+	if err != nil {
+		t.Fatalf("observer: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); o.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	deadline := time.Now().Add(30 * time.Second)
+	for !o.Synced() {
+		if time.Now().After(deadline) {
+			t.Fatalf("observer: informers not in sync after 30s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return o
 }
 
 // Tool is the path of a pinned tool of the stack (helm, kubectl, ...),

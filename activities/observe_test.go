@@ -1,0 +1,71 @@
+package activities
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/deployflow/deployflow/k8s/rollout"
+)
+
+func rs(service, revision, desired string, spec, available int32) *appsv1.ReplicaSet {
+	r := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: service + "-" + revision, Labels: map[string]string{ServiceLabel: service},
+			Annotations: map[string]string{rollout.RevisionAnnotation: revision}},
+		Spec:   appsv1.ReplicaSetSpec{Replicas: &spec},
+		Status: appsv1.ReplicaSetStatus{AvailableReplicas: available},
+	}
+	if desired != "" {
+		r.Annotations[rollout.DesiredReplicasAnnotation] = desired
+	}
+	return r
+}
+
+// What a lease's services look like to the health verdict: desired comes
+// from the newest revision's desired-replicas annotation, which a scale by
+// hand does not touch (issue 11.1: a ReplicaSet scaled to 0 by hand read
+// as 0 desired, 0 available: healthy).
+func TestObserveReplicaSets(t *testing.T) {
+	cases := []struct {
+		name    string
+		rs      []*appsv1.ReplicaSet
+		want    map[string]ServiceHealth
+		healthy bool
+	}{
+		{"all available", []*appsv1.ReplicaSet{rs("web", "1", "3", 3, 3)},
+			map[string]ServiceHealth{"web": {Service: "web", Desired: 3, Available: 3}}, true},
+		{"scaled to 0 by hand", []*appsv1.ReplicaSet{rs("web", "1", "3", 0, 0)},
+			map[string]ServiceHealth{"web": {Service: "web", Desired: 3, Available: 0}}, false},
+		{"mid-rollout: the old revision's stale annotation does not count",
+			[]*appsv1.ReplicaSet{rs("web", "1", "6", 0, 0), rs("web", "2", "3", 3, 3)},
+			map[string]ServiceHealth{"web": {Service: "web", Desired: 3, Available: 3}}, true},
+		{"revision 10 is newer than revision 9", []*appsv1.ReplicaSet{rs("web", "10", "2", 2, 2), rs("web", "9", "5", 0, 0)},
+			map[string]ServiceHealth{"web": {Service: "web", Desired: 2, Available: 2}}, true},
+		{"no annotation: the spec's sum", []*appsv1.ReplicaSet{rs("api", "1", "", 2, 1)},
+			map[string]ServiceHealth{"api": {Service: "api", Desired: 2, Available: 1}}, false},
+		{"two services", []*appsv1.ReplicaSet{rs("web", "1", "1", 1, 1), rs("api", "1", "2", 2, 2)},
+			map[string]ServiceHealth{"web": {Service: "web", Desired: 1, Available: 1}, "api": {Service: "api", Desired: 2, Available: 2}}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := ObserveReplicaSets(c.rs)
+			assert.Equal(t, c.want, got)
+			o := Observation{Services: got}
+			assert.Equal(t, c.healthy, o.Healthy())
+		})
+	}
+}
+
+// The key changes with what a workflow decides on, not with pod churn.
+func TestObservationKey(t *testing.T) {
+	a := Observation{Services: map[string]ServiceHealth{"web": {Desired: 3, Available: 3}, "api": {Desired: 1, Available: 2}}}
+	b := Observation{Services: map[string]ServiceHealth{"api": {Desired: 1, Available: 1}, "web": {Desired: 3, Available: 4}}}
+	assert.Equal(t, a.Key(), b.Key(), "available counts above desired are one state")
+	c := Observation{Services: map[string]ServiceHealth{"api": {Desired: 1, Available: 0}, "web": {Desired: 3, Available: 3}}}
+	assert.NotEqual(t, a.Key(), c.Key())
+	assert.NotEqual(t, a.Key(), (&Observation{Services: a.Services, Closed: true}).Key())
+	assert.NotEqual(t, a.Key(), (&Observation{Unknown: true}).Key())
+	assert.NotEqual(t, a.Key(), (&Observation{Services: map[string]ServiceHealth{"web": {Desired: 3, Available: 3}}}).Key(), "a service gone")
+}

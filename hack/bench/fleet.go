@@ -1,0 +1,505 @@
+package main
+
+// The fleet benchmark (issue 11.4): the real worker binary, one task queue,
+// many leases deployed at once and then left idle. Everything is measured
+// side by side in one run: each fleet's times against a solo deploy, the
+// histories the deploys wrote, the worker's kube-apiserver requests (from
+// the audit log, by user agent) and the worker process's CPU and memory
+// (from /proc).
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/deployflow/deployflow/internal/devstack"
+	"github.com/deployflow/deployflow/internal/lease"
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/k8s/crds"
+	"github.com/deployflow/deployflow/workflows"
+)
+
+// workerAgent is the worker binary's Kubernetes user agent.
+const workerAgent = "deployflow-worker"
+
+type fleet struct {
+	stack    *devstack.Stack
+	temporal client.Client
+	leases   *lease.KubeStore
+	dyn      dynamic.Interface
+	tq       string
+	prefix   string
+	worker   *exec.Cmd
+	started  []string // every lease this run created
+}
+
+// deployResult is one lease's first deploy.
+type deployResult struct {
+	lease   string
+	took    time.Duration
+	err     error
+	firstID string // the run that deployed (it continued as new after)
+}
+
+func runFleet(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dynamic.Interface, sizes []int, idle int, idleFor time.Duration) error {
+	f := &fleet{stack: s, temporal: tc, leases: lease.NewKubeStore(dyn), dyn: dyn,
+		tq: fmt.Sprintf("bench-fleet-%d", time.Now().UnixNano()), prefix: fmt.Sprintf("bf%x", time.Now().Unix()%0xffff)}
+	if err := f.startWorker(); err != nil {
+		return err
+	}
+	defer f.cleanup(ctx)
+
+	fmt.Printf("\nfleet: the worker binary on one task queue; one-service leases (1 replica, one hostname); machine: %s\n\n", machine())
+	solo, err := f.deployAll(ctx, 1, 0)
+	if err != nil {
+		return err
+	}
+	if err := solo.results[0].err; err != nil {
+		return fmt.Errorf("solo deploy: %w", err)
+	}
+	soloTook := solo.results[0].took
+	soloReqs, err := f.requests(solo.start, solo.end)
+	if err != nil {
+		return err
+	}
+	events, rolloutEvents, actions, err := f.historyCost(ctx, solo.results[0])
+	if err != nil {
+		return err
+	}
+
+	type row struct {
+		n             int
+		p50, p99      time.Duration
+		errs          int
+		reqsPerDeploy float64
+		cpuPer100     float64
+	}
+	var rows []row
+	for _, n := range sizes {
+		cpu0 := f.cpuSeconds()
+		b, err := f.deployAll(ctx, n, 0)
+		if err != nil {
+			return err
+		}
+		reqs, err := f.requests(b.start, b.end)
+		if err != nil {
+			return err
+		}
+		p50, p99, errs := percentiles(b.results)
+		rows = append(rows, row{n: n, p50: p50, p99: p99, errs: errs, reqsPerDeploy: float64(reqs) / float64(n),
+			cpuPer100: (f.cpuSeconds() - cpu0) * 100 / float64(n)})
+	}
+	if more := idle - len(f.started) - 1; more > 0 {
+		if _, err := f.deployAll(ctx, more, 0); err != nil {
+			return err
+		}
+	}
+	// One lease whose safety net ticks 5 times in the window shows what a
+	// tick costs (idle leases tick once an hour by default).
+	tickEvery := max(int(idleFor.Seconds())/5, 1)
+	ticker, err := f.deployAll(ctx, 1, tickEvery)
+	if err != nil {
+		return err
+	}
+	tickLease := ticker.results[0].lease
+
+	// Idle: nothing happens to the leases; what do they cost?
+	time.Sleep(5 * time.Second) // let the last deploys' continue-as-new settle
+	before, err := f.historyLengths(ctx)
+	if err != nil {
+		return err
+	}
+	cpu0 := f.cpuSeconds()
+	from := time.Now()
+	time.Sleep(idleFor)
+	to := time.Now()
+	after, err := f.historyLengths(ctx)
+	if err != nil {
+		return err
+	}
+	idleCPU := f.cpuSeconds() - cpu0
+	idleReqs, err := f.requests(from, to)
+	if err != nil {
+		return err
+	}
+	added, tickAdded := 0, 0
+	for id, n := range after {
+		if strings.HasPrefix(id, tickLease+"/") {
+			tickAdded = n - before[id]
+			continue
+		}
+		added += n - before[id]
+	}
+	idleLeases := len(after) - 1
+	leaseHours := float64(idleLeases) * to.Sub(from).Hours()
+	ticks := int(to.Sub(from).Seconds()) / tickEvery
+	rss := f.peakRSS()
+
+	fmt.Printf("%-44s %10s %10s %8s %8s %14s %16s\n", "concurrent deploys", "p50", "p99", "p99/solo", "errors", "requests/deploy", "CPU s/100 deploys")
+	fmt.Printf("%-44s %10s %10s %8s %8s %14d %16s\n", "1 (solo)", round(soloTook), round(soloTook), "1.00", "0", soloReqs, "-")
+	for _, r := range rows {
+		fmt.Printf("%-44s %10s %10s %8.2f %8d %14.1f %16.2f\n", strconv.Itoa(r.n), round(r.p50), round(r.p99),
+			float64(r.p99)/float64(soloTook), r.errs, r.reqsPerDeploy, r.cpuPer100)
+	}
+	fmt.Printf("\n%-44s %d (lease runs %d + rollout %d; target <= 30)\n", "history events per single-service deploy", events+rolloutEvents, events, rolloutEvents)
+	fmt.Printf("%-44s %d (Temporal Cloud's billable actions, counted from the histories)\n", "actions per deploy", actions)
+	fmt.Printf("%-44s %d leases for %s: %.2f events and %.3f apiserver requests per lease-hour, measured (targets <= 5 and 0)\n",
+		"idle", idleLeases, round(to.Sub(from)), float64(added)/leaseHours, float64(idleReqs)/leaseHours)
+	if ticks > 0 {
+		fmt.Printf("%-44s %.1f events per tick (%d ticks of one lease every %ds): %.1f events per lease-hour at the default 1h\n",
+			"safety-net tick", float64(tickAdded)/float64(ticks), ticks, tickEvery, float64(tickAdded)/float64(ticks))
+	}
+	fmt.Printf("%-44s %.3f CPU s per 100 idle lease-hours\n", "", idleCPU*100/leaseHours)
+	fmt.Printf("%-44s %.1f MiB peak RSS with %d leases, %.1f MiB per 100 leases\n", "worker", rss, len(after), rss*100/float64(len(after)))
+	return nil
+}
+
+// batch is one set of deploys started together.
+type batch struct {
+	start, end time.Time
+	results    []deployResult
+}
+
+// deployAll creates n leases and deploys each, all at once (with the given
+// healthIntervalSeconds, 0 for the default safety net), and waits until
+// every deploy has ended.
+func (f *fleet) deployAll(ctx context.Context, n, healthInterval int) (batch, error) {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%d", f.prefix, len(f.started)+i)
+		if _, err := f.leases.Create(ctx, ids[i], "bench"); err != nil {
+			return batch{}, err
+		}
+	}
+	f.started = append(f.started, ids...)
+	b := batch{start: time.Now(), results: make([]deployResult, n)}
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.results[i] = f.deploy(ctx, id, healthInterval)
+		}()
+	}
+	wg.Wait()
+	b.end = time.Now()
+	return b, nil
+}
+
+// deploy starts the lease's workflow with its first manifest, as
+// `deployflow deploy` does (Update-with-Start), and waits for that deploy to
+// end: the run continues as new once it has.
+func (f *fleet) deploy(ctx context.Context, id string, healthInterval int) deployResult {
+	one := int32(1)
+	m := manifest.Manifest{Lease: id, Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &one,
+		Ports: []manifest.Port{{Port: 80, Expose: &manifest.Expose{HTTP: &manifest.HTTPExpose{Hostnames: []string{id + ".bench.example.com"}}}}}}}}
+	start := time.Now()
+	op := f.temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID: workflows.DeployWorkflowID(id), TaskQueue: f.tq,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "bench", HealthIntervalSeconds: healthInterval})
+	h, err := f.temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: workflows.DeployWorkflowID(id), UpdateName: workflows.UpdateDeploy,
+			Args: []any{workflows.DeployRequest{Manifest: m, Trigger: "bench"}}, WaitForStage: client.WorkflowUpdateStageAccepted},
+	})
+	res := deployResult{lease: id}
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	var run client.WorkflowRun
+	if err == nil {
+		run, err = op.Get(ctx)
+	}
+	if err != nil {
+		res.err = err
+		return res
+	}
+	res.firstID = run.GetRunID()
+	// The deploying run ends by continuing as new.
+	it := f.temporal.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			res.err = err
+			return res
+		}
+		res.took = ev.GetEventTime().AsTime().Sub(start)
+	}
+	st, err := f.status(ctx, id)
+	switch {
+	case err != nil:
+		res.err = err
+	case st.Phase != workflows.PhaseActive:
+		res.err = fmt.Errorf("lease %s: %s after its deploy: %s", id, st.Phase, st.LastError)
+	}
+	return res
+}
+
+func (f *fleet) status(ctx context.Context, id string) (workflows.DeployStatus, error) {
+	var st workflows.DeployStatus
+	v, err := f.temporal.QueryWorkflow(ctx, workflows.DeployWorkflowID(id), "", workflows.QueryDeploy)
+	if err == nil {
+		err = v.Get(&st)
+	}
+	return st, err
+}
+
+// historyCost is the events of one deploy (the lease's deploying run and
+// its rollout child) and the Temporal Cloud actions they bill.
+func (f *fleet) historyCost(ctx context.Context, r deployResult) (leaseEvents, rolloutEvents, actions int, err error) {
+	if r.err != nil {
+		return 0, 0, 0, r.err
+	}
+	deploy, err := f.history(ctx, workflows.DeployWorkflowID(r.lease), r.firstID)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	ro, err := f.history(ctx, workflows.RolloutWorkflowID(manifest.Namespace(r.lease), "web"), "")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return len(deploy), len(ro), billableActions(deploy) + billableActions(ro), nil
+}
+
+func (f *fleet) history(ctx context.Context, id, runID string) ([]*history.HistoryEvent, error) {
+	it := f.temporal.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var out []*history.HistoryEvent
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// billableActions counts a history's actions as Temporal Cloud lists them:
+// a workflow started (or continued as new), a child workflow started, an
+// activity started (each attempt), the local activities of one workflow
+// task (together one), a timer started, a signal or an update received, a
+// search-attribute upsert, a side effect or version marker... as we read
+// the list: an estimate for comparing runs, not a bill.
+func billableActions(events []*history.HistoryEvent) int {
+	n := 0
+	localInTask := false
+	for _, ev := range events {
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
+			enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED,
+			enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED,
+			enumspb.EVENT_TYPE_TIMER_STARTED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
+			enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES,
+			enumspb.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
+			n++
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			if ev.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity" {
+				if !localInTask {
+					n++
+				}
+				localInTask = true
+			} else {
+				n++ // side effects, versions
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			localInTask = false
+		}
+	}
+	return n
+}
+
+// historyLengths is every bench lease workflow's current run length.
+func (f *fleet) historyLengths(ctx context.Context) (map[string]int, error) {
+	out := map[string]int{}
+	for _, id := range f.started {
+		d, err := f.temporal.DescribeWorkflowExecution(ctx, workflows.DeployWorkflowID(id), "")
+		if err != nil {
+			return nil, err
+		}
+		// Idle runs do not continue as new in the window; count this run.
+		out[id+"/"+d.GetWorkflowExecutionInfo().GetExecution().GetRunId()] = int(d.GetWorkflowExecutionInfo().GetHistoryLength())
+	}
+	return out, nil
+}
+
+// requests counts the worker's kube-apiserver requests in [from, to].
+func (f *fleet) requests(from, to time.Time) (int, error) {
+	time.Sleep(time.Second) // the audit log is written in batches
+	file, err := os.Open(f.stack.AuditLog())
+	if err != nil {
+		return 0, err
+	}
+	defer file.Close()
+	var entry struct {
+		UserAgent string    `json:"userAgent"`
+		Received  time.Time `json:"requestReceivedTimestamp"`
+		Stage     string    `json:"stage"`
+	}
+	n := 0
+	sc := bufio.NewScanner(file)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !strings.Contains(string(line), workerAgent) {
+			continue
+		}
+		if json.Unmarshal(line, &entry) != nil || !strings.HasPrefix(entry.UserAgent, workerAgent) {
+			continue
+		}
+		if !entry.Received.Before(from) && !entry.Received.After(to) {
+			n++
+		}
+	}
+	return n, sc.Err()
+}
+
+func (f *fleet) startWorker() error {
+	wd, _ := os.Getwd()
+	repo, err := devstack.FindRepo(wd)
+	if err != nil {
+		return err
+	}
+	bin := filepath.Join(repo, "bin", "deployflow-worker")
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("%s: run make build first: %w", bin, err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	cmd := exec.Command(bin, "--kubeconfig", f.stack.Kubeconfig(), "--task-queue", f.tq, "--metrics-address", addr,
+		"--temporal-address", devstack.TemporalAddress, "--log-level", "warn")
+	logFile, err := os.CreateTemp("", "bench-worker-*.log")
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	f.worker = cmd
+	fmt.Printf("fleet: worker pid %d, log %s\n", cmd.Process.Pid, logFile.Name())
+	for i := 0; i < 300; i++ {
+		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.New("the worker never became ready; see its log")
+}
+
+// cpuSeconds is the worker process's user+system CPU time so far.
+func (f *fleet) cpuSeconds() float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", f.worker.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) in parentheses.
+	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100 // USER_HZ
+}
+
+// peakRSS is the worker's peak resident set (VmHWM), in MiB.
+func (f *fleet) peakRSS() float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", f.worker.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// cleanup closes every bench lease (its workflow tears it down, told by the
+// worker's observer), waits for them to end, and stops the worker.
+func (f *fleet) cleanup(ctx context.Context) {
+	for _, id := range f.started {
+		_, _ = f.leases.Close(ctx, id)
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for _, id := range f.started {
+		for time.Now().Before(deadline) {
+			d, err := f.temporal.DescribeWorkflowExecution(ctx, workflows.DeployWorkflowID(id), "")
+			if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		_ = f.dyn.Resource(crds.Leases).Delete(ctx, id, metav1.DeleteOptions{})
+	}
+	_ = f.worker.Process.Signal(syscall.SIGTERM)
+	_ = f.worker.Wait()
+}
+
+func percentiles(rs []deployResult) (p50, p99 time.Duration, errs int) {
+	var ok []time.Duration
+	for _, r := range rs {
+		if r.err != nil {
+			errs++
+			fmt.Fprintf(os.Stderr, "fleet: lease %s: %v\n", r.lease, r.err)
+			continue
+		}
+		ok = append(ok, r.took)
+	}
+	if len(ok) == 0 {
+		return 0, 0, errs
+	}
+	sort.Slice(ok, func(i, j int) bool { return ok[i] < ok[j] })
+	at := func(q float64) time.Duration { return ok[min(len(ok)-1, int(q*float64(len(ok))))] }
+	return at(0.50), at(0.99), errs
+}
+
+func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
+
+// machine says what the numbers were measured on.
+func machine() string {
+	cpu := "?"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(rest), ":"))
+				break
+			}
+		}
+	}
+	var si syscall.Sysinfo_t
+	mem := 0.0
+	if syscall.Sysinfo(&si) == nil {
+		mem = float64(si.Totalram) * float64(si.Unit) / (1 << 30)
+	}
+	return fmt.Sprintf("%d cores (%s), %.0f GiB", runtime.NumCPU(), cpu, mem)
+}

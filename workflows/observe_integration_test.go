@@ -1,0 +1,170 @@
+package workflows_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/worker"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/app"
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/workflows"
+)
+
+// Issue 11.1 on the real stack: idle leases learn what changes from the
+// worker's observer, not from a timer. Each lease here keeps the default
+// safety net (an hour), so nothing but an observation can move it.
+
+// currentRun is the events of the lease workflow's latest run.
+func (dt *deployTest) currentRun(lease string) []*history.HistoryEvent {
+	dt.t.Helper()
+	it := dt.env.Temporal.GetWorkflowHistory(context.Background(), workflows.DeployWorkflowID(lease), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var out []*history.HistoryEvent
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(dt.t, err)
+		out = append(out, ev)
+	}
+	return out
+}
+
+func count(events []*history.HistoryEvent, typ enumspb.EventType, match func(*history.HistoryEvent) bool) int {
+	n := 0
+	for _, ev := range events {
+		if ev.GetEventType() == typ && (match == nil || match(ev)) {
+			n++
+		}
+	}
+	return n
+}
+
+func observeUpdate(ev *history.HistoryEvent) bool {
+	return ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetName() == workflows.UpdateObserve
+}
+
+// scaleReplicaSets sets every ReplicaSet of the lease's service to n by
+// hand, as `kubectl scale rs` would.
+func (dt *deployTest) scaleReplicaSets(service string, n int32) {
+	dt.t.Helper()
+	ctx := context.Background()
+	ns := manifest.Namespace(dt.lease)
+	list, err := dt.env.Kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: activities.ServiceLabel + "=" + service})
+	require.NoError(dt.t, err)
+	require.NotEmpty(dt.t, list.Items)
+	for _, rs := range list.Items {
+		s, err := dt.env.Kube.AppsV1().ReplicaSets(ns).GetScale(ctx, rs.Name, metav1.GetOptions{})
+		require.NoError(dt.t, err)
+		s.Spec.Replicas = n
+		_, err = dt.env.Kube.AppsV1().ReplicaSets(ns).UpdateScale(ctx, rs.Name, s, metav1.UpdateOptions{})
+		require.NoError(dt.t, err)
+	}
+}
+
+func (dt *deployTest) waitPhase(phase string, within time.Duration) time.Duration {
+	dt.t.Helper()
+	start := time.Now()
+	var last workflows.DeployStatus
+	var lastErr error
+	require.Eventually(dt.t, func() bool {
+		last, lastErr = dt.status(dt.lease)
+		return lastErr == nil && last.Phase == phase
+	}, within, 100*time.Millisecond, "lease %s never %s (last: %s, %v)", dt.lease, phase, last.Phase, lastErr)
+	return time.Since(start)
+}
+
+// A ReplicaSet scaled to 0 by hand turns the lease Degraded once
+// degradedAfter (3s) has passed, with no timer firing in the lease's
+// history: the observer saw it and told the workflow, twice (below its
+// replicas; then degradedAfter later, Degraded). Two observers (two
+// workers) saw it, and the workflow took each change once. Scaled back, it
+// is Active again.
+func TestAHandScaledReplicaSetTurnsTheLeaseDegradedWithoutATimer(t *testing.T) {
+	dt := newDeployTest(t)
+	dt.healthInterval = 0
+	dt.env.Observer(t, 0)
+	dt.env.Observer(t, 0)
+	dt.deploy(twoServices(dt.lease, dt.lease+".apps.example.com", "nginx:1.26", nil, false))
+	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	before := dt.currentRun(dt.lease)
+
+	dt.scaleReplicaSets("web", 0)
+	took := dt.waitPhase(workflows.PhaseDegraded, 30*time.Second)
+	assert.GreaterOrEqual(t, took, 2*time.Second, "Degraded only after degradedAfter (3s)")
+	assert.Less(t, took, 10*time.Second, "Degraded soon after degradedAfter (3s)")
+
+	run := dt.currentRun(dt.lease)
+	assert.Zero(t, count(run, enumspb.EVENT_TYPE_TIMER_FIRED, nil), "no timer fired: the observer told the workflow")
+	assert.Equal(t, 2, count(run, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED, observeUpdate)-
+		count(before, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED, observeUpdate),
+		"two observations taken (below its replicas, then Degraded), whatever the number of observers")
+
+	dt.scaleReplicaSets("web", 3)
+	dt.waitPhase(workflows.PhaseActive, 30*time.Second)
+}
+
+// Closing the lease tears it down within seconds, not at the next timer.
+func TestClosingAnIdleLeaseTearsItDownWithinSeconds(t *testing.T) {
+	dt := newDeployTest(t)
+	dt.healthInterval = 0
+	dt.env.Observer(t, 0)
+	run := dt.deploy(twoServices(dt.lease, dt.lease+".apps.example.com", "nginx:1.26", nil, false))
+	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+
+	start := time.Now()
+	_, err := dt.acts.Leases.Close(context.Background(), dt.lease)
+	require.NoError(t, err)
+	var st workflows.DeployStatus
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, dt.env.Temporal.GetWorkflow(ctx, run.GetID(), "").Get(ctx, &st), "the lease's workflow ends once torn down")
+	assert.Equal(t, workflows.PhaseTornDown, st.Phase)
+	assert.Less(t, time.Since(start), 20*time.Second, "torn down within seconds of the close")
+	_, err = dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(dt.lease), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the lease's namespace is gone: %v", err)
+	assert.Zero(t, count(dt.currentRun(dt.lease), enumspb.EVENT_TYPE_TIMER_FIRED, nil), "no timer fired")
+}
+
+// With no observer running (every worker down while the lease closed, or
+// an observer that missed it), the lease's safety-net timer catches the
+// change: here every 5s, by default every hour. It runs alone (make test's
+// serial phase): an observer of another test would report the change
+// before the safety net could.
+func TestAloneAMissedChangeIsCaughtByTheSafetyNet(t *testing.T) {
+	env := testenv.Get(t)
+	dt := &deployTest{t: t, env: env, tq: testenv.Name(t, "tq"), acts: env.Activities(),
+		lease: testenv.ShortName("lease"), owner: "acme", healthInterval: 5}
+	dt.createLease(dt.lease, dt.owner)
+	startWorker := func() worker.Worker {
+		w := worker.New(env.Temporal, dt.tq, worker.Options{WorkerStopTimeout: time.Second})
+		app.Register(w, env.Activities())
+		require.NoError(t, w.Start())
+		return w
+	}
+	w := startWorker()
+	run := dt.deploy(twoServices(dt.lease, dt.lease+".apps.example.com", "nginx:1.26", nil, false))
+	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+
+	w.Stop() // the worker is down while the lease closes
+	_, err := dt.acts.Leases.Close(context.Background(), dt.lease)
+	require.NoError(t, err)
+	time.Sleep(2 * time.Second)
+	defer startWorker().Stop()
+
+	var st workflows.DeployStatus
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, env.Temporal.GetWorkflow(ctx, run.GetID(), "").Get(ctx, &st))
+	assert.Equal(t, workflows.PhaseTornDown, st.Phase)
+	events := dt.currentRun(dt.lease)
+	assert.Positive(t, count(events, enumspb.EVENT_TYPE_TIMER_FIRED, nil), "the safety-net timer caught it")
+	assert.Zero(t, count(events, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED, observeUpdate), "no observer told it")
+}
