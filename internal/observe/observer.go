@@ -98,6 +98,25 @@ type leaseState struct {
 
 // New builds an Observer of the cluster rc reaches; Run runs it.
 func New(rc *rest.Config, send Sender, opts Options) (*Observer, error) {
+	o := newObserver(send, opts)
+	// Every request the informers make says whether the API server can be
+	// reached: a reflector retries a refused watch quietly, without calling
+	// its watch error handler.
+	rc = rest.CopyConfig(rc)
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return reachability{o: o, next: rt} })
+	kc, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	o.watch(kc, dyn)
+	return o, nil
+}
+
+func newObserver(send Sender, opts Options) *Observer {
 	if opts.UnknownAfter <= 0 {
 		opts.UnknownAfter = 15 * time.Second
 	}
@@ -114,19 +133,11 @@ func New(rc *rest.Config, send Sender, opts Options) (*Observer, error) {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 15*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "deployflow-observer"}),
 	}
-	// Every request the informers make says whether the API server can be
-	// reached: a reflector retries a refused watch quietly, without calling
-	// its watch error handler.
-	rc = rest.CopyConfig(rc)
-	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return reachability{o: o, next: rt} })
-	kc, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, err
-	}
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return nil, err
-	}
+	return o
+}
+
+// watch sets up the informers on kc and dyn.
+func (o *Observer) watch(kc kubernetes.Interface, dyn dynamic.Interface) {
 	// Only deployflow's ReplicaSets (they carry the service label), without
 	// managed fields.
 	f := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
@@ -157,7 +168,6 @@ func New(rc *rest.Config, send Sender, opts Options) (*Observer, error) {
 			cache.DefaultWatchErrorHandler(ctx, r, err)
 		})
 	}
-	return o, nil
 }
 
 // reachability reports each request's outcome to the observer: no answer,
@@ -351,6 +361,9 @@ func (o *Observer) sync(ctx context.Context, id string) error {
 		return nil
 	}
 	if key == st.sent && !due {
+		if wait := st.recheckAt.Sub(now); wait > 0 {
+			o.queue.AddAfter(id, wait) // woken early: keep the recheck
+		}
 		o.mu.Unlock()
 		return nil
 	}

@@ -1,0 +1,175 @@
+package observe
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/k8s/crds"
+	"github.com/deployflow/deployflow/k8s/rollout"
+)
+
+// Unit tests of the observer's decisions on client-go's fake clients (the
+// integration tests run it against the real API server and Temporal).
+
+// fakeSender records what the observer sent and answers as told.
+type fakeSender struct {
+	mu     sync.Mutex
+	sent   []string // Observation.Key of each send
+	answer func(o *activities.Observation) (*activities.ObserveResult, error)
+}
+
+func (f *fakeSender) Send(_ context.Context, o *activities.Observation) (*activities.ObserveResult, error) {
+	f.mu.Lock()
+	f.sent = append(f.sent, o.Key())
+	answer := f.answer
+	f.mu.Unlock()
+	if answer == nil {
+		return &activities.ObserveResult{}, nil
+	}
+	return answer(o)
+}
+
+func (f *fakeSender) keys() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.sent...)
+}
+
+func leaseRecord(id, state string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": crds.APIVersion, "kind": crds.KindLease,
+		"metadata": map[string]any{"name": id},
+		"spec":     map[string]any{"owner": "acme", "state": state},
+	}}
+}
+
+func replicaSet(lease string, replicas, available int32) *appsv1.ReplicaSet {
+	return &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "lease-" + lease,
+			Labels:      map[string]string{activities.ServiceLabel: "web"},
+			Annotations: map[string]string{rollout.RevisionAnnotation: "1", rollout.DesiredReplicasAnnotation: "3"}},
+		Spec:   appsv1.ReplicaSetSpec{Replicas: &replicas},
+		Status: appsv1.ReplicaSetStatus{AvailableReplicas: available},
+	}
+}
+
+type observerTest struct {
+	o    *Observer
+	send *fakeSender
+	kc   *fake.Clientset
+	dyn  *dynamicfake.FakeDynamicClient
+}
+
+func newObserverTest(t *testing.T, answer func(*activities.Observation) (*activities.ObserveResult, error)) *observerTest {
+	kc := fake.NewClientset(replicaSet("a", 3, 3))
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{crds.Leases: "LeaseList"}, leaseRecord("a", "active"))
+	ot := &observerTest{send: &fakeSender{answer: answer}, kc: kc, dyn: dyn}
+	ot.o = newObserver(ot.send, Options{Log: slog.New(slog.DiscardHandler)})
+	ot.o.watch(kc, dyn)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); ot.o.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(t, ot.o.Synced, 10*time.Second, 10*time.Millisecond)
+	return ot
+}
+
+const (
+	healthy   = "closed=false unknown=false web:true"
+	unhealthy = "closed=false unknown=false web:false"
+)
+
+func (ot *observerTest) waitSent(t *testing.T, want ...string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(ot.send.keys()) >= len(want) }, 10*time.Second, 10*time.Millisecond,
+		"want %q sent, got %q", want, ot.send.keys())
+	time.Sleep(200 * time.Millisecond) // nothing more arrives
+	assert.Equal(t, want, ot.send.keys())
+}
+
+func (ot *observerTest) scale(t *testing.T, replicas, available int32) {
+	t.Helper()
+	_, err := ot.kc.AppsV1().ReplicaSets("lease-a").Update(context.Background(), replicaSet("a", replicas, available), metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+// The lease's state is sent once when first seen, then only when the
+// verdict changes: pod churn above the desired replicas is no news.
+func TestObserverSendsOnlyChanges(t *testing.T) {
+	ot := newObserverTest(t, nil)
+	ot.waitSent(t, healthy)
+	ot.scale(t, 3, 4) // more available than desired: the same verdict
+	ot.waitSent(t, healthy)
+	ot.scale(t, 0, 0) // scaled to 0 by hand
+	ot.waitSent(t, healthy, unhealthy)
+	_, err := ot.dyn.Resource(crds.Leases).Update(context.Background(), leaseRecord("a", "closed"), metav1.UpdateOptions{})
+	require.NoError(t, err)
+	ot.waitSent(t, healthy, unhealthy, "closed=true unknown=false web:false")
+}
+
+// What the workflow already has (another worker told it) is not sent
+// again; a lease with no workflow is forgotten; a recheck the workflow asks
+// for is sent even though nothing changed.
+func TestObserverHonoursTheWorkflowsAnswers(t *testing.T) {
+	var mu sync.Mutex
+	answers := []error{ErrKnown}
+	recheck := 1
+	ot := newObserverTest(t, func(o *activities.Observation) (*activities.ObserveResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		var err error
+		if len(answers) > 0 {
+			err, answers = answers[0], answers[1:]
+		}
+		if o.Key() == unhealthy && recheck > 0 {
+			recheck--
+			return &activities.ObserveResult{RecheckAfter: 300 * time.Millisecond}, err
+		}
+		return &activities.ObserveResult{}, err
+	})
+	ot.waitSent(t, healthy) // known: not resent
+	ot.scale(t, 0, 0)
+	ot.waitSent(t, healthy, unhealthy, unhealthy) // taken, then the recheck it asked for
+	mu.Lock()
+	answers = []error{ErrNoWorkflow}
+	mu.Unlock()
+	ot.scale(t, 3, 3)
+	ot.waitSent(t, healthy, unhealthy, unhealthy, healthy)
+	ot.o.mu.Lock()
+	_, tracked := ot.o.state["a"]
+	ot.o.mu.Unlock()
+	assert.False(t, tracked, "a lease with no workflow is forgotten")
+}
+
+// A deploy in progress defers the observation: it is sent again, later.
+func TestObserverRetriesADeferredObservation(t *testing.T) {
+	var mu sync.Mutex
+	deferred := 1
+	ot := newObserverTest(t, func(*activities.Observation) (*activities.ObserveResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if deferred > 0 {
+			deferred--
+			return nil, ErrDeferred
+		}
+		return &activities.ObserveResult{}, nil
+	})
+	require.Eventually(t, func() bool { return len(ot.send.keys()) == 2 }, 10*time.Second, 50*time.Millisecond,
+		"sent again after the deploy: %q", ot.send.keys())
+	assert.Equal(t, []string{healthy, healthy}, ot.send.keys())
+}
