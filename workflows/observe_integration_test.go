@@ -150,7 +150,11 @@ func TestAloneAMissedChangeIsCaughtByTheSafetyNet(t *testing.T) {
 		return w
 	}
 	w := startWorker()
-	run := dt.deploy(twoServices(dt.lease, dt.lease+".apps.example.com", "nginx:1.26", nil, false))
+	// It runs after the API server outage test: the scheduler and kwok may
+	// take a while to watch again, so no 5s progress deadline here.
+	m := twoServices(dt.lease, dt.lease+".apps.example.com", "nginx:1.26", nil, false)
+	m.Services[0].Rollout = nil
+	run := dt.deploy(m)
 	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
 
 	w.Stop() // the worker is down while the lease closes

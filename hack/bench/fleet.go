@@ -69,7 +69,7 @@ func runFleet(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 	}
 	defer f.cleanup(ctx)
 
-	fmt.Printf("\nfleet: the worker binary on one task queue; one-service leases (1 replica, one hostname); machine: %s\n\n", machine())
+	fmt.Fprintf(out, "\nfleet: the worker binary on one task queue; one-service leases (1 replica, one hostname); machine: %s\n\n", machine())
 	solo, err := f.deployAll(ctx, 1, 0)
 	if err != nil {
 		return err
@@ -155,22 +155,22 @@ func runFleet(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 	ticks := int(to.Sub(from).Seconds()) / tickEvery
 	rss := f.peakRSS()
 
-	fmt.Printf("%-44s %10s %10s %8s %8s %14s %16s\n", "concurrent deploys", "p50", "p99", "p99/solo", "errors", "requests/deploy", "CPU s/100 deploys")
-	fmt.Printf("%-44s %10s %10s %8s %8s %14d %16s\n", "1 (solo)", round(soloTook), round(soloTook), "1.00", "0", soloReqs, "-")
+	fmt.Fprintf(out, "%-44s %10s %10s %8s %8s %14s %16s\n", "concurrent deploys", "p50", "p99", "p99/solo", "errors", "requests/deploy", "CPU s/100 deploys")
+	fmt.Fprintf(out, "%-44s %10s %10s %8s %8s %14d %16s\n", "1 (solo)", round(soloTook), round(soloTook), "1.00", "0", soloReqs, "-")
 	for _, r := range rows {
-		fmt.Printf("%-44s %10s %10s %8.2f %8d %14.1f %16.2f\n", strconv.Itoa(r.n), round(r.p50), round(r.p99),
+		fmt.Fprintf(out, "%-44s %10s %10s %8.2f %8d %14.1f %16.2f\n", strconv.Itoa(r.n), round(r.p50), round(r.p99),
 			float64(r.p99)/float64(soloTook), r.errs, r.reqsPerDeploy, r.cpuPer100)
 	}
-	fmt.Printf("\n%-44s %d (lease runs %d + rollout %d; target <= 30)\n", "history events per single-service deploy", events+rolloutEvents, events, rolloutEvents)
-	fmt.Printf("%-44s %d (Temporal Cloud's billable actions, counted from the histories)\n", "actions per deploy", actions)
-	fmt.Printf("%-44s %d leases for %s: %.2f events and %.3f apiserver requests per lease-hour, measured (targets <= 5 and 0)\n",
+	fmt.Fprintf(out, "\n%-44s %d (lease runs %d + rollout %d; target <= 30)\n", "history events per single-service deploy", events+rolloutEvents, events, rolloutEvents)
+	fmt.Fprintf(out, "%-44s %d (Temporal Cloud's billable actions, counted from the histories)\n", "actions per deploy", actions)
+	fmt.Fprintf(out, "%-44s %d leases for %s: %.2f events and %.3f apiserver requests per lease-hour, measured (targets <= 5 and 0)\n",
 		"idle", idleLeases, round(to.Sub(from)), float64(added)/leaseHours, float64(idleReqs)/leaseHours)
 	if ticks > 0 {
-		fmt.Printf("%-44s %.1f events per tick (%d ticks of one lease every %ds): %.1f events per lease-hour at the default 1h\n",
+		fmt.Fprintf(out, "%-44s %.1f events per tick (%d ticks of one lease every %ds): %.1f events per lease-hour at the default 1h\n",
 			"safety-net tick", float64(tickAdded)/float64(ticks), ticks, tickEvery, float64(tickAdded)/float64(ticks))
 	}
-	fmt.Printf("%-44s %.3f CPU s per 100 idle lease-hours\n", "", idleCPU*100/leaseHours)
-	fmt.Printf("%-44s %.1f MiB peak RSS with %d leases, %.1f MiB per 100 leases\n", "worker", rss, len(after), rss*100/float64(len(after)))
+	fmt.Fprintf(out, "%-44s %.3f CPU s per 100 idle lease-hours\n", "", idleCPU*100/leaseHours)
+	fmt.Fprintf(out, "%-44s %.1f MiB peak RSS with %d leases, %.1f MiB per 100 leases\n", "worker", rss, len(after), rss*100/float64(len(after)))
 	return nil
 }
 
@@ -403,7 +403,7 @@ func (f *fleet) startWorker() error {
 		return err
 	}
 	f.worker = cmd
-	fmt.Printf("fleet: worker pid %d, log %s\n", cmd.Process.Pid, logFile.Name())
+	fmt.Fprintf(out, "fleet: worker pid %d, log %s\n", cmd.Process.Pid, logFile.Name())
 	for i := 0; i < 300; i++ {
 		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
 			_ = resp.Body.Close()

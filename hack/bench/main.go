@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sort"
@@ -39,6 +40,9 @@ import (
 	"github.com/deployflow/deployflow/k8s/rollout"
 	"github.com/deployflow/deployflow/workflows"
 )
+
+// out is where the tables go (a test reads them).
+var out io.Writer = os.Stdout
 
 const (
 	engineAgent = "deployflow-bench-engine"
@@ -154,7 +158,7 @@ func rollouts(ctx context.Context, s *devstack.Stack, kc kubernetes.Interface, t
 	}
 	defer stopKCM()
 
-	fmt.Printf("rollout of %d replicas, maxSurge 25%%, maxUnavailable 25%%, pods ready after %s; %d runs each\n\n",
+	fmt.Fprintf(out, "rollout of %d replicas, maxSurge 25%%, maxUnavailable 25%%, pods ready after %s; %d runs each\n\n",
 		replicas, readyAfter, runs)
 	var native, engine []result
 	for i := 0; i < runs; i++ {
@@ -166,7 +170,7 @@ func rollouts(ctx context.Context, s *devstack.Stack, kc kubernetes.Interface, t
 		if err != nil {
 			return fmt.Errorf("engine run %d: %w", i, err)
 		}
-		fmt.Printf("run %d: native %6s  %3d requests | deployflow %6s  %3d requests  %3d events\n",
+		fmt.Fprintf(out, "run %d: native %6s  %3d requests | deployflow %6s  %3d requests  %3d events\n",
 			i+1, n.wall.Round(time.Millisecond), n.requests, e.wall.Round(time.Millisecond), e.requests, e.events)
 		native, engine = append(native, n), append(engine, e)
 	}
@@ -183,12 +187,12 @@ func rollouts(ctx context.Context, s *devstack.Stack, kc kubernetes.Interface, t
 	}
 
 	mn, me := median(native), median(engine)
-	fmt.Printf("\n%-28s %12s %12s\n", "median of runs", "native", "deployflow")
-	fmt.Printf("%-28s %12s %12s\n", "wall time", mn.wall.Round(time.Millisecond), me.wall.Round(time.Millisecond))
-	fmt.Printf("%-28s %12d %12d\n", "apiserver requests/rollout", mn.requests, me.requests)
-	fmt.Printf("%-28s %12s %12d\n", "history events/rollout", "-", me.events)
-	fmt.Printf("\nwall-time ratio deployflow/native: %.3f (target <= 1.05)\n", float64(me.wall)/float64(mn.wall))
-	fmt.Printf("history events of a 1-replica rollout, pods ready after 1s: %d, after 5s: %d (target: constant in wait time)\n",
+	fmt.Fprintf(out, "\n%-28s %12s %12s\n", "median of runs", "native", "deployflow")
+	fmt.Fprintf(out, "%-28s %12s %12s\n", "wall time", mn.wall.Round(time.Millisecond), me.wall.Round(time.Millisecond))
+	fmt.Fprintf(out, "%-28s %12d %12d\n", "apiserver requests/rollout", mn.requests, me.requests)
+	fmt.Fprintf(out, "%-28s %12s %12d\n", "history events/rollout", "-", me.events)
+	fmt.Fprintf(out, "\nwall-time ratio deployflow/native: %.3f (target <= 1.05)\n", float64(me.wall)/float64(mn.wall))
+	fmt.Fprintf(out, "history events of a 1-replica rollout, pods ready after 1s: %d, after 5s: %d (target: constant in wait time)\n",
 		quick.events, slow.events)
 	return nil
 }

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/deployflow/deployflow/internal/testenv"
+)
+
+// The reduced slice of `make bench`'s fleet benchmark that `make test`
+// runs: three leases deployed at once by the worker binary, then idle for
+// 20s. It checks the table is printed and every deploy succeeded; the
+// numbers themselves are the full run's (README).
+func TestFleetBenchmarkSlice(t *testing.T) {
+	testenv.Get(t) // the stack, started if needed
+	if _, err := os.Stat("../../bin/deployflow-worker"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("bin/deployflow-worker: run make build first: %v", err)
+		}
+		t.Skipf("bin/deployflow-worker missing (make build): %v", err)
+	}
+	var buf bytes.Buffer
+	out = &buf
+	t.Cleanup(func() { out = os.Stdout })
+	require.NoError(t, run(10, time.Second, 0, []int{3}, 5, 20*time.Second))
+	t.Log("\n" + buf.String())
+
+	table := buf.String()
+	row := regexp.MustCompile(`(?m)^3\s+\S+\s+\S+\s+\S+\s+(\d+)\s`).FindStringSubmatch(table)
+	require.NotNil(t, row, "a row for 3 concurrent deploys:\n%s", table)
+	assert.Equal(t, "0", row[1], "errors among 3 concurrent deploys")
+	events := regexp.MustCompile(`history events per single-service deploy\s+(\d+)`).FindStringSubmatch(table)
+	require.NotNil(t, events, table)
+	n, _ := strconv.Atoi(events[1])
+	assert.Positive(t, n)
+	assert.Regexp(t, `idle\s+4 leases for`, table, "the idle leases are measured (5 less the one whose safety net ticks)")
+	assert.Regexp(t, `safety-net tick\s+[\d.]+ events per tick`, table)
+}
