@@ -50,6 +50,7 @@ type fleet struct {
 	tq       string
 	prefix   string
 	worker   *exec.Cmd
+	startRSS float64 // the worker's resident set once ready, MiB
 	started  []string // every lease this run created
 }
 
@@ -169,8 +170,9 @@ func runFleet(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 		fmt.Fprintf(out, "%-44s %.1f events per tick (%d ticks of one lease every %ds): %.1f events per lease-hour at the default 1h\n",
 			"safety-net tick", float64(tickAdded)/float64(ticks), ticks, tickEvery, float64(tickAdded)/float64(ticks))
 	}
-	fmt.Fprintf(out, "%-44s %.3f CPU s per 100 idle lease-hours\n", "", idleCPU*100/leaseHours)
-	fmt.Fprintf(out, "%-44s %.1f MiB peak RSS with %d leases, %.1f MiB per 100 leases\n", "worker", rss, len(after), rss*100/float64(len(after)))
+	fmt.Fprintf(out, "%-44s %.1f CPU s per 100 idle lease-hours (the whole worker's CPU while idle, over its leases)\n", "", idleCPU*100/leaseHours)
+	fmt.Fprintf(out, "%-44s %.1f MiB peak RSS with %d leases (%.1f MiB at start): %.1f MiB more per 100 leases\n",
+		"worker", rss, len(after), f.startRSS, (rss-f.startRSS)*100/float64(len(after)))
 	return nil
 }
 
@@ -408,6 +410,7 @@ func (f *fleet) startWorker() error {
 		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				f.startRSS = f.peakRSS()
 				return nil
 			}
 		}
