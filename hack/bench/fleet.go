@@ -50,7 +50,7 @@ type fleet struct {
 	tq       string
 	prefix   string
 	worker   *exec.Cmd
-	startRSS float64 // the worker's resident set once ready, MiB
+	startRSS float64  // the worker's resident set once ready, MiB
 	started  []string // every lease this run created
 }
 
