@@ -96,6 +96,17 @@ func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
 		require.NotEmpty(t, words)
 		assert.Equal(t, "no", words[len(words)-1], "the worker must not: %s", strings.Join(denied, " "))
 	}
+	// What its observer needs (issue 11.1): one cluster-wide watch of the
+	// lease records and one of deployflow's ReplicaSets.
+	for _, allowed := range [][]string{
+		{"list", "leases.deployflow.dev"}, {"watch", "leases.deployflow.dev"},
+		{"list", "replicasets.apps", "-A"}, {"watch", "replicasets.apps", "-A"},
+	} {
+		out, _ := admin(append([]string{"auth", "can-i", "--as", user}, allowed...)...)
+		words := strings.Fields(out)
+		require.NotEmpty(t, words)
+		assert.Equal(t, "yes", words[len(words)-1], "the worker's observer needs: %s", strings.Join(allowed, " "))
+	}
 	// ...and where RBAC alone would allow a write, outside deployflow's
 	// namespaces the admission policy refuses it. (It can take a moment
 	// for the API server to load a new policy.)

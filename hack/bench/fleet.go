@@ -8,9 +8,7 @@ package main
 // (from /proc).
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -350,32 +348,9 @@ func (f *fleet) historyLengths(ctx context.Context) (map[string]int, error) {
 // requests counts the worker's kube-apiserver requests in [from, to].
 func (f *fleet) requests(from, to time.Time) (int, error) {
 	time.Sleep(time.Second) // the audit log is written in batches
-	file, err := os.Open(f.stack.AuditLog())
-	if err != nil {
-		return 0, err
-	}
-	defer file.Close()
-	var entry struct {
-		UserAgent string    `json:"userAgent"`
-		Received  time.Time `json:"requestReceivedTimestamp"`
-		Stage     string    `json:"stage"`
-	}
-	n := 0
-	sc := bufio.NewScanner(file)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if !strings.Contains(string(line), workerAgent) {
-			continue
-		}
-		if json.Unmarshal(line, &entry) != nil || !strings.HasPrefix(entry.UserAgent, workerAgent) {
-			continue
-		}
-		if !entry.Received.Before(from) && !entry.Received.After(to) {
-			n++
-		}
-	}
-	return n, sc.Err()
+	return auditRequests(f.stack.AuditLog(), workerAgent, from, to, func(userAgent, _ string) bool {
+		return strings.HasPrefix(userAgent, workerAgent)
+	})
 }
 
 func (f *fleet) startWorker() error {

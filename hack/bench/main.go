@@ -10,6 +10,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -327,7 +328,16 @@ func (b *bench) engine(ctx context.Context, i int, readyAfter time.Duration) (re
 // contains agent, received within [from, to].
 func (b *bench) countRequests(ns, agent string, from, to time.Time) (int, error) {
 	time.Sleep(500 * time.Millisecond) // let the apiserver flush its audit log
-	f, err := os.Open(b.stack.AuditLog())
+	return auditRequests(b.stack.AuditLog(), ns, from, to, func(userAgent, namespace string) bool {
+		return namespace == ns && strings.Contains(userAgent, agent)
+	})
+}
+
+// auditRequests counts the requests of the kube-apiserver's audit log at
+// path (one line each) received within [from, to] that match; only lines
+// containing hint are parsed.
+func auditRequests(path, hint string, from, to time.Time, match func(userAgent, namespace string) bool) (int, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
 	}
@@ -343,15 +353,14 @@ func (b *bench) countRequests(ns, agent string, from, to time.Time) (int, error)
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
-		line := sc.Bytes()
-		if !strings.Contains(string(line), ns) {
+		if !bytes.Contains(sc.Bytes(), []byte(hint)) {
 			continue
 		}
-		if err := json.Unmarshal(line, &entry); err != nil {
+		entry.ObjectRef.Namespace = ""
+		if err := json.Unmarshal(sc.Bytes(), &entry); err != nil {
 			continue
 		}
-		if entry.ObjectRef.Namespace == ns && strings.Contains(entry.UserAgent, agent) &&
-			!entry.Received.Before(from) && !entry.Received.After(to) {
+		if match(entry.UserAgent, entry.ObjectRef.Namespace) && !entry.Received.Before(from) && !entry.Received.After(to) {
 			n++
 		}
 	}
