@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -171,6 +172,18 @@ type WaitForChangeInput struct {
 	// Timeout ends the wait with the current state even if nothing changed
 	// (the workflow's progress-deadline re-check).
 	Timeout time.Duration `json:"timeout"`
+	// ResourceVersions are those of the ReplicaSets the workflow decided on,
+	// by name. With them a RollingUpdate's wait runs on the worker's shared
+	// informer cache (no request of its own) once the cache has caught up
+	// with them; without them, or with no cache, it lists and watches.
+	ResourceVersions map[string]string `json:"resourceVersions,omitempty"`
+}
+
+// ReplicaSetCache is the worker's shared ReplicaSet informer (see
+// internal/observe): a service's cached ReplicaSets, and a channel closed at
+// the next change in their namespace; ok is false when it is not in sync.
+type ReplicaSetCache interface {
+	ReplicaSetsOf(namespace, service string) (rs []*appsv1.ReplicaSet, changed <-chan struct{}, ok bool)
 }
 
 // WaitForChange returns the service's state as soon as it differs (by
@@ -182,6 +195,11 @@ type WaitForChangeInput struct {
 func (a *Activities) WaitForChange(ctx context.Context, in WaitForChangeInput) (*RolloutState, error) {
 	if in.Timeout <= 0 {
 		return nil, invalidInput("waitForChange: timeout must be positive")
+	}
+	if c, ok := a.Observer.(ReplicaSetCache); ok && !in.Pods && len(in.ResourceVersions) > 0 {
+		if st, served, err := a.waitOnCache(ctx, c, in); served {
+			return st, err
+		}
 	}
 	snap, err := a.snapshot(ctx, in.ServiceRef)
 	if err != nil {
@@ -245,6 +263,82 @@ func (a *Activities) WaitForChange(ctx context.Context, in WaitForChangeInput) (
 			return st, nil
 		}
 	}
+}
+
+// waitOnCache is WaitForChange on the shared informer cache: it returns
+// the service's state once the cache has caught up with what the workflow
+// saw and differs from it. served is false when the cache cannot serve the
+// wait (not in sync, resource versions it cannot compare): the caller
+// lists and watches instead. At the timeout it reads the API server once,
+// so a quiet wait never answers from a cache that lags behind.
+func (a *Activities) waitOnCache(parent context.Context, c ReplicaSetCache, in WaitForChangeInput) (st *RolloutState, served bool, err error) {
+	ctx, cancel := context.WithTimeout(parent, in.Timeout)
+	defer cancel()
+	tick := time.NewTicker(heartbeatEvery)
+	defer tick.Stop()
+	for {
+		list, changed, ok := c.ReplicaSetsOf(in.Namespace, in.Service)
+		if !ok {
+			return nil, false, nil
+		}
+		caughtUp, comparable := caughtUpWith(list, in.ResourceVersions)
+		if !comparable {
+			return nil, false, nil
+		}
+		if caughtUp {
+			snap := &snapshot{replicaSets: map[string]*appsv1.ReplicaSet{}}
+			for _, rs := range list {
+				snap.replicaSets[rs.Name] = slim(rs)
+			}
+			if st := snap.state(); st.Digest != in.Digest {
+				return st, true, nil
+			}
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+			if ctx.Err() == nil {
+				activity.RecordHeartbeat(parent)
+			}
+		case <-ctx.Done():
+			if parent.Err() != nil {
+				return nil, true, parent.Err()
+			}
+			st, err := a.ReadRolloutState(parent, in.ServiceRef) // the timeout
+			return st, true, err
+		}
+	}
+}
+
+// caughtUpWith reports whether the cached ReplicaSets are at least at the
+// resource versions the workflow saw (each one it saw is cached, at that
+// version or later). Resource versions are compared as the numbers etcd
+// gives; comparable is false for any other form.
+func caughtUpWith(list []*appsv1.ReplicaSet, seen map[string]string) (caughtUp, comparable bool) {
+	cached := make(map[string]string, len(list))
+	for _, rs := range list {
+		cached[rs.Name] = rs.ResourceVersion
+	}
+	caughtUp = true
+	for name, rv := range seen {
+		want, err := strconv.ParseUint(rv, 10, 64)
+		if err != nil {
+			return false, false
+		}
+		got, ok := cached[name]
+		if !ok {
+			caughtUp = false
+			continue
+		}
+		have, err := strconv.ParseUint(got, 10, 64)
+		if err != nil {
+			return false, false
+		}
+		if have < want {
+			caughtUp = false
+		}
+	}
+	return caughtUp, true
 }
 
 // ScaleInput is one absolute scale decided by the rollout engine.

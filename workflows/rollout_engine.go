@@ -230,10 +230,15 @@ func (r *rolloutRun) waitForChange(requeueAfter time.Duration) error {
 
 	var a *activities.Activities
 	var st activities.RolloutState
+	rvs := make(map[string]string, len(r.state.ReplicaSets))
+	for _, rs := range r.state.ReplicaSets {
+		rvs[rs.Name] = rs.ResourceVersion
+	}
 	err := workflow.ExecuteActivity(r.waitCtx(waitCtx, timeout), a.WaitForChange, activities.WaitForChangeInput{
-		ServiceRef: r.ref,
-		Digest:     r.state.Digest,
-		Timeout:    timeout,
+		ServiceRef:       r.ref,
+		Digest:           r.state.Digest,
+		Timeout:          timeout,
+		ResourceVersions: rvs,
 	}).Get(r.ctx, &st)
 	if temporal.IsCanceledError(err) {
 		if r.ctx.Err() != nil {

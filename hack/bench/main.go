@@ -36,6 +36,7 @@ import (
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/app"
 	"github.com/deployflow/deployflow/internal/devstack"
+	"github.com/deployflow/deployflow/internal/observe"
 	"github.com/deployflow/deployflow/internal/searchattr"
 	"github.com/deployflow/deployflow/k8s/kube"
 	"github.com/deployflow/deployflow/k8s/rollout"
@@ -147,7 +148,22 @@ func rollouts(ctx context.Context, s *devstack.Stack, kc kubernetes.Interface, t
 	for i := 0; i < runs; i++ {
 		allowed = append(allowed, fmt.Sprintf("bench-engine-%d", i))
 	}
-	app.Register(w, &activities.Activities{Kube: kc, RolloutNamespaces: allowed})
+	// The worker binary's shared informer cache, which rollouts wait on.
+	rc, err := kube.RESTConfig(s.Kubeconfig(), "", engineAgent)
+	if err != nil {
+		return err
+	}
+	cache, err := observe.New(rc, nil, observe.Options{Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	cacheCtx, stopCache := context.WithCancel(ctx)
+	defer stopCache()
+	go cache.Run(cacheCtx)
+	for !cache.Synced() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	app.Register(w, &activities.Activities{Kube: kc, RolloutNamespaces: allowed, Observer: cache})
 	if err := w.Start(); err != nil {
 		return err
 	}

@@ -53,7 +53,8 @@ var (
 // progress is sent again.
 const deferredRetry = 2 * time.Second
 
-// Sender delivers an observation to the lease's workflow. An error other
+// Sender delivers an observation to the lease's workflow (nil: the
+// Observer is a cache only, for rollout waits and safety-net ticks). An error other
 // than ErrNoWorkflow and ErrKnown (Temporal unreachable, the workflow busy
 // deploying) is retried with backoff.
 type Sender interface {
@@ -82,6 +83,7 @@ type Observer struct {
 	queue  workqueue.TypedRateLimitingInterface[string]
 
 	mu           sync.Mutex
+	changed      map[string]chan struct{} // per namespace: closed at its next ReplicaSet event
 	state        map[string]*leaseState
 	failingSince time.Time // the first watch error since the last event
 	unknown      bool      // failing for longer than UnknownAfter
@@ -128,7 +130,7 @@ func newObserver(send Sender, opts Options) *Observer {
 	}
 	o := &Observer{
 		send: send, opts: opts, log: opts.Log.With("component", "observer"),
-		state: map[string]*leaseState{}, now: time.Now,
+		state: map[string]*leaseState{}, changed: map[string]chan struct{}{}, now: time.Now,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 15*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "deployflow-observer"}),
@@ -153,9 +155,9 @@ func (o *Observer) watch(kc kubernetes.Interface, dyn dynamic.Interface) {
 	o.leases = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0).ForResource(crds.Leases).Informer()
 
 	_, _ = o.rs.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { o.event(leaseOfReplicaSet(obj)) },
-		UpdateFunc: func(_, obj any) { o.event(leaseOfReplicaSet(obj)) },
-		DeleteFunc: func(obj any) { o.event(leaseOfReplicaSet(obj)) },
+		AddFunc:    func(obj any) { o.replicaSetEvent(obj) },
+		UpdateFunc: func(_, obj any) { o.replicaSetEvent(obj) },
+		DeleteFunc: func(obj any) { o.replicaSetEvent(obj) },
 	})
 	_, _ = o.leases.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { o.event(objectName(obj)) },
@@ -196,6 +198,10 @@ func (o *Observer) Run(ctx context.Context) {
 	defer o.queue.ShutDown()
 	go o.rs.RunWithContext(ctx)
 	go o.leases.RunWithContext(ctx)
+	if o.send == nil {
+		<-ctx.Done()
+		return
+	}
 	for i := 0; i < o.opts.Workers; i++ {
 		go func() {
 			for o.processNext(ctx) {
@@ -245,11 +251,49 @@ func (o *Observer) observe(id string) *activities.Observation {
 	return obs
 }
 
+// ReplicaSetsOf implements activities.ReplicaSetCache: rollouts wait on
+// the shared cache instead of a watch of their own.
+func (o *Observer) ReplicaSetsOf(namespace, service string) ([]*appsv1.ReplicaSet, <-chan struct{}, bool) {
+	if !o.Synced() {
+		return nil, nil, false
+	}
+	o.mu.Lock()
+	ch := o.changed[namespace]
+	if ch == nil {
+		ch = make(chan struct{})
+		o.changed[namespace] = ch
+	}
+	o.mu.Unlock()
+	// Listed after taking the channel: a change in between closes it.
+	list, err := o.rsList.ReplicaSets(namespace).List(labels.SelectorFromSet(labels.Set{activities.ServiceLabel: service}))
+	if err != nil {
+		return nil, nil, false
+	}
+	return list, ch, true
+}
+
+func (o *Observer) replicaSetEvent(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	rs, ok := obj.(*appsv1.ReplicaSet)
+	if !ok {
+		return
+	}
+	o.mu.Lock()
+	if ch := o.changed[rs.Namespace]; ch != nil {
+		close(ch)
+		delete(o.changed, rs.Namespace)
+	}
+	o.mu.Unlock()
+	o.event(leaseOfReplicaSet(rs))
+}
+
 // event: something of lease id changed. Any event also shows the watches
 // work again after an outage.
 func (o *Observer) event(id string) {
 	o.reachable()
-	if id != "" {
+	if id != "" && o.send != nil {
 		o.queue.Add(id)
 	}
 }
@@ -405,14 +449,7 @@ func (o *Observer) sync(ctx context.Context, id string) error {
 }
 
 // leaseOfReplicaSet is the lease whose namespace holds the ReplicaSet, or "".
-func leaseOfReplicaSet(obj any) string {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	rs, ok := obj.(*appsv1.ReplicaSet)
-	if !ok {
-		return ""
-	}
+func leaseOfReplicaSet(rs *appsv1.ReplicaSet) string {
 	id, _ := strings.CutPrefix(rs.Namespace, manifest.NamespacePrefix)
 	if id == rs.Namespace {
 		return "" // a standalone rollout's namespace: no lease

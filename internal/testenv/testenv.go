@@ -189,12 +189,47 @@ func (e *Env) Worker(t testing.TB) string {
 	tq := Name(t, "tq")
 	e.recordHistories(t, tq)
 	w := worker.New(e.Temporal, tq, worker.Options{WorkerStopTimeout: 2 * time.Second})
-	app.Register(w, e.Activities())
+	acts := e.Activities()
+	acts.Observer = e.cache(t)
+	app.Register(w, acts)
 	if err := w.Start(); err != nil {
 		t.Fatalf("start worker: %v", err)
 	}
 	t.Cleanup(w.Stop)
 	return tq
+}
+
+var (
+	cacheOnce sync.Once
+	cacheObs  *observe.Observer
+	cacheErr  error
+)
+
+// cache is one observer per test binary that sends nothing: the shared
+// informer cache the in-process workers' rollouts wait on and their
+// safety-net ticks read, as the worker binary's do. (Tests that need
+// observations sent start an Observer of their own.)
+func (e *Env) cache(t testing.TB) *observe.Observer {
+	t.Helper()
+	cacheOnce.Do(func() {
+		cacheObs, cacheErr = observe.New(e.RESTConfig, nil, observe.Options{Log: slog.New(slog.DiscardHandler)})
+		if cacheErr != nil {
+			return
+		}
+		go cacheObs.Run(context.Background())
+		deadline := time.Now().Add(30 * time.Second)
+		for !cacheObs.Synced() {
+			if time.Now().After(deadline) {
+				cacheErr = fmt.Errorf("informers not in sync after 30s")
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	if cacheErr != nil {
+		t.Fatalf("shared informer cache: %v", cacheErr)
+	}
+	return cacheObs
 }
 
 // Observer runs a worker's observer (as --observe does) on the test
