@@ -55,9 +55,13 @@ type DeployInput struct {
 	Manifest manifest.Manifest `json:"manifest"`
 	// Trigger says who started it: cli, ui, schedule (default: api).
 	Trigger string `json:"trigger,omitempty"`
-	// Health monitor settings; zero means the defaults (30s, 60s).
+	// HealthIntervalSeconds is the idle lease's safety-net timer: how often
+	// it checks itself in case the worker's observer missed a change; zero
+	// means an hour (30s for runs that predate lease-events).
 	HealthIntervalSeconds int `json:"healthIntervalSeconds,omitempty"`
-	DegradedAfterSeconds  int `json:"degradedAfterSeconds,omitempty"`
+	// DegradedAfterSeconds: a lease below its replicas for this long is
+	// Degraded; zero means 60.
+	DegradedAfterSeconds int `json:"degradedAfterSeconds,omitempty"`
 	// ApprovalTimeoutSeconds bounds the wait for a plan's approval
 	// (manifests with requireApproval); zero means an hour.
 	ApprovalTimeoutSeconds int `json:"approvalTimeoutSeconds,omitempty"`
