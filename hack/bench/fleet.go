@@ -206,47 +206,49 @@ func (f *fleet) deployAll(ctx context.Context, n, healthInterval int) (batch, er
 	return b, nil
 }
 
-// deploy starts the lease's workflow with its first manifest, as
-// `deployflow deploy` does (Update-with-Start), and waits for that deploy to
-// end: the run continues as new once it has.
+// deploy starts the lease's workflow with its first manifest in its input,
+// as `temporal workflow start` does (the start returns once persisted; an
+// Update-with-Start would also wait for a busy worker to accept it), and
+// waits for that deploy to end: the run continues as new once it has.
 func (f *fleet) deploy(ctx context.Context, id string, healthInterval int) deployResult {
 	one := int32(1)
 	m := manifest.Manifest{Lease: id, Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &one,
 		Ports: []manifest.Port{{Port: 80, Expose: &manifest.Expose{HTTP: &manifest.HTTPExpose{Hostnames: []string{id + ".bench.example.com"}}}}}}}}
 	start := time.Now()
-	op := f.temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID: workflows.DeployWorkflowID(id), TaskQueue: f.tq,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "bench", HealthIntervalSeconds: healthInterval})
-	h, err := f.temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: op,
-		UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: workflows.DeployWorkflowID(id), UpdateName: workflows.UpdateDeploy,
-			Args: []any{workflows.DeployRequest{Manifest: m, Trigger: "bench"}}, WaitForStage: client.WorkflowUpdateStageAccepted},
-	})
 	res := deployResult{lease: id}
-	if err == nil {
-		err = h.Get(ctx, nil)
-	}
-	var run client.WorkflowRun
-	if err == nil {
-		run, err = op.Get(ctx)
-	}
+	run, err := f.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.DeployWorkflowID(id), TaskQueue: f.tq},
+		workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "bench", HealthIntervalSeconds: healthInterval})
 	if err != nil {
 		res.err = err
 		return res
 	}
 	res.firstID = run.GetRunID()
 	// The deploying run ends by continuing as new.
-	it := f.temporal.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			res.err = err
+	for {
+		it := f.temporal.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+		var closed bool
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				break // a long poll that timed out: poll again
+			}
+			res.took, closed = ev.GetEventTime().AsTime().Sub(start), true
+		}
+		if closed {
+			break
+		}
+		if time.Since(start) > 30*time.Minute {
+			res.err = fmt.Errorf("lease %s: its deploy did not end in 30 minutes", id)
 			return res
 		}
-		res.took = ev.GetEventTime().AsTime().Sub(start)
 	}
-	st, err := f.status(ctx, id)
+	var st workflows.DeployStatus
+	for attempt := 0; ; attempt++ { // a busy worker may time a query out
+		if st, err = f.status(ctx, id); err == nil || attempt == 5 {
+			break
+		}
+		time.Sleep(time.Second)
+	}
 	switch {
 	case err != nil:
 		res.err = err
