@@ -38,6 +38,7 @@ import (
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/observe"
 	"github.com/deployflow/deployflow/internal/searchattr"
+	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/k8s/kube"
 	"github.com/deployflow/deployflow/k8s/rollout"
 	"github.com/deployflow/deployflow/workflows"
@@ -116,14 +117,6 @@ func run(replicas int32, readyAfter time.Duration, runs int, sizes []int, idle i
 		return err
 	}
 	defer tc.Close()
-	if runs > 0 {
-		if err := rollouts(ctx, s, kc, tc, replicas, readyAfter, runs); err != nil {
-			return err
-		}
-	}
-	if len(sizes) == 0 {
-		return nil
-	}
 	rc, err := kube.RESTConfig(s.Kubeconfig(), "", "deployflow-bench")
 	if err != nil {
 		return err
@@ -131,6 +124,19 @@ func run(replicas int32, readyAfter time.Duration, runs int, sizes []int, idle i
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return err
+	}
+	// deployflow's CRDs, as the chart (or the demo) installs them: the
+	// worker's informers watch leases, and the worker binary checks them.
+	if err := crds.Install(ctx, dyn); err != nil {
+		return fmt.Errorf("install deployflow's CRDs: %w", err)
+	}
+	if runs > 0 {
+		if err := rollouts(ctx, s, kc, tc, replicas, readyAfter, runs); err != nil {
+			return err
+		}
+	}
+	if len(sizes) == 0 {
+		return nil
 	}
 	return runFleet(ctx, s, tc, dyn, sizes, idle, idleFor)
 }
@@ -160,8 +166,10 @@ func rollouts(ctx context.Context, s *devstack.Stack, kc kubernetes.Interface, t
 	cacheCtx, stopCache := context.WithCancel(ctx)
 	defer stopCache()
 	go cache.Run(cacheCtx)
-	for !cache.Synced() {
-		time.Sleep(50 * time.Millisecond)
+	for deadline := time.Now().Add(time.Minute); !cache.Synced(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the worker's informer cache is not in sync after a minute")
+		}
 	}
 	app.Register(w, &activities.Activities{Kube: kc, RolloutNamespaces: allowed, Observer: cache})
 	if err := w.Start(); err != nil {
