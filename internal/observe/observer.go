@@ -8,6 +8,10 @@
 // workflow's validator rejects an observation that changes nothing, and a
 // rejected update leaves no trace in the workflow's history, so several
 // workers observing the same change cost the lease one accepted update.
+//
+// The same ReplicaSet cache serves the rollouts' waits
+// (activities.ReplicaSetCache) and the leases' safety-net ticks
+// (activities.LeaseObserver), so neither makes requests of its own.
 package observe
 
 import (
@@ -54,9 +58,9 @@ var (
 const deferredRetry = 2 * time.Second
 
 // Sender delivers an observation to the lease's workflow (nil: the
-// Observer is a cache only, for rollout waits and safety-net ticks). An error other
-// than ErrNoWorkflow and ErrKnown (Temporal unreachable, the workflow busy
-// deploying) is retried with backoff.
+// Observer is a cache only, for rollout waits and safety-net ticks).
+// ErrDeferred is sent again after deferredRetry; any other error than
+// ErrNoWorkflow and ErrKnown (Temporal unreachable) with backoff.
 type Sender interface {
 	Send(ctx context.Context, o *activities.Observation) (*activities.ObserveResult, error)
 }
