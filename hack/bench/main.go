@@ -166,10 +166,8 @@ func rollouts(ctx context.Context, s *devstack.Stack, kc kubernetes.Interface, t
 	cacheCtx, stopCache := context.WithCancel(ctx)
 	defer stopCache()
 	go cache.Run(cacheCtx)
-	for deadline := time.Now().Add(time.Minute); !cache.Synced(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the worker's informer cache is not in sync after a minute")
-		}
+	if err := cache.WaitSynced(time.Minute); err != nil {
+		return err
 	}
 	app.Register(w, &activities.Activities{Kube: kc, RolloutNamespaces: allowed, Observer: cache})
 	if err := w.Start(); err != nil {

@@ -232,6 +232,19 @@ func (o *Observer) Synced() bool {
 	return !failing && o.rs.HasSynced() && o.leases.HasSynced()
 }
 
+// WaitSynced waits until Synced, or fails after timeout. Run must be
+// running.
+func (o *Observer) WaitSynced(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for !o.Synced() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the informers of leases and ReplicaSets are not in sync after %s", timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
+}
+
 // Observe is the lease as the caches have it; ok is false when they are not
 // in sync (the caller reads the API server instead).
 func (o *Observer) Observe(id string) (*activities.Observation, bool) {

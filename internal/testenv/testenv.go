@@ -217,14 +217,7 @@ func (e *Env) cache(t testing.TB) *observe.Observer {
 			return
 		}
 		go cacheObs.Run(context.Background())
-		deadline := time.Now().Add(30 * time.Second)
-		for !cacheObs.Synced() {
-			if time.Now().After(deadline) {
-				cacheErr = fmt.Errorf("informers not in sync after 30s")
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		cacheErr = cacheObs.WaitSynced(30 * time.Second)
 	})
 	if cacheErr != nil {
 		t.Fatalf("shared informer cache: %v", cacheErr)
@@ -250,12 +243,8 @@ func (e *Env) Observer(t testing.TB, unknownAfter time.Duration) *observe.Observ
 	done := make(chan struct{})
 	go func() { defer close(done); o.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	deadline := time.Now().Add(30 * time.Second)
-	for !o.Synced() {
-		if time.Now().After(deadline) {
-			t.Fatalf("observer: informers not in sync after 30s")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := o.WaitSynced(30 * time.Second); err != nil {
+		t.Fatalf("observer: %v", err)
 	}
 	return o
 }
