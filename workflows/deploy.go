@@ -19,7 +19,7 @@ const (
 	ErrHostnameConflict = activities.ErrHostnameConflict
 	ErrHostnameBlocked  = activities.ErrHostnameBlocked
 	ErrIPPoolExhausted  = activities.ErrIPPoolExhausted
-	ErrInvalidManifest  = "InvalidManifest"
+	ErrInvalidManifest  = activities.ErrInvalidManifest
 )
 
 // Phases of a lease, as DeployStatus.Phase and the DeployflowPhase search
@@ -90,6 +90,10 @@ type DeployCarry struct {
 	IPs       map[string]string     `json:"ips,omitempty"`
 	// Objects are the lease's Services and Ingress after the last apply.
 	Objects []string `json:"objects,omitempty"`
+	// FewerEvents: the run took versionFewerEvents, and so does this one.
+	FewerEvents bool `json:"fewerEvents,omitempty"`
+	// Published is the search attributes the run ended with (they carry over).
+	Published string `json:"published,omitempty"`
 }
 
 // DeployWorkflow is one lease's durable deployment, the deploymentManager of
@@ -107,6 +111,7 @@ func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error)
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
 	}
 	w := newDeployRun(ctx, in)
+	w.fewer = takesAll(ctx, in.Carry != nil && in.Carry.FewerEvents)
 	if err := w.registerControls(); err != nil {
 		return nil, err
 	}
@@ -127,7 +132,7 @@ func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error)
 			if errors.Is(err, errTeardown) || w.teardown {
 				return w.tearDown()
 			}
-			if isLeaseNotActive(w.lastFailure) && w.lastGood == nil && gate(ctx, versionEndUnknownLease) {
+			if isLeaseNotActive(w.lastFailure) && w.lastGood == nil && w.takes(versionEndUnknownLease) {
 				w.leaseGone = true
 			}
 			if w.leaseGone {
@@ -144,7 +149,7 @@ func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error)
 		}
 		// Idle: wait for work. The worker's observer tells the workflow what
 		// changes (lease-events); one slow timer checks in case it missed it.
-		w.events = gate(ctx, versionLeaseEvents)
+		w.events = w.takes(versionLeaseEvents)
 		w.idle = true
 		woken, err := workflow.AwaitWithTimeout(ctx, w.idleInterval(), func() bool {
 			return w.pending != nil || w.teardown || w.observation != nil
@@ -170,6 +175,7 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 	m = w.keepRestarts(m)
 	w.revision++
 	rec := DeployRecord{Revision: w.revision, Trigger: w.trigger, Started: workflow.Now(w.ctx), Image: images(m)}
+	w.deployStarted = rec.Started
 	before := w.phase
 	w.setPhase(PhaseDeploying)
 	w.current = m
@@ -221,7 +227,7 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 				rec.Outcome += "; rolled back to the last-known-good manifest"
 			}
 			w.reverting = false
-		case !res.changed && gate(w.ctx, versionReleaseOnEarlyFailure):
+		case !res.changed && w.takes(versionReleaseOnEarlyFailure):
 			// Nothing of the workload changed: give back the hostnames and
 			// IPs this deploy took that the running version does not hold.
 			if released := w.releaseUnheld(); len(released) > 0 {
@@ -232,7 +238,9 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 	rec.Finished = workflow.Now(w.ctx)
 	w.record(rec)
 	w.publish()
-	w.reportDeploy(rec, err)
+	if !w.fewer || err != nil {
+		w.reportDeploy(rec, err) // a successful chain reported it as it finished
+	}
 	if errors.Is(err, errTeardown) {
 		return err
 	}
@@ -290,7 +298,7 @@ func (w *deployRun) monitor() {
 	if w.lastGood == nil && w.current == nil {
 		// Nothing deployed: the workflow waits for a manifest, unless its
 		// lease is gone, which ends it.
-		if gate(w.ctx, versionEndUnknownLease) {
+		if w.takes(versionEndUnknownLease) {
 			if active, err := w.leaseActive(); err == nil && !active {
 				w.leaseGone = true
 			}
@@ -356,7 +364,7 @@ func (w *deployRun) end() (*DeployStatus, error) {
 // deploy) are drained first and carried over, not dropped with the run.
 func (w *deployRun) continueAsNew() (*DeployStatus, error) {
 	w.settle()
-	if gate(w.ctx, versionDrainSignals) {
+	if w.takes(versionDrainSignals) {
 		w.drainSignals()
 	}
 	return nil, workflow.NewContinueAsNewError(w.ctx, DeployWorkflow, w.carryOver())

@@ -96,7 +96,7 @@ func (w *deployRun) registerApproval() error {
 	return workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateApprove,
 		func(_ workflow.Context, _ ApproveRequest) (DeployStatus, error) {
 			w.approved = true
-			w.unsettled = true
+			w.unsettle()
 			return w.status(), nil
 		},
 		workflow.UpdateHandlerOptions{

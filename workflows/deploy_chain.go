@@ -40,21 +40,15 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	res := chainResult{classes: map[string]string{}}
 	m = m.WithDefaults()
 	ns := manifest.Namespace(m.Lease)
-	var a *activities.Activities
 
-	// 1. The lease must be active.
-	lease, err := w.checkLease(m.Lease)
+	// 1. The lease must be active, and 2. the plan, read from the cluster
+	// with the code `deploy --plan` runs; another owner's hostname fails the
+	// deploy here.
+	lease, plan, err := w.prepare(m)
 	if err != nil {
 		return res, err
 	}
 	w.owner = lease.Owner
-
-	// 2. The plan, read from the cluster with the code `deploy --plan`
-	// runs; another owner's hostname fails the deploy here.
-	plan, err := w.planDeploy(m)
-	if err != nil {
-		return res, err
-	}
 	switch {
 	case w.approvedPlan != "" && !w.reverting:
 		// Approved up front (deploy --plan --yes): only the plan reviewed.
@@ -72,74 +66,47 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		heldBefore[h] = !contains(plan.ReserveHostnames, h)
 	}
 
-	// 3. Declared IPs: existing endpoints keep theirs, new ones get one.
-	var ips map[string]string
-	if err := workflow.ExecuteLocalActivity(w.kubeCtx("reserve IPs"), a.EnsureIPs, activities.IPsInput{
-		Lease: m.Lease, Owner: lease.Owner, Endpoints: m.IPEndpoints(),
-	}).Get(w.ctx, &ips); err != nil {
-		return res, err
-	}
-	w.ips = ips
-	for _, e := range m.IPEndpoints() {
-		if _, kept := plan.KeepIPs[e]; !kept {
-			res.operations = append(res.operations, activities.OpAllocateIP(e))
+	// 3. Declared IPs: existing endpoints keep theirs, new ones get one;
+	// 4. hostname reservations (the same owner's other leases keep theirs);
+	// 5. namespace, Services, LoadBalancer Services and Ingress; 6. each
+	// service's change, classified before acting on it.
+	applied, err := w.applyWorkload(m, lease.Owner)
+	if applied.IPs != nil {
+		w.ips = applied.IPs
+		for _, e := range m.IPEndpoints() {
+			if _, kept := plan.KeepIPs[e]; !kept {
+				res.operations = append(res.operations, activities.OpAllocateIP(e))
+			}
 		}
 	}
-
-	// 4. Hostname reservations; the same owner's other leases keep theirs.
-	var hosts activities.HostnamesResult
-	if err := workflow.ExecuteLocalActivity(w.kubeCtx("reserve hostnames"), a.ReserveHostnames, activities.HostnamesInput{
-		Lease: m.Lease, Owner: lease.Owner, Hostnames: m.Hostnames(),
-	}).Get(w.ctx, &hosts); err != nil {
-		return res, err
-	}
-	res.withheld = hosts.Withheld
-	w.hostnames, w.withheld = hosts.Reserved, hosts.Withheld
-	for _, h := range hosts.Reserved {
-		if !heldBefore[h] {
-			res.operations = append(res.operations, activities.OpReserveHostname(h))
+	if hosts := applied.Hostnames; hosts != nil {
+		res.withheld = hosts.Withheld
+		w.hostnames, w.withheld = hosts.Reserved, hosts.Withheld
+		for _, h := range hosts.Reserved {
+			if !heldBefore[h] {
+				res.operations = append(res.operations, activities.OpReserveHostname(h))
+			}
 		}
 	}
-
-	// 5. Namespace, Services, LoadBalancer Services and Ingress.
-	if err := workflow.ExecuteLocalActivity(w.kubeCtx("ensure namespace "+ns), a.EnsureNamespace, activities.EnsureNamespaceInput{
-		Name: ns, Labels: map[string]string{manifest.LeaseLabel: m.Lease, manifest.ManagedByLabel: manifest.ManagedBy},
-	}).Get(w.ctx, nil); err != nil {
-		return res, err
-	}
-	objects, err := activities.RenderObjects(m, ips, hosts.Withheld)
 	if err != nil {
-		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
-	}
-	objects.DeployID = w.deployID()
-	objects.Previous = w.objects
-	var applied activities.ApplyObjectsResult
-	if err := workflow.ExecuteLocalActivity(w.kubeCtx("apply services and ingress"), a.ApplyObjects, objects).Get(w.ctx, &applied); err != nil {
 		return res, err
 	}
-	w.objects = applied.Kept
-	res.changed = len(applied.Changed)+len(applied.Pruned) > 0
-	for _, o := range applied.Changed {
+	w.objects = applied.Applied.Kept
+	res.changed = len(applied.Applied.Changed)+len(applied.Applied.Pruned) > 0
+	for _, o := range applied.Applied.Changed {
 		res.operations = append(res.operations, activities.OpApply(o))
 	}
-	for _, o := range applied.Pruned {
+	for _, o := range applied.Applied.Pruned {
 		res.operations = append(res.operations, activities.OpDelete(o))
 	}
-
-	// 6. Classify each service's change before acting on it.
 	rollouts := map[string]RolloutInput{}
-	for _, svc := range m.ServiceNames() {
+	for _, c := range applied.Classes {
+		svc := c.Service
 		d, err := m.Deployment(svc)
 		if err != nil {
 			return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
 		}
-		var c activities.Classification
-		if err := workflow.ExecuteLocalActivity(w.kubeCtx("classify "+svc), a.ClassifyService, activities.ClassifyInput{
-			Deployment: d, Service: svc,
-		}).Get(w.ctx, &c); err != nil {
-			return res, err
-		}
-		if c.Class == activities.ChangeNone && activities.TouchesService(applied, m, svc) {
+		if c.Class == activities.ChangeNone && activities.TouchesService(*applied.Applied, m, svc) {
 			c.Class = activities.ChangeMetadata
 		}
 		res.classes[svc] = c.Class
@@ -147,7 +114,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 			res.operations = append(res.operations, op)
 		}
 		if c.Class == activities.ChangeScale || c.Class == activities.ChangeRollout {
-			rollouts[svc] = RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc)}
+			rollouts[svc] = RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.fewer}
 		}
 	}
 	w.classes = res.classes
@@ -161,7 +128,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		if err != nil {
 			return res, err
 		}
-		if gate(w.ctx, versionLeaseFollowsRollout) {
+		if w.takes(versionLeaseFollowsRollout) {
 			if res.ran, err = followRollouts(m, results); err != nil {
 				return res, err
 			}
@@ -169,22 +136,14 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	}
 
 	// 8. Healthy: release hostnames and IPs the manifest no longer declares.
-	var released []string
-	if err := workflow.ExecuteLocalActivity(w.kubeCtx("release dropped hostnames"), a.ReleaseHostnames, activities.ReleaseInput{
-		Lease: m.Lease, Keep: m.Hostnames(),
-	}).Get(w.ctx, &released); err != nil {
+	released, err := w.finish(m)
+	if err != nil {
 		return res, err
 	}
-	for _, h := range released {
+	for _, h := range released.Hostnames {
 		res.operations = append(res.operations, activities.OpReleaseHostname(h))
 	}
-	released = nil
-	if err := workflow.ExecuteLocalActivity(w.kubeCtx("release dropped IPs"), a.ReleaseIPs, activities.ReleaseInput{
-		Lease: m.Lease, Keep: m.IPEndpoints(),
-	}).Get(w.ctx, &released); err != nil {
-		return res, err
-	}
-	for _, e := range released {
+	for _, e := range released.IPs {
 		res.operations = append(res.operations, activities.OpReleaseIP(e))
 	}
 	return res, nil
@@ -221,7 +180,7 @@ func (w *deployRun) rollOut(rollouts map[string]RolloutInput) (map[string]Rollou
 	sort.Strings(services)
 
 	rolloutID := RolloutWorkflowID
-	if !gate(w.ctx, versionRolloutID) {
+	if !w.takes(versionRolloutID) {
 		rolloutID = LegacyRolloutWorkflowID // a lease workflow that started its rollouts before the change
 	}
 	errs := map[string]error{}
@@ -244,14 +203,26 @@ func (w *deployRun) rollOut(rollouts map[string]RolloutInput) (map[string]Rollou
 		})
 	}
 
+	// The lease closing: the observer tells (fewer-events), a slow timer
+	// checks in case it missed it; legacy runs check every healthInterval.
+	tick := w.healthInterval
+	if w.fewer && w.in.HealthIntervalSeconds <= 0 {
+		tick = defaultSafetyNet
+	}
+	w.rollingOut = true
+	defer func() { w.rollingOut = false }()
 	var interrupted error
 	for done < len(services) {
-		woken, err := workflow.AwaitWithTimeout(w.ctx, w.healthInterval, func() bool {
+		woken, err := workflow.AwaitWithTimeout(w.ctx, tick, func() bool {
 			// Once interrupted, only the children's ends are awaited.
-			return done == len(services) || interrupted == nil && (w.teardown || w.pending != nil)
+			return done == len(services) || interrupted == nil && (w.teardown || w.pending != nil || w.observation != nil)
 		})
 		if err != nil {
 			return nil, err
+		}
+		if o := w.observation; o != nil {
+			w.observation = nil
+			w.teardown = w.teardown || o.Closed
 		}
 		if !woken && interrupted == nil {
 			if active, err := w.leaseActive(); err == nil && !active {

@@ -68,6 +68,8 @@ func (w *deployRun) takesObservation(o *activities.Observation) error {
 		return fmt.Errorf("lease: the observation is of lease %q, this workflow deploys lease %q", o.Lease, w.lease)
 	case w.teardown || w.leaseGone:
 		return known("the lease is being torn down")
+	case o.Closed && w.rollingOut && w.fewer:
+		return nil // the rollouts are cancelled and the lease torn down
 	case !w.idle:
 		return temporal.NewApplicationError("a deploy is in progress; its rollouts watch the services", ErrObservationDeferred)
 	case !w.events:

@@ -60,7 +60,24 @@ type deployRun struct {
 	events         bool                    // this run takes the observer's observations (versionLeaseEvents)
 	idle           bool                    // waiting for work: observations are taken only then
 	observation    *activities.Observation // accepted, not yet acted on
+	// fewer: this run takes versionFewerEvents and every change before it.
+	fewer bool
+	// published is the search attributes last upserted (fewer-events
+	// upserts only changes).
+	published string
+	// unsettledAt is the history length of the task that accepted the
+	// update not yet settled.
+	unsettledAt int
+	// rollingOut: the deploy waits for its rollouts (a closed lease's
+	// observation is taken then).
+	rollingOut bool
+	// deployStarted is when the deploy in progress started.
+	deployStarted time.Time
 }
+
+// takes reports whether this run takes change id: always when it takes
+// versionFewerEvents, else as its own gate says.
+func (w *deployRun) takes(id string) bool { return w.fewer || gate(w.ctx, id) }
 
 // deployID names one run of the deploy chain, for content-based change
 // detection in ApplyObjects: a retried apply of the same run carries it.
@@ -213,6 +230,7 @@ func newDeployRun(ctx workflow.Context, in DeployInput) *deployRun {
 		w.lastErr, w.classes, w.hostnames, w.withheld, w.ips = c.LastError, c.Classes, c.Hostnames, c.Withheld, c.IPs
 		w.objects = c.Objects
 		w.current = w.lastGood
+		w.published = c.Published
 	} else {
 		m := in.Manifest
 		w.pending = &m
@@ -233,7 +251,7 @@ func (w *deployRun) registerControls() error {
 			w.pending = &m // the newest manifest wins; older pending ones are dropped
 			w.pendingTrigger = req.trigger()
 			w.pendingPlan = req.PlanFingerprint
-			w.unsettled = true
+			w.unsettle()
 			return w.status(), nil
 		},
 		workflow.UpdateHandlerOptions{
@@ -253,7 +271,7 @@ func (w *deployRun) registerControls() error {
 	if err := workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateTeardown,
 		func(workflow.Context) (DeployStatus, error) {
 			w.teardown = true
-			w.unsettled = true
+			w.unsettle()
 			return w.status(), nil
 		},
 		workflow.UpdateHandlerOptions{Description: "Tear the lease's workload down and release its hostnames and IPs"}); err != nil {
@@ -274,7 +292,8 @@ func (w *deployRun) registerControls() error {
 					m.Services[i].Replicas = &r
 				}
 			}
-			w.pending, w.pendingTrigger, w.unsettled = &m, "cli", true
+			w.pending, w.pendingTrigger = &m, "cli"
+			w.unsettle()
 			return w.status(), nil
 		},
 		workflow.UpdateHandlerOptions{
@@ -297,7 +316,7 @@ func (w *deployRun) registerControls() error {
 	if err := workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateRestart,
 		func(_ workflow.Context) (DeployStatus, error) {
 			w.redeploy(RedeployRequest{Action: RedeployRestart, Trigger: "cli"})
-			w.unsettled = true
+			w.unsettle()
 			return w.status(), nil
 		},
 		workflow.UpdateHandlerOptions{
@@ -364,7 +383,7 @@ func (w *deployRun) carryOver() DeployInput {
 		Owner: w.owner, Phase: w.phase, LastGood: w.lastGood, Pending: w.pending, PendingTrigger: w.pendingTrigger, PendingPlan: w.pendingPlan,
 		Revision: w.revision, History: w.history, Teardown: w.teardown,
 		LastError: w.lastErr, Classes: w.classes, Hostnames: w.hostnames, Withheld: w.withheld, IPs: w.ips,
-		Objects: w.objects,
+		Objects: w.objects, FewerEvents: w.fewer, Published: w.published,
 	}
 	return in
 }
@@ -386,10 +405,19 @@ func (w *deployRun) historyFull() bool {
 // ends (see rolloutRun.settleControls).
 func (w *deployRun) settle() {
 	_ = workflow.Await(w.ctx, func() bool { return workflow.AllHandlersFinished(w.ctx) })
+	if w.unsettled && w.fewer && workflow.GetInfo(w.ctx).GetCurrentHistoryLength() > w.unsettledAt {
+		w.unsettled = false // accepted in a task that has completed: recorded already
+	}
 	if w.unsettled {
 		_ = workflow.Sleep(w.ctx, time.Millisecond)
 		w.unsettled = false
 	}
+}
+
+// unsettle notes an update handled in this workflow task.
+func (w *deployRun) unsettle() {
+	w.unsettled = true
+	w.unsettledAt = workflow.GetInfo(w.ctx).GetCurrentHistoryLength()
 }
 
 // kubeCtx is for short, idempotent calls (local activities, retried for a
@@ -479,6 +507,9 @@ func (w *deployRun) setPhase(phase string) {
 	}
 	w.phase = phase
 	w.publish()
+	if w.fewer {
+		return // deployflow_leases counts phases from visibility
+	}
 	var a *activities.Activities
 	_ = workflow.ExecuteLocalActivity(w.probeCtx("phase "+phase), a.ReportPhase, activities.PhaseReport{Lease: w.lease, Phase: phase}).Get(w.ctx, nil)
 }
@@ -498,10 +529,25 @@ func (w *deployRun) publish() {
 	if w.current != nil {
 		updates = append(updates, searchattr.Services.ValueSet(w.current.ServiceNames()))
 	}
+	workflow.SetCurrentDetails(w.ctx, w.details())
+	if w.fewer {
+		if w.searchAttributes() == w.published {
+			return // nothing changed: no upsert, no event
+		}
+		w.published = w.searchAttributes()
+	}
 	if err := workflow.UpsertTypedSearchAttributes(w.ctx, updates...); err != nil {
 		workflow.GetLogger(w.ctx).Warn("search attributes not upserted (are they registered?)", "error", err)
 	}
-	workflow.SetCurrentDetails(w.ctx, w.details())
+}
+
+// searchAttributes is the values publish upserts, as one comparable string.
+func (w *deployRun) searchAttributes() string {
+	values := fmt.Sprintf("%q %q %d %q %q", w.lease, w.phase, w.revision, w.trigger, w.owner)
+	if w.current != nil {
+		values += fmt.Sprintf(" %q", w.current.ServiceNames())
+	}
+	return values
 }
 
 // details is the UI's "current details" of the lease: markdown.

@@ -47,13 +47,20 @@ func newDeployEnv(t *testing.T, setup func(*deployEnv)) *deployEnv {
 	env.RegisterActivity(a)
 	env.RegisterWorkflow(RolloutWorkflow)
 	setup(env)
-	env.OnActivity(a.CheckLease, mock.Anything, mock.Anything).Return(&activities.LeaseInfo{ID: "l", Owner: "acme", State: "Active"}, nil).Maybe()
-	env.OnActivity(a.PlanDeploy, mock.Anything, mock.Anything).Return(&activities.DeployPlan{Fingerprint: "fp1"}, nil).Maybe()
-	env.OnActivity(a.EnsureIPs, mock.Anything, mock.Anything).Return(map[string]string{}, nil).Maybe()
-	env.OnActivity(a.ReserveHostnames, mock.Anything, mock.Anything).Return(&activities.HostnamesResult{Reserved: []string{"web.example.com"}}, nil).Maybe()
-	env.OnActivity(a.EnsureNamespace, mock.Anything, mock.Anything).Return(nil).Maybe()
-	env.OnActivity(a.ApplyObjects, mock.Anything, mock.Anything).Return(&activities.ApplyObjectsResult{}, nil).Maybe()
-	env.OnActivity(a.ClassifyService, mock.Anything, mock.Anything).Return(&activities.Classification{Service: "web", Class: activities.ChangeRollout}, nil).Maybe()
+	env.OnActivity(a.PrepareDeploy, mock.Anything, mock.Anything).Return(&activities.PrepareDeployResult{
+		Lease: activities.LeaseInfo{ID: "l", Owner: "acme", State: "Active"}, Plan: activities.DeployPlan{Fingerprint: "fp1"}}, nil).Maybe()
+	env.OnActivity(a.ApplyDeploy, mock.Anything, mock.Anything).Return(&activities.ApplyDeployResult{
+		IPs:       map[string]string{},
+		Hostnames: &activities.HostnamesResult{Reserved: []string{"web.example.com"}},
+		Applied:   &activities.ApplyObjectsResult{},
+		Classes:   []activities.Classification{{Service: "web", Class: activities.ChangeRollout}},
+	}, nil).Maybe()
+	env.OnActivity(a.FinishDeploy, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.FinishDeployInput) (*activities.FinishDeployResult, error) {
+			env.released["hostnames"] = append(env.released["hostnames"], in.KeepHostnames)
+			env.released["ips"] = append(env.released["ips"], in.KeepIPs)
+			return &activities.FinishDeployResult{}, nil
+		}).Maybe()
 	env.OnActivity(a.ReleaseHostnames, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.ReleaseInput) ([]string, error) {
 			env.released["hostnames"] = append(env.released["hostnames"], in.Keep)
@@ -98,7 +105,7 @@ func TestDeployWorkflowDecisions(t *testing.T) {
 		// then stayed Running, waking every 30 s, forever.
 		name: "an unknown lease ends the workflow with LeaseNotActive",
 		setup: func(env *deployEnv) {
-			env.OnActivity(env.a.CheckLease, mock.Anything, mock.Anything).Return(nil, leaseGone)
+			env.OnActivity(env.a.PrepareDeploy, mock.Anything, mock.Anything).Return(nil, leaseGone)
 		},
 		check: func(t *testing.T, env *deployEnv, err error) {
 			var appErr *temporal.ApplicationError
@@ -110,7 +117,7 @@ func TestDeployWorkflowDecisions(t *testing.T) {
 		// but before changing the workload kept them.
 		name: "an early failure releases what the deploy took",
 		setup: func(env *deployEnv) {
-			env.OnActivity(env.a.ReserveHostnames, mock.Anything, mock.Anything).Return(nil, conflict)
+			env.OnActivity(env.a.ApplyDeploy, mock.Anything, mock.Anything).Return(nil, conflict)
 		},
 		check: func(t *testing.T, env *deployEnv, err error) {
 			in := continuedWith(t, err)
@@ -175,8 +182,8 @@ func TestRolloutWorkflowStopsAtANamespaceItMayNotActIn(t *testing.T) {
 	env := s.NewTestWorkflowEnvironment()
 	a := &activities.Activities{}
 	env.RegisterActivity(a)
-	env.OnActivity(a.EnsureNamespace, mock.Anything, mock.Anything).Return(
-		temporal.NewNonRetryableApplicationError("namespace kube-system: is not managed by deployflow", activities.ErrNamespaceNotAllowed, nil))
+	env.OnActivity(a.PrepareRollout, mock.Anything, mock.Anything).Return(
+		nil, temporal.NewNonRetryableApplicationError("namespace kube-system: is not managed by deployflow", activities.ErrNamespaceNotAllowed, nil))
 	in := validInput()
 	in.Namespace = "kube-system"
 	env.ExecuteWorkflow(RolloutWorkflow, in)
@@ -184,6 +191,5 @@ func TestRolloutWorkflowStopsAtANamespaceItMayNotActIn(t *testing.T) {
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(env.GetWorkflowError(), &appErr), "got %v", env.GetWorkflowError())
 	assert.Equal(t, activities.ErrNamespaceNotAllowed, appErr.Type())
-	env.AssertNotCalled(t, "EnsureReplicaSet", mock.Anything, mock.Anything)
-	env.AssertNotCalled(t, "DefaultDeployment", mock.Anything, mock.Anything)
+	env.AssertNotCalled(t, "ApplyPlan", mock.Anything, mock.Anything)
 }

@@ -32,6 +32,10 @@ type RolloutInput struct {
 	// continues as a new run (carrying its state); 0 means 4000. Long
 	// rollouts stay cheap to replay; a small value exercises the hand-over.
 	MaxHistoryEvents int `json:"maxHistoryEvents,omitempty"`
+	// FewerEvents is set by the lease workflow (and the CLI) that starts the
+	// rollout: it takes versionFewerEvents without recording a marker. A
+	// rollout started without it asks the gate.
+	FewerEvents bool `json:"fewerEvents,omitempty"`
 	// Carry is set by the workflow itself when it continues as new; leave it
 	// empty when starting a rollout.
 	Carry *RolloutCarry `json:"carry,omitempty"`

@@ -64,26 +64,18 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (*RolloutResult, err
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
 	}
 	r := newRolloutRun(ctx, in, d)
+	r.fewer = takesAll(ctx, in.FewerEvents)
 	if err := r.registerControls(); err != nil {
 		return nil, err
 	}
 	workflow.GetLogger(ctx).Info("rollout started", "namespace", in.Namespace, "service", in.Service)
 
-	// 1. The namespace, usable for pods, and the desired Deployment as the
-	// API server defaults it (first run only: a continued run has done it).
-	if in.Carry == nil {
-		if err := r.ensureNamespace(); err != nil {
-			return nil, err
-		}
-		if err := r.defaultDeployment(); err != nil {
-			return nil, err
-		}
-	}
-
-	// 2. What runs now, and which revision is the last-known-good one.
-	if err := r.read(); err != nil {
+	// 1. The namespace, usable for pods, the desired Deployment as the API
+	// server defaults it, and 2. what runs now (a continued run only reads).
+	if err := r.prepare(); err != nil {
 		return nil, err
 	}
+	// Which revision is the last-known-good one.
 	if in.Carry == nil {
 		r.stableRevision = stableRevision(r.state.ReplicaSets)
 	}

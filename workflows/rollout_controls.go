@@ -141,6 +141,7 @@ func (r *rolloutRun) registerControls() error {
 func (r *rolloutRun) changed(msg string) (RolloutStatus, error) {
 	r.msg = msg
 	r.unsettled = true
+	r.unsettledAt = workflow.GetInfo(r.ctx).GetCurrentHistoryLength()
 	workflow.GetLogger(r.ctx).Info("rollout control", "service", r.in.Service, "change", msg)
 	r.wakeUp()
 	return r.status(), nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -42,6 +43,8 @@ type rolloutRun struct {
 	collisions     int    // hash collisions in a row
 	statusSyncs    int    // syncs in a row that only changed the status
 	unsettled      bool   // an operator control was handled and not yet settled
+	unsettledAt    int    // the history length of the task that handled it
+	fewer          bool   // this run takes versionFewerEvents
 	undoneTo       int64  // the revision an operator's undo returned to, if any
 	wake           workflow.CancelFunc
 }
@@ -62,12 +65,44 @@ func newRolloutRun(ctx workflow.Context, in RolloutInput, d *appsv1.Deployment) 
 	return r
 }
 
-func (r *rolloutRun) ensureNamespace() error {
-	var a *activities.Activities
-	return workflow.ExecuteLocalActivity(r.kubeCtx("ensure namespace "+r.in.Namespace), a.EnsureNamespace, activities.EnsureNamespaceInput{
+// prepare ensures the namespace (usable for pods), replaces the desired
+// Deployment by the API server's defaulted version of it, so the
+// pod-template-hash matches the cluster's, and reads what runs of the
+// service. A continued run has done the first two.
+func (r *rolloutRun) prepare() error {
+	switch {
+	case r.in.Carry != nil:
+		return r.read()
+	case r.fewer:
+		var a *activities.Activities
+		var res activities.PrepareRolloutResult
+		if err := workflow.ExecuteLocalActivity(r.kubeCtx("ensure namespace, default "+r.in.Service+", read"), a.PrepareRollout,
+			activities.PrepareRolloutInput{Namespace: r.namespace(), Deployment: r.d, Ref: r.ref}).Get(r.ctx, &res); err != nil {
+			return err
+		}
+		r.d, r.state = res.Deployment, &res.State
+		return nil
+	}
+	// Legacy: one local activity per call.
+	if err := r.ensureNamespace(); err != nil {
+		return err
+	}
+	if err := r.defaultDeployment(); err != nil {
+		return err
+	}
+	return r.read()
+}
+
+func (r *rolloutRun) namespace() activities.EnsureNamespaceInput {
+	return activities.EnsureNamespaceInput{
 		Name:   r.in.Namespace,
 		Labels: map[string]string{"app.kubernetes.io/managed-by": "deployflow"},
-	}).Get(r.ctx, nil)
+	}
+}
+
+func (r *rolloutRun) ensureNamespace() error {
+	var a *activities.Activities
+	return workflow.ExecuteLocalActivity(r.kubeCtx("ensure namespace "+r.in.Namespace), a.EnsureNamespace, r.namespace()).Get(r.ctx, nil)
 }
 
 // defaultDeployment replaces the desired Deployment by the API server's
@@ -168,6 +203,20 @@ func (r *rolloutRun) apply(plan rollout.Plan) error {
 	for _, rs := range r.state.ReplicaSets {
 		uids[rs.Name] = rs.UID
 	}
+	if r.fewer {
+		in := activities.ApplyPlanInput{Ref: r.ref, Update: plan.Update, Scales: plan.Scales, Deletes: plan.Deletes, UIDs: uids}
+		if plan.Create != nil {
+			in.Create = plan.Create.DeepCopy()
+			in.Create.Labels[activities.ServiceLabel] = r.in.Service
+		}
+		var st activities.RolloutState
+		if err := workflow.ExecuteLocalActivity(r.kubeCtx(planSummary(plan)), a.ApplyPlan, in).Get(r.ctx, &st); err != nil {
+			return err
+		}
+		r.state = &st
+		return nil
+	}
+	// Legacy: one local activity per write, then a read.
 	err := func() error {
 		if plan.Update != nil {
 			var rs *appsv1.ReplicaSet
@@ -209,6 +258,27 @@ func (r *rolloutRun) apply(plan rollout.Plan) error {
 		return err
 	}
 	return r.read()
+}
+
+// planSummary is what a sync writes, as the UI shows its local activity.
+func planSummary(plan rollout.Plan) string {
+	var ops []string
+	if plan.Update != nil {
+		ops = append(ops, fmt.Sprintf("update %s (revision %s)", plan.Update.Name, plan.Update.Annotations[rollout.RevisionAnnotation]))
+	}
+	if c := plan.Create; c != nil {
+		ops = append(ops, fmt.Sprintf("create %s with %d replicas (revision %s)", c.Name, *c.Spec.Replicas, c.Annotations[rollout.RevisionAnnotation]))
+	}
+	for _, op := range plan.Scales {
+		ops = append(ops, fmt.Sprintf("scale %s %d→%d", op.ReplicaSet, op.From, op.To))
+	}
+	for _, name := range plan.Deletes {
+		ops = append(ops, "delete old "+name)
+	}
+	if len(ops) == 0 {
+		return "read"
+	}
+	return strings.Join(ops, ", ") + "; read"
 }
 
 func isStalePlan(err error) bool {
@@ -260,6 +330,9 @@ func (r *rolloutRun) waitForChange(requeueAfter time.Duration) error {
 // operator would see "unexpected workflow task failure" for an abort that
 // then never happened. Settling first records the update on its own.
 func (r *rolloutRun) settleControls() {
+	if r.unsettled && r.fewer && workflow.GetInfo(r.ctx).GetCurrentHistoryLength() > r.unsettledAt {
+		r.unsettled = false // handled in a task that has completed: recorded already
+	}
 	if r.unsettled {
 		_ = workflow.Sleep(r.ctx, time.Millisecond)
 		r.unsettled = false
@@ -342,6 +415,7 @@ func (r *rolloutRun) shouldContinueAsNew() bool {
 
 func (r *rolloutRun) carryOver() RolloutInput {
 	in := r.in
+	in.FewerEvents = r.fewer
 	in.Carry = &RolloutCarry{Deployment: *r.d.DeepCopy(), StableRevision: r.stableRevision, Outcome: r.outcome, UndoneTo: r.undoneTo}
 	return in
 }

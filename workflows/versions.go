@@ -31,6 +31,17 @@ const (
 	// health compares available replicas with the manifest's, not with
 	// spec.replicas (a ReplicaSet scaled down by hand is unhealthy).
 	versionLeaseEvents = "lease-events"
+	// versionFewerEvents: the deploy chain and the rollout's syncs call the
+	// cluster in batched local activities (PrepareDeploy, ApplyDeploy,
+	// FinishDeploy; PrepareRollout, ApplyPlan); search attributes are
+	// upserted only when they change; a handled update is settled with a
+	// timer only when it was accepted in the task that ends the run; a
+	// closed lease's observation is taken during a deploy, whose wait for
+	// its rollouts ticks on the safety net instead of every 30s. A run that
+	// takes it takes every change above without asking (runs.takes), and
+	// hands that on to its continued runs and rollouts in their input, so
+	// they record no version marker of their own.
+	versionFewerEvents = "fewer-events"
 	// versionUpgradeTest: only in the live upgrade test's build B
 	// (upgradeTestBuild), which marks the deploys it finishes.
 	versionUpgradeTest = "upgrade-test-build-b"
@@ -40,4 +51,11 @@ const (
 // started before it replay without it.
 func gate(ctx workflow.Context, id string) bool {
 	return workflow.GetVersion(ctx, id, workflow.DefaultVersion, 1) == 1
+}
+
+// takesAll reports whether a run takes versionFewerEvents, and with it every
+// change before it: inherited says its input was written by a run that did
+// (no marker needed); otherwise the gate decides (and records a marker).
+func takesAll(ctx workflow.Context, inherited bool) bool {
+	return inherited || gate(ctx, versionFewerEvents)
 }
