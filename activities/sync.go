@@ -66,14 +66,34 @@ type ApplyPlanInput struct {
 // A StalePlan (someone else changed a ReplicaSet in between) stops the
 // writes: the state read is what the next decision starts from. Each write
 // is idempotent, so a retry of the whole call finds done what was done.
-func (a *Activities) ApplyPlan(ctx context.Context, in ApplyPlanInput) (*RolloutState, error) {
-	if err := a.applyPlan(ctx, in); err != nil && !isStalePlan(err) {
+func (a *Activities) ApplyPlan(ctx context.Context, in ApplyPlanInput) (*ApplyPlanResult, error) {
+	var out ApplyPlanResult
+	if err := a.applyPlan(ctx, in, &out); err != nil {
+		if !isStalePlan(err) {
+			return nil, err
+		}
+		out.Stale = err.Error()
+	}
+	st, err := a.ReadRolloutState(ctx, in.Ref)
+	if err != nil {
 		return nil, err
 	}
-	return a.ReadRolloutState(ctx, in.Ref)
+	out.State = *st
+	return &out, nil
 }
 
-func (a *Activities) applyPlan(ctx context.Context, in ApplyPlanInput) error {
+// ApplyPlanResult is the state after a sync's writes, and the writes, as
+// the history shows them.
+type ApplyPlanResult struct {
+	State RolloutState `json:"state"`
+	// Scales are the scales performed (From == To: annotations only; Wrote
+	// false: found done by a retry).
+	Scales []ScaleResult `json:"scales,omitempty"`
+	// Stale says why the writes stopped early, if they did.
+	Stale string `json:"stale,omitempty"`
+}
+
+func (a *Activities) applyPlan(ctx context.Context, in ApplyPlanInput, out *ApplyPlanResult) error {
 	uids := map[string]types.UID{}
 	for name, uid := range in.UIDs {
 		uids[name] = uid
@@ -91,9 +111,11 @@ func (a *Activities) applyPlan(ctx context.Context, in ApplyPlanInput) error {
 		uids[rs.Name] = rs.UID
 	}
 	for _, op := range in.Scales {
-		if _, err := a.ScaleReplicaSet(ctx, ScaleInput{Namespace: in.Ref.Namespace, Op: op, UID: uids[op.ReplicaSet]}); err != nil {
+		res, err := a.ScaleReplicaSet(ctx, ScaleInput{Namespace: in.Ref.Namespace, Op: op, UID: uids[op.ReplicaSet]})
+		if err != nil {
 			return err
 		}
+		out.Scales = append(out.Scales, *res)
 	}
 	for _, name := range in.Deletes {
 		if err := a.DeleteReplicaSet(ctx, DeleteReplicaSetInput{Namespace: in.Ref.Namespace, Name: name, UID: uids[name]}); err != nil {

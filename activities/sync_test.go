@@ -59,9 +59,9 @@ func applyPlan(t *testing.T, a *Activities, in ApplyPlanInput) (*RolloutState, e
 	if err != nil {
 		return nil, err
 	}
-	var st RolloutState
-	require.NoError(t, v.Get(&st))
-	return &st, nil
+	var res ApplyPlanResult
+	require.NoError(t, v.Get(&res))
+	return &res.State, nil
 }
 
 func replicasOf(st *RolloutState) map[string]int32 {

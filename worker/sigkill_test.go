@@ -94,7 +94,8 @@ func TestRolloutSurvivesWorkerSIGKILL(t *testing.T) {
 }
 
 // decidedScales counts, per ReplicaSet, the spec writes a rollout decided:
-// the ScaleReplicaSet local activities in its history that changed a size.
+// the scales its local activities (ScaleReplicaSet, or ApplyPlan's) recorded
+// in its history that changed a size.
 func decidedScales(t *testing.T, env *testenv.Env, workflowID, runID string) map[string]int64 {
 	t.Helper()
 	decided := map[string]int64{}
@@ -109,13 +110,21 @@ func decidedScales(t *testing.T, env *testenv.Env, workflowID, runID string) map
 		}
 		var data struct{ ActivityType string }
 		require.NoError(t, dc.FromPayloads(m.GetDetails()["data"], &data))
-		if data.ActivityType != "ScaleReplicaSet" {
-			continue
+		var scales []activities.ScaleResult
+		switch data.ActivityType {
+		case "ScaleReplicaSet": // runs before fewer-events
+			var res activities.ScaleResult
+			require.NoError(t, dc.FromPayloads(m.GetDetails()["result"], &res))
+			scales = append(scales, res)
+		case "ApplyPlan":
+			var res activities.ApplyPlanResult
+			require.NoError(t, dc.FromPayloads(m.GetDetails()["result"], &res))
+			scales = res.Scales
 		}
-		var res activities.ScaleResult
-		require.NoError(t, dc.FromPayloads(m.GetDetails()["result"], &res))
-		if res.From != res.To {
-			decided[res.ReplicaSet]++
+		for _, res := range scales {
+			if res.From != res.To {
+				decided[res.ReplicaSet]++
+			}
 		}
 	}
 	return decided

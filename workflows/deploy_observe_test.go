@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/deployflow/deployflow/activities"
 )
@@ -170,4 +171,48 @@ func (env *deployEnv) status(t *testing.T) DeployStatus {
 	var st DeployStatus
 	require.NoError(t, v.Get(&st))
 	return st
+}
+
+// A lease closed while its deploy waits for a long rollout is torn down as
+// soon as the observer tells (its rollout cancelled), not on the next lease
+// check: before fewer-events the observation was deferred until the deploy
+// ended and the wait re-checked the lease every 30s. Other observations wait for the
+// deploy to end (its rollouts watch the services).
+func TestALeaseClosedMidRolloutIsTornDownWhenObserved(t *testing.T) {
+	env := newDeployEnv(t, func(env *deployEnv) {
+		// A rollout that takes an hour, unless cancelled.
+		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, _ RolloutInput) (*RolloutResult, error) {
+			if err := workflow.Sleep(ctx, time.Hour); err != nil {
+				return nil, err
+			}
+			return &RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil
+		})
+	})
+	env.OnActivity(env.a.DeleteNamespace, mock.Anything, mock.Anything).Return(nil).Maybe()
+	send := func(o activities.Observation, check func(error)) {
+		env.UpdateWorkflow(UpdateObserve, "", &testsuite.TestUpdateCallback{
+			OnReject: check, OnAccept: func() { check(nil) }, OnComplete: func(any, error) {},
+		}, o)
+	}
+	env.RegisterDelayedCallback(func() {
+		send(web(0), func(err error) {
+			var appErr *temporal.ApplicationError
+			if assert.True(t, errors.As(err, &appErr), "a health observation mid-deploy is deferred, got %v", err) {
+				assert.Equal(t, ErrObservationDeferred, appErr.Type())
+			}
+		})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		send(activities.Observation{Lease: "l", Closed: true}, func(err error) {
+			assert.NoError(t, err, "the closed lease's observation is taken mid-rollout")
+		})
+	}, 2*time.Minute)
+	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Trigger: "test"})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var st DeployStatus
+	require.NoError(t, env.GetWorkflowResult(&st))
+	assert.Equal(t, PhaseTornDown, st.Phase)
+	assert.Equal(t, "Interrupted by teardown", st.History[len(st.History)-1].Outcome, "the rollout was cancelled, not waited for")
+	env.AssertNotCalled(t, "CheckLease", mock.Anything, mock.Anything)
 }

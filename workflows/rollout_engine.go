@@ -209,11 +209,11 @@ func (r *rolloutRun) apply(plan rollout.Plan) error {
 			in.Create = plan.Create.DeepCopy()
 			in.Create.Labels[activities.ServiceLabel] = r.in.Service
 		}
-		var st activities.RolloutState
-		if err := workflow.ExecuteLocalActivity(r.kubeCtx(planSummary(plan)), a.ApplyPlan, in).Get(r.ctx, &st); err != nil {
+		var res activities.ApplyPlanResult
+		if err := workflow.ExecuteLocalActivity(r.kubeCtx(planSummary(plan)), a.ApplyPlan, in).Get(r.ctx, &res); err != nil {
 			return err
 		}
-		r.state = &st
+		r.state = &res.State
 		return nil
 	}
 	// Legacy: one local activity per write, then a read.
