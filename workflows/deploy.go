@@ -90,6 +90,8 @@ type DeployCarry struct {
 	IPs       map[string]string     `json:"ips,omitempty"`
 	// Objects are the lease's Services and Ingress after the last apply.
 	Objects []string `json:"objects,omitempty"`
+	// Plan is the last deploy's plan, as the status query shows it.
+	Plan *activities.DeployPlan `json:"plan,omitempty"`
 	// FewerEvents: the run took versionFewerEvents, and so does this one.
 	FewerEvents bool `json:"fewerEvents,omitempty"`
 	// Published is the search attributes the run ended with (they carry over).

@@ -231,6 +231,7 @@ func newDeployRun(ctx workflow.Context, in DeployInput) *deployRun {
 		w.objects = c.Objects
 		w.current = w.lastGood
 		w.published = c.Published
+		w.plan = c.Plan
 	} else {
 		m := in.Manifest
 		w.pending = &m
@@ -383,7 +384,7 @@ func (w *deployRun) carryOver() DeployInput {
 		Owner: w.owner, Phase: w.phase, LastGood: w.lastGood, Pending: w.pending, PendingTrigger: w.pendingTrigger, PendingPlan: w.pendingPlan,
 		Revision: w.revision, History: w.history, Teardown: w.teardown,
 		LastError: w.lastErr, Classes: w.classes, Hostnames: w.hostnames, Withheld: w.withheld, IPs: w.ips,
-		Objects: w.objects, FewerEvents: w.fewer, Published: w.published,
+		Objects: w.objects, Plan: w.plan, FewerEvents: w.fewer, Published: w.published,
 	}
 	return in
 }
