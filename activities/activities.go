@@ -31,6 +31,9 @@ type Activities struct {
 	// Observer is the worker's shared view of the leases (optional): the
 	// safety-net tick reads it instead of the API server.
 	Observer LeaseObserver
+	// Prometheus is what canary analyses query (--prometheus-url;
+	// optional: without it they are inconclusive).
+	Prometheus PrometheusAPI
 
 	guard namespaceGuard
 }

@@ -12,9 +12,10 @@ etcd_dir=$cache/etcd-$ETCD_VERSION
 kwok_dir=$cache/kwok-$KWOK_VERSION
 temporal_dir=$cache/temporal-$TEMPORAL_CLI_VERSION
 helm_dir=$cache/helm-$HELM_VERSION
+prometheus_dir=$cache/prometheus-$PROMETHEUS_VERSION
 
 if [ "${1:-}" = "--print" ]; then
-  printf '%s\n' "$k8s_dir" "$etcd_dir" "$kwok_dir" "$temporal_dir" "$helm_dir"
+  printf '%s\n' "$k8s_dir" "$etcd_dir" "$kwok_dir" "$temporal_dir" "$helm_dir" "$prometheus_dir"
   exit 0
 fi
 
@@ -73,4 +74,13 @@ if need "$helm_dir" helm; then
   mkdir -p "$helm_dir.tmp"
   GOBIN="$helm_dir.tmp" go install -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" "helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
   rm -rf "$helm_dir"; mv "$helm_dir.tmp" "$helm_dir"
+fi
+
+if need "$prometheus_dir" prometheus; then
+  log "building Prometheus $PROMETHEUS_VERSION into $prometheus_dir (a few minutes on a cold cache)"
+  mkdir -p "$prometheus_dir.tmp"
+  # The module version v0.N.M is Prometheus 3.N.M. Built without the web
+  # UI's assets: canary analyses use the HTTP API only.
+  GOBIN="$prometheus_dir.tmp" go install -trimpath -ldflags "-s -w" "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_VERSION"
+  rm -rf "$prometheus_dir"; mv "$prometheus_dir.tmp" "$prometheus_dir"
 fi

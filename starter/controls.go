@@ -31,6 +31,13 @@ func runAbort(g *globals, _ *flag.FlagSet) runner {
 	return rolloutControl(g, "abort", workflows.UpdateAbort, nil)
 }
 
+// runPromote is `deployflow promote <lease> <service> [--full]`: a canary
+// goes on past its pause or analysis, or (--full) skips every step left.
+func runPromote(g *globals, fs *flag.FlagSet) runner {
+	full := fs.Bool("full", false, "skip every remaining canary step (the rollout still respects maxSurge/maxUnavailable)")
+	return rolloutControl(g, "promote", workflows.UpdatePromote, func() any { return workflows.PromoteRequest{Full: *full} })
+}
+
 func runUndo(g *globals, fs *flag.FlagSet) runner {
 	rev := fs.Int64("to-revision", 0, "the revision to go back to (0: the previous one)")
 	return rolloutControl(g, "undo", workflows.UpdateUndo, func() any { return workflows.UndoRequest{ToRevision: *rev} })

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,4 +76,34 @@ func TestOperatorCommands(t *testing.T) {
 		return s.Revision == 4 && s.Phase == workflows.PhaseActive && !s.Pending
 	})
 	assert.Equal(t, "rollout", st.Classes["web"])
+}
+
+// A canary from the CLI: the manifest's steps in YAML, the status tree's
+// canary line, promote past a pause, and promote refused once nothing is
+// left to promote (issue 12.2).
+func TestCanaryCommands(t *testing.T) {
+	env, tq, lease := newLease(t, "canary")
+	dir := t.TempDir()
+	write := func(name, image string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte("lease: "+lease+"\nservices:\n  - name: web\n    image: "+image+"\n    replicas: 4\n"+
+			"    rollout:\n      strategy: Canary\n      steps:\n        - setWeight: 50\n        - pause: {}\n"), 0o644))
+		return p
+	}
+	cli(t, env, tq, "lease", "create", lease, "--owner", "acme")
+	cli(t, env, tq, "deploy", "-f", write("v1.yaml", "nginx:1.26"), "--wait")
+	cli(t, env, tq, "deploy", "-f", write("v2.yaml", "nginx:1.27"))
+	var out string
+	require.Eventually(t, func() bool {
+		out, _ = cli(t, env, tq, "status", lease)
+		return strings.Contains(out, "canary step 2/2: pause until promoted (weight 50%; steps: setWeight 50% → pause until promoted)")
+	}, 60*time.Second, 300*time.Millisecond, "the status never showed the canary's pause:\n%s", out)
+
+	out, _ = cli(t, env, tq, "promote", lease, "web")
+	assert.Contains(t, out, "web of lease "+lease+": promoted past step 2/2 (pause until promoted)")
+	cli(t, env, tq, "status", lease, "--watch")
+
+	code, _, stderr := runCLI("promote", lease, "web", "--temporal-address", "127.0.0.1:7233")
+	assert.Equal(t, 1, code, "nothing left to promote")
+	assert.Contains(t, stderr, "promote acts on a rollout in progress")
 }

@@ -68,6 +68,8 @@ var commands = []command{
 		example: "  deployflow pause demo-shop web"},
 	{name: "resume", args: "<lease> <service>", short: "Resume a paused rollout", build: runResume,
 		example: "  deployflow resume demo-shop web"},
+	{name: "promote", args: "<lease> <service> [--full]", short: "Promote a canary past its pause or analysis (--full: past every step)", build: runPromote,
+		example: "  deployflow promote demo-shop web\n  deployflow promote demo-shop web --full"},
 	{name: "abort", args: "<lease> <service>", short: "Abort a rollout, back to the last good revision", build: runAbort,
 		example: "  deployflow abort demo-shop web"},
 	{name: "undo", args: "<lease> <service> [--to-revision N]", short: "Roll a service back during its rollout", build: runUndo,

@@ -133,6 +133,9 @@ func renderTree(st workflows.DeployStatus, rollouts map[string]workflows.Rollout
 			step += fmt.Sprintf(" · %s=%s %s", c.Type, c.Status, c.Reason)
 		}
 		lines = append(lines, step)
+		if c := r.Canary; c != nil {
+			lines = append(lines, fmt.Sprintf("canary %s (weight %d%%; steps: %s)", c.Summary, c.Weight, strings.Join(c.List, " → ")))
+		}
 		if r.Message != "" {
 			lines = append(lines, r.Message)
 		}

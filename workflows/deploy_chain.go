@@ -114,7 +114,11 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 			res.operations = append(res.operations, op)
 		}
 		if c.Class == activities.ChangeScale || c.Class == activities.ChangeRollout {
-			rollouts[svc] = RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.fewer}
+			in := RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.fewer}
+			if s, ok := m.Lookup(svc); ok && s.Rollout != nil && s.Rollout.Strategy == manifest.StrategyCanary && c.Class == activities.ChangeRollout {
+				in.Steps = s.Rollout.Steps
+			}
+			rollouts[svc] = in
 		}
 	}
 	w.classes = res.classes

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"github.com/deployflow/deployflow/internal/manifest"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +33,9 @@ type RolloutInput struct {
 	// continues as a new run (carrying its state); 0 means 4000. Long
 	// rollouts stay cheap to replay; a small value exercises the hand-over.
 	MaxHistoryEvents int `json:"maxHistoryEvents,omitempty"`
+	// Steps make the rollout a canary (manifest strategy Canary): run them
+	// before the ordinary syncs finish the rollout.
+	Steps []manifest.CanaryStep `json:"steps,omitempty"`
 	// FewerEvents is set by the lease workflow (and the CLI) that starts the
 	// rollout: it takes versionFewerEvents without recording a marker. A
 	// rollout started without it asks the gate.
@@ -49,6 +53,7 @@ type RolloutCarry struct {
 	StableRevision int64             `json:"stableRevision"`
 	Outcome        string            `json:"outcome,omitempty"`
 	UndoneTo       int64             `json:"undoneTo,omitempty"`
+	Canary         *CanaryState      `json:"canary,omitempty"`
 }
 
 // desired returns the Deployment with the API server's defaults applied, as

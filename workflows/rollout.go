@@ -78,9 +78,24 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (*RolloutResult, err
 	// Which revision is the last-known-good one.
 	if in.Carry == nil {
 		r.stableRevision = stableRevision(r.state.ReplicaSets)
+		if r.isCanary() {
+			r.canary = &CanaryState{}
+		}
 	}
 
-	// 3. Sync until the rollout is complete, as the controller would.
+	// 3. A canary's steps first.
+	if r.canary != nil {
+		continueAsNew, err := r.runCanary()
+		if err != nil {
+			return nil, err
+		}
+		if continueAsNew {
+			r.settleControls()
+			return nil, workflow.NewContinueAsNewError(ctx, RolloutWorkflow, r.carryOver())
+		}
+	}
+
+	// 4. Sync until the rollout is complete, as the controller would.
 	for {
 		if r.shouldContinueAsNew() {
 			r.settleControls()
@@ -129,13 +144,21 @@ func (r *rolloutRun) finish() (*RolloutResult, error) {
 	res := r.result()
 	switch r.outcome {
 	case OutcomeRolledBack:
+		why := fmt.Sprintf("no progress within %ds", *r.d.Spec.ProgressDeadlineSeconds)
+		if r.canary != nil && r.canary.Reason != "" {
+			why = "canary " + r.canary.Reason
+		}
 		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%s: no progress within %ds; rolled back to revision %d, which is fully available again",
-				r.in.Service, *r.d.Spec.ProgressDeadlineSeconds, r.stableRevision),
+			fmt.Sprintf("%s: %s; rolled back to revision %d, which is fully available again",
+				r.in.Service, why, r.stableRevision),
 			ErrProgressDeadlineExceeded, nil, res)
 	case OutcomeAborted:
+		why := "rollout aborted"
+		if r.canary != nil && r.canary.Reason != "" {
+			why = "canary aborted: " + r.canary.Reason
+		}
 		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%s: rollout aborted; revision %d is fully available again", r.in.Service, r.stableRevision),
+			fmt.Sprintf("%s: %s; revision %d is fully available again", r.in.Service, why, r.stableRevision),
 			ErrRolloutAborted, nil, res)
 	}
 	res.Outcome = OutcomeComplete

@@ -112,6 +112,24 @@ func (r *rolloutRun) registerControls() error {
 				return r.changed("restarted")
 			},
 			func(workflow.Context) error { return r.notFinishing() }},
+		{UpdatePromote, `Canary: end the step in progress (a pause, an analysis) and go on; {"full": true} skips every remaining step`,
+			func(_ workflow.Context, req PromoteRequest) (RolloutStatus, error) {
+				if req.Full {
+					r.canary.Promoted = true
+					return r.changed("promoted: skipping the remaining steps")
+				}
+				r.canary.promote = true
+				return r.changed(fmt.Sprintf("promoted past step %d/%d (%s)", r.canary.Step+1, len(r.in.Steps), r.in.Steps[r.canary.Step]))
+			},
+			func(_ workflow.Context, req PromoteRequest) error {
+				if err := r.notFinishing(); err != nil {
+					return err
+				}
+				if r.canary == nil || r.canary.Promoted || r.canary.Step >= len(r.in.Steps) {
+					return errors.New("there is no canary step to promote: this rollout is not a canary, or its steps are done")
+				}
+				return nil
+			}},
 		{UpdateAbort, "Stop this rollout and return to the last-known-good revision",
 			func(workflow.Context) (RolloutStatus, error) {
 				r.rollBackToStable(OutcomeAborted)

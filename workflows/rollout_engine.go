@@ -38,14 +38,15 @@ type rolloutRun struct {
 	step  rollout.Step
 	msg   string
 
-	stableRevision int64  // last-known-good revision, restored by abort/autoRollback
-	outcome        string // set once abort or autoRollback took over
-	collisions     int    // hash collisions in a row
-	statusSyncs    int    // syncs in a row that only changed the status
-	unsettled      bool   // an operator control was handled and not yet settled
-	unsettledAt    int    // the history length of the task that handled it
-	fewer          bool   // this run takes versionFewerEvents
-	undoneTo       int64  // the revision an operator's undo returned to, if any
+	stableRevision int64        // last-known-good revision, restored by abort/autoRollback
+	outcome        string       // set once abort or autoRollback took over
+	collisions     int          // hash collisions in a row
+	statusSyncs    int          // syncs in a row that only changed the status
+	unsettled      bool         // an operator control was handled and not yet settled
+	unsettledAt    int          // the history length of the task that handled it
+	fewer          bool         // this run takes versionFewerEvents
+	canary         *CanaryState // a canary's progress through its steps (nil: not a canary)
+	undoneTo       int64        // the revision an operator's undo returned to, if any
 	wake           workflow.CancelFunc
 }
 
@@ -61,6 +62,7 @@ func newRolloutRun(ctx workflow.Context, in RolloutInput, d *appsv1.Deployment) 
 		r.stableRevision = in.Carry.StableRevision
 		r.outcome = in.Carry.Outcome
 		r.undoneTo = in.Carry.UndoneTo
+		r.canary = in.Carry.Canary
 	}
 	return r
 }
@@ -416,7 +418,7 @@ func (r *rolloutRun) shouldContinueAsNew() bool {
 func (r *rolloutRun) carryOver() RolloutInput {
 	in := r.in
 	in.FewerEvents = r.fewer
-	in.Carry = &RolloutCarry{Deployment: *r.d.DeepCopy(), StableRevision: r.stableRevision, Outcome: r.outcome, UndoneTo: r.undoneTo}
+	in.Carry = &RolloutCarry{Deployment: *r.d.DeepCopy(), StableRevision: r.stableRevision, Outcome: r.outcome, UndoneTo: r.undoneTo, Canary: r.canary}
 	return in
 }
 
@@ -457,6 +459,8 @@ type RolloutStatus struct {
 	Outcome           string                       `json:"outcome,omitempty"`
 	Conditions        []appsv1.DeploymentCondition `json:"conditions,omitempty"`
 	ReplicaSets       []ReplicaSetStatus           `json:"replicaSets"`
+	// Canary is a canary's step, weight and what it waits for.
+	Canary *CanaryStatus `json:"canary,omitempty"`
 }
 
 // ReplicaSetStatus is one line of RolloutStatus.ReplicaSets.
@@ -487,6 +491,7 @@ func (r *rolloutRun) status() RolloutStatus {
 		StableRevision:    r.stableRevision,
 		Outcome:           r.outcome,
 		Conditions:        r.d.Status.Conditions,
+		Canary:            r.canaryStatus(),
 	}
 	if r.state == nil {
 		return st

@@ -64,6 +64,7 @@ func run() error {
 		}
 		printEnv(s)
 		fmt.Printf("# Temporal UI: %s\n", devstack.TemporalUIURL)
+		fmt.Printf("# Prometheus: %s (canary analyses; the worker's --prometheus-url)\n", devstack.PrometheusURL)
 	case "down":
 		return s.Down()
 	case "status":
@@ -114,5 +115,6 @@ func printEnv(s *devstack.Stack) {
 	fmt.Printf("export DEPLOYFLOW_CACHE=%s\n", s.CacheDir)
 	fmt.Printf("export KUBECONFIG=%s\n", s.Kubeconfig())
 	fmt.Printf("export TEMPORAL_ADDRESS=%s\n", devstack.TemporalAddress)
+	fmt.Printf("export DEPLOYFLOW_PROMETHEUS_URL=%s\n", devstack.PrometheusURL)
 	fmt.Printf("export PATH=%s:$PATH\n", filepath.Dir(s.Bin("kubectl")))
 }

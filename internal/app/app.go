@@ -6,6 +6,8 @@ package app
 import (
 	"context"
 	"fmt"
+	promapi "github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -117,6 +119,11 @@ func NewActivities(cfg config.Config, kc kubernetes.Interface, dyn dynamic.Inter
 	}
 	acts := Activities(kc, dyn, pool, cfg.Blocked(), m)
 	acts.RolloutNamespaces = cfg.RolloutNamespaces()
+	if cfg.PrometheusURL != "" {
+		if acts.Prometheus, err = PrometheusAPI(cfg.PrometheusURL); err != nil {
+			return nil, err
+		}
+	}
 	return acts, nil
 }
 
@@ -129,6 +136,15 @@ func Activities(kc kubernetes.Interface, dyn dynamic.Interface, pool netip.Prefi
 		IPs:       reserve.NewIPs(dyn, pool),
 		Metrics:   m,
 	}
+}
+
+// PrometheusAPI is the client of the Prometheus at address.
+func PrometheusAPI(address string) (activities.PrometheusAPI, error) {
+	c, err := promapi.NewClient(promapi.Config{Address: address})
+	if err != nil {
+		return nil, fmt.Errorf("--prometheus-url %q: %w", address, err)
+	}
+	return promv1.NewAPI(c), nil
 }
 
 // StartObserver runs the worker's observer (--observe): shared informers on

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -68,6 +69,9 @@ type Config struct {
 	// UnknownAfter (DEPLOYFLOW_UNKNOWN_AFTER): the observer's watches
 	// failing this long make every lease Unknown (never Degraded).
 	UnknownAfter time.Duration
+	// PrometheusURL (DEPLOYFLOW_PROMETHEUS_URL): the Prometheus canary
+	// analyses query; empty: analyses are inconclusive (a human decides).
+	PrometheusURL string
 }
 
 // DefaultIPPool is the range declared IPs come from unless configured.
@@ -95,6 +99,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		unknownAfter = -1 // reported by Validate
 	}
 	fs.DurationVar(&c.UnknownAfter, "unknown-after", unknownAfter, "worker: how long the observer's watches may fail before every lease is Unknown (env DEPLOYFLOW_UNKNOWN_AFTER)")
+	fs.StringVar(&c.PrometheusURL, "prometheus-url", os.Getenv("DEPLOYFLOW_PROMETHEUS_URL"), "worker: the Prometheus canary analyses query, e.g. http://prometheus:9090 (env DEPLOYFLOW_PROMETHEUS_URL)")
 	fs.StringVar(&c.BlockedHostnames, "blocked-hostnames", os.Getenv("DEPLOYFLOW_BLOCKED_HOSTNAMES"), "comma-separated hostnames (exact, or .suffix) no lease may reserve (env DEPLOYFLOW_BLOCKED_HOSTNAMES)")
 }
 
@@ -159,6 +164,11 @@ func (c Config) Validate() error {
 	}
 	if c.UnknownAfter <= 0 {
 		errs = append(errs, errors.New("--unknown-after: want a positive duration such as 15s (env DEPLOYFLOW_UNKNOWN_AFTER)"))
+	}
+	if c.PrometheusURL != "" {
+		if u, err := url.Parse(c.PrometheusURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--prometheus-url %q: want an http(s) URL such as http://prometheus:9090 (env DEPLOYFLOW_PROMETHEUS_URL)", c.PrometheusURL))
+		}
 	}
 	errs = append(errs, c.Tuning.validate()...)
 	if c.LogFormat != "text" && c.LogFormat != "json" {

@@ -156,6 +156,18 @@ func (s *Stack) component(name string) component {
 			ready:   temporalReady,
 			timeout: 90 * time.Second,
 		}
+	case Prometheus:
+		return component{
+			process: process{name: Prometheus, bin: s.Bin(Prometheus), args: []string{
+				"--config.file=" + s.prometheusConfig(),
+				"--storage.tsdb.path=" + filepath.Join(s.RunDir, "prometheus", "data"),
+				"--storage.tsdb.retention.time=2h",
+				"--web.listen-address=" + prometheusAddr,
+				"--log.level=warn",
+			}},
+			ready:   httpOK(PrometheusURL+"/-/ready", "Ready"),
+			timeout: 60 * time.Second,
+		}
 	}
 	panic("devstack: unknown component " + name)
 }
@@ -169,6 +181,28 @@ rules:
 `
 
 func (s *Stack) auditPolicy() string { return filepath.Join(s.RunDir, "audit-policy.yaml") }
+
+// prometheusConfig scrapes, every second, the targets listed in the JSON
+// files of PrometheusTargets (file service discovery, re-read every
+// second): a test adds its own target by writing a file there.
+const prometheusConfig = `global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: targets
+    file_sd_configs:
+      - files: ["%s/*.json"]
+        refresh_interval: 1s
+`
+
+func (s *Stack) prometheusConfig() string {
+	return filepath.Join(s.RunDir, "prometheus", "prometheus.yml")
+}
+
+// PrometheusTargets is the directory of Prometheus's scrape targets: a
+// JSON file there of [{"targets": ["127.0.0.1:port"], "labels": {...}}]
+// is scraped within a few seconds.
+func (s *Stack) PrometheusTargets() string { return filepath.Join(s.RunDir, "prometheus", "targets") }
 
 // AuditLog is the kube-apiserver's audit log (JSON lines).
 func (s *Stack) AuditLog() string { return filepath.Join(s.RunDir, "logs", "audit.log") }

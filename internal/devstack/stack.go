@@ -30,6 +30,9 @@ const (
 	TemporalAddress = "127.0.0.1:7233"
 	TemporalUIURL   = "http://127.0.0.1:8233"
 	temporalUIPort  = "8233"
+	// PrometheusURL is the stack's Prometheus (canary analyses query it).
+	PrometheusURL  = "http://127.0.0.1:19090"
+	prometheusAddr = "127.0.0.1:19090"
 	// ServiceCIDR is the virtual range Services get ClusterIPs from.
 	ServiceCIDR = "10.96.0.0/16"
 	// PodCIDR is the range kwok hands fake pod IPs out of.
@@ -44,12 +47,13 @@ const (
 	Scheduler         = "kube-scheduler"
 	Kwok              = "kwok"
 	Temporal          = "temporal"
+	Prometheus        = "prometheus"
 	// Helm is a tool, not a process of the stack: the chart's tests run it.
 	Helm = "helm"
 )
 
 // Components lists the stack's processes in start order.
-var Components = []string{Etcd, APIServer, ControllerManager, Scheduler, Kwok, Temporal}
+var Components = []string{Etcd, APIServer, ControllerManager, Scheduler, Kwok, Temporal, Prometheus}
 
 // Controllers run by our kube-controller-manager: everything a ReplicaSet
 // needs, and deliberately not the deployment controller — deployflow's
@@ -142,6 +146,8 @@ func (s *Stack) Bin(name string) string {
 		return filepath.Join(s.CacheDir, "temporal-"+s.Versions["TEMPORAL_CLI_VERSION"], "temporal")
 	case Helm:
 		return filepath.Join(s.CacheDir, "helm-"+s.Versions["HELM_VERSION"], "helm")
+	case Prometheus:
+		return filepath.Join(s.CacheDir, "prometheus-"+s.Versions["PROMETHEUS_VERSION"], "prometheus")
 	default: // kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
 		return filepath.Join(s.CacheDir, "kubernetes-"+s.Versions["KUBERNETES_VERSION"], name)
 	}
@@ -199,7 +205,7 @@ func (s *Stack) Up(ctx context.Context) (started bool, err error) {
 	if err := s.EnsureBinaries(ctx); err != nil {
 		return false, err
 	}
-	for _, d := range []string{"pids", "logs", "etcd", "kwok"} {
+	for _, d := range []string{"pids", "logs", "etcd", "kwok", "prometheus/targets"} {
 		if err := os.MkdirAll(filepath.Join(s.RunDir, d), 0o755); err != nil {
 			return false, err
 		}
@@ -211,6 +217,9 @@ func (s *Stack) Up(ctx context.Context) (started bool, err error) {
 		return false, err
 	}
 	if err := os.WriteFile(s.auditPolicy(), []byte(auditPolicy), 0o644); err != nil {
+		return false, err
+	}
+	if err := os.WriteFile(s.prometheusConfig(), []byte(fmt.Sprintf(prometheusConfig, s.PrometheusTargets())), 0o644); err != nil {
 		return false, err
 	}
 	for _, name := range Components {

@@ -88,7 +88,12 @@ func (m *Manifest) Deployment(svc string) (*appsv1.Deployment, error) {
 
 	r := s.Rollout
 	strategy := appsv1.DeploymentStrategy{Type: appsv1.DeploymentStrategyType(r.Strategy)}
-	if r.Strategy == StrategyRollingUpdate {
+	if r.Strategy == StrategyCanary {
+		// The steps go to the rollout beside the Deployment; each step's
+		// scaling uses the RollingUpdate limits.
+		strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
+	}
+	if strategy.Type == appsv1.RollingUpdateDeploymentStrategyType {
 		strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{
 			MaxSurge:       clonePtr(r.MaxSurge),
 			MaxUnavailable: clonePtr(r.MaxUnavailable),

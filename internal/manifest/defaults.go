@@ -81,11 +81,12 @@ func (r *Rollout) withDefaults() *Rollout {
 		out.ProgressDeadlineSeconds = clonePtr(r.ProgressDeadlineSeconds)
 		out.RevisionHistoryLimit = clonePtr(r.RevisionHistoryLimit)
 		out.AutoRollback = clonePtr(r.AutoRollback)
+		out.Steps = append([]CanaryStep(nil), r.Steps...)
 	}
 	if out.Strategy == "" {
 		out.Strategy = DefaultStrategy
 	}
-	if out.Strategy == StrategyRollingUpdate {
+	if out.Strategy == StrategyRollingUpdate || out.Strategy == StrategyCanary {
 		if out.MaxSurge == nil {
 			v := intstr.FromString(DefaultMaxSurge)
 			out.MaxSurge = &v

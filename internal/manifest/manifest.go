@@ -168,7 +168,7 @@ type HTTPExpose struct {
 
 // Rollout tunes a service's Deployment strategy and the rollout engine.
 type Rollout struct {
-	// Strategy is RollingUpdate (the default) or Recreate.
+	// Strategy is RollingUpdate (the default), Recreate or Canary.
 	Strategy string `json:"strategy,omitempty"`
 	// MaxSurge is how many pods (an integer, or a percentage of replicas
 	// like "25%", the default) a rolling update may add above replicas.
@@ -189,6 +189,8 @@ type Rollout struct {
 	// AutoRollback (default true) restores the last good revision when the
 	// progress deadline passes.
 	AutoRollback *bool `json:"autoRollback,omitempty"`
+	// Steps of a Canary (strategy Canary only).
+	Steps []CanaryStep `json:"steps,omitempty"`
 }
 
 // Namespace is the namespace of a lease's objects: "lease-" + the lease ID.

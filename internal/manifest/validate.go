@@ -331,8 +331,14 @@ func (v *validator) rollout(path string, r *Rollout) {
 	if r == nil {
 		return
 	}
+	if r.Strategy != StrategyCanary && len(r.Steps) > 0 {
+		v.add(field(path, "steps"), "are for strategy Canary: set strategy: Canary, or remove the steps")
+	}
 	switch r.Strategy {
-	case "", StrategyRollingUpdate:
+	case "", StrategyRollingUpdate, StrategyCanary:
+		if r.Strategy == StrategyCanary {
+			v.canarySteps(field(path, "steps"), r.Steps)
+		}
 		surgeOK := v.intOrPercent(field(path, "maxSurge"), r.MaxSurge)
 		unavailOK := v.intOrPercent(field(path, "maxUnavailable"), r.MaxUnavailable)
 		surge, unavail := r.MaxSurge, r.MaxUnavailable
@@ -356,12 +362,12 @@ func (v *validator) rollout(path string, r *Rollout) {
 		}
 	default:
 		hint := ""
-		for _, s := range []string{StrategyRollingUpdate, StrategyRecreate} {
+		for _, s := range []string{StrategyRollingUpdate, StrategyRecreate, StrategyCanary} {
 			if strings.EqualFold(r.Strategy, s) {
 				hint = fmt.Sprintf(" (write %q)", s)
 			}
 		}
-		v.add(field(path, "strategy"), "%q: want RollingUpdate or Recreate%s", r.Strategy, hint)
+		v.add(field(path, "strategy"), "%q: want RollingUpdate, Recreate or Canary%s", r.Strategy, hint)
 	}
 	if r.MinReadySeconds < 0 {
 		v.add(field(path, "minReadySeconds"), "%d is negative: use 0 or more seconds", r.MinReadySeconds)

@@ -179,7 +179,9 @@ func (e *Env) Namespace(t testing.TB) string {
 // Activities are the activities as the worker wires them, on the test
 // clients, with metrics in a registry of their own.
 func (e *Env) Activities() *activities.Activities {
-	return app.Activities(e.Kube, e.Dynamic, IPPool, BlockedHostnames, metrics.New(prometheus.NewRegistry()))
+	a := app.Activities(e.Kube, e.Dynamic, IPPool, BlockedHostnames, metrics.New(prometheus.NewRegistry()))
+	a.Prometheus, _ = app.PrometheusAPI(devstack.PrometheusURL) // the stack's
+	return a
 }
 
 // Worker starts an in-process deployflow worker on a task queue of its own,

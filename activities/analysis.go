@@ -1,0 +1,63 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+)
+
+// MeasureInput is one measurement of a canary's analysis.
+type MeasureInput struct {
+	Query string `json:"query"`
+}
+
+// Measurement is a query's value; Value is nil when there is nothing to
+// judge (no data, several series, NaN, no Prometheus), and Message says why.
+type Measurement struct {
+	Value   *float64 `json:"value,omitempty"`
+	Message string   `json:"message,omitempty"`
+}
+
+// MeasurePrometheus runs a canary analysis's PromQL query against the
+// worker's Prometheus (--prometheus-url). A scalar, or a vector of one
+// sample, is a value. Anything else is a measurement without a value,
+// which the analysis counts as inconclusive: what cannot be measured is
+// never a failure. An unreachable Prometheus is an error (retried).
+func (a *Activities) MeasurePrometheus(ctx context.Context, in MeasureInput) (*Measurement, error) {
+	if a.Prometheus == nil {
+		return &Measurement{Message: "the worker has no Prometheus: start it with --prometheus-url (env DEPLOYFLOW_PROMETHEUS_URL)"}, nil
+	}
+	v, _, _, err := a.Prometheus.Query(ctx, in.Query, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("prometheus query %q: %w", in.Query, err)
+	}
+	var f float64
+	switch v := v.(type) {
+	case *model.Scalar:
+		f = float64(v.Value)
+	case model.Vector:
+		switch len(v) {
+		case 0:
+			return &Measurement{Message: "no data: the query returned no series (no traffic yet, or a label that matches nothing)"}, nil
+		case 1:
+			f = float64(v[0].Value)
+		default:
+			return &Measurement{Message: fmt.Sprintf("the query returned %d series: aggregate it to one (sum, avg, max)", len(v))}, nil
+		}
+	default:
+		return &Measurement{Message: fmt.Sprintf("the query returned a %s: want a scalar or an instant vector of one series", v.Type())}, nil
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return &Measurement{Message: fmt.Sprintf("the value is %v (a ratio over no requests?)", f)}, nil
+	}
+	return &Measurement{Value: &f, Message: fmt.Sprintf("%g", f)}, nil
+}
+
+// PrometheusAPI is the part of the Prometheus HTTP API analyses use.
+type PrometheusAPI interface {
+	Query(ctx context.Context, query string, ts time.Time, opts ...promv1.Option) (model.Value, promv1.Warnings, promv1.Infos, error)
+}

@@ -1,0 +1,173 @@
+package manifest
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/expr-lang/expr"
+)
+
+// StrategyCanary moves a service to its new version in steps (issue 12.2):
+// each setWeight puts that share of the replicas on the new version (a
+// canary without a traffic router: Services select both versions), pauses
+// wait for a time or for `deployflow promote`, and analyses gate the next
+// step on a Prometheus query. A failed analysis aborts: the stable version
+// is scaled back up first, then the canary down.
+const StrategyCanary = "Canary"
+
+// CanaryStep is one step of a canary: exactly one of its fields.
+type CanaryStep struct {
+	// SetWeight is the percentage (0 to 100) of replicas on the new version.
+	SetWeight *int32 `json:"setWeight,omitempty"`
+	// Pause waits: {duration: "5m"} for that long (or until promoted), {}
+	// until promoted.
+	Pause *Pause `json:"pause,omitempty"`
+	// Analysis measures, and goes on only if the measurements pass.
+	Analysis *Analysis `json:"analysis,omitempty"`
+}
+
+// Pause is a canary step that waits.
+type Pause struct {
+	// Duration is a Go duration ("30s", "5m"); empty waits for promote.
+	Duration string `json:"duration,omitempty"`
+}
+
+// Analysis is a gate: Count measurements, Interval apart, each judged by
+// SuccessCondition / FailureCondition over `result` (expr-lang syntax, as
+// Argo Rollouts': "result < 0.05"). More than FailureLimit failed
+// measurements abort the canary; more than InconclusiveLimit inconclusive
+// ones (neither condition holds, or no data) pause it for a human
+// (promote goes on, abort returns to stable).
+type Analysis struct {
+	// Prometheus is the query measured, against the worker's Prometheus
+	// (--prometheus-url).
+	Prometheus *PrometheusQuery `json:"prometheus,omitempty"`
+	// SuccessCondition / FailureCondition: at least one.
+	SuccessCondition string `json:"successCondition,omitempty"`
+	FailureCondition string `json:"failureCondition,omitempty"`
+	// Interval between measurements (default "10s"); Count measurements
+	// (default 1).
+	Interval          string `json:"interval,omitempty"`
+	Count             int32  `json:"count,omitempty"`
+	FailureLimit      int32  `json:"failureLimit,omitempty"`
+	InconclusiveLimit int32  `json:"inconclusiveLimit,omitempty"`
+}
+
+// PrometheusQuery is a PromQL query whose value is a scalar or a vector of
+// one sample.
+type PrometheusQuery struct {
+	Query string `json:"query"`
+}
+
+// DefaultAnalysisInterval is an analysis's interval when unset.
+const DefaultAnalysisInterval = 10 * time.Second
+
+// IntervalDuration is the analysis's interval, defaulted.
+func (a *Analysis) IntervalDuration() time.Duration {
+	if d, err := time.ParseDuration(a.Interval); err == nil && d > 0 {
+		return d
+	}
+	return DefaultAnalysisInterval
+}
+
+// Measurements is how many measurements the analysis takes.
+func (a *Analysis) Measurements() int32 { return max(a.Count, 1) }
+
+// PauseDuration is the pause's duration; 0 waits for promote.
+func (p *Pause) PauseDuration() time.Duration {
+	d, _ := time.ParseDuration(p.Duration)
+	return d
+}
+
+// CompileCondition checks a success or failure condition: an expression
+// over `result` (a number) that yields true or false.
+func CompileCondition(cond string) error {
+	_, err := expr.Compile(cond, expr.Env(map[string]any{"result": 0.0}), expr.AsBool())
+	return err
+}
+
+func (v *validator) canarySteps(path string, steps []CanaryStep) {
+	if len(steps) == 0 {
+		v.add(path, "a Canary needs steps: for example [{setWeight: 20}, {pause: {duration: 1m}}, {setWeight: 50}, {pause: {}}]")
+		return
+	}
+	for i, s := range steps {
+		p := index(path, i)
+		n := 0
+		if s.SetWeight != nil {
+			n++
+			if w := *s.SetWeight; w < 0 || w > 100 {
+				v.add(field(p, "setWeight"), "%d: want a percentage of replicas from 0 to 100", w)
+			}
+		}
+		if s.Pause != nil {
+			n++
+			if d := s.Pause.Duration; d != "" {
+				if parsed, err := time.ParseDuration(d); err != nil || parsed <= 0 {
+					v.add(field(p, "pause.duration"), "%q: want a positive duration like 30s or 5m, or leave it out to wait for promote", d)
+				}
+			}
+		}
+		if s.Analysis != nil {
+			n++
+			v.analysis(field(p, "analysis"), s.Analysis)
+		}
+		if n != 1 {
+			v.add(p, "a step is exactly one of setWeight, pause or analysis (this one has %d)", n)
+		}
+	}
+}
+
+func (v *validator) analysis(path string, a *Analysis) {
+	if a.Prometheus == nil || a.Prometheus.Query == "" {
+		v.add(field(path, "prometheus.query"), "is required: the PromQL query to measure, e.g. sum(rate(http_requests_total{code=~\"5..\"}[1m])) / sum(rate(http_requests_total[1m]))")
+	}
+	if a.SuccessCondition == "" && a.FailureCondition == "" {
+		v.add(path, "needs successCondition or failureCondition, e.g. successCondition: \"result < 0.05\"")
+	}
+	for _, c := range []struct{ name, cond string }{{"successCondition", a.SuccessCondition}, {"failureCondition", a.FailureCondition}} {
+		if c.cond == "" {
+			continue
+		}
+		if err := CompileCondition(c.cond); err != nil {
+			v.add(field(path, c.name), "%q: %s; write a comparison over result, like \"result < 0.05\"", c.cond, firstLine(err.Error()))
+		}
+	}
+	if a.Interval != "" {
+		if d, err := time.ParseDuration(a.Interval); err != nil || d <= 0 {
+			v.add(field(path, "interval"), "%q: want a positive duration like 10s", a.Interval)
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int32
+	}{{"count", a.Count}, {"failureLimit", a.FailureLimit}, {"inconclusiveLimit", a.InconclusiveLimit}} {
+		if n.v < 0 {
+			v.add(field(path, n.name), "%d is negative: use 0 or more", n.v)
+		}
+	}
+}
+
+func firstLine(s string) string {
+	for i, c := range s {
+		if c == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// String is the step as the status and plan show it.
+func (s CanaryStep) String() string {
+	switch {
+	case s.SetWeight != nil:
+		return fmt.Sprintf("setWeight %d%%", *s.SetWeight)
+	case s.Pause != nil && s.Pause.Duration != "":
+		return "pause " + s.Pause.Duration
+	case s.Pause != nil:
+		return "pause until promoted"
+	case s.Analysis != nil && s.Analysis.Prometheus != nil:
+		return fmt.Sprintf("analysis (%d× every %s)", s.Analysis.Measurements(), s.Analysis.IntervalDuration())
+	}
+	return "?"
+}

@@ -1,0 +1,299 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/workflows"
+)
+
+// Canary rollouts (issue 12.2, 12.3) on the local stack, with the stack's
+// real Prometheus scraping a target whose error rate each test sets.
+
+// errorRateTarget serves a request counter by status code, counting 100
+// requests a second of which the given share fail, and is scraped by the
+// stack's Prometheus (a file in its targets directory) under the label
+// test=<name>.
+type errorRateTarget struct {
+	name     string
+	permille atomic.Int64
+}
+
+func newErrorRateTarget(t *testing.T, env *testenv.Env, errorRate float64) *errorRateTarget {
+	t.Helper()
+	target := &errorRateTarget{name: testenv.ShortName("target")}
+	target.set(errorRate)
+	reg := prometheus.NewRegistry()
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "canary_test_requests_total", Help: "requests by code"}, []string{"code"})
+	reg.MustRegister(requests)
+	ok, failed := requests.WithLabelValues("200"), requests.WithLabelValues("500")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for i := int64(0); ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if i%1000 < target.permille.Load() {
+				failed.Inc()
+			} else {
+				ok.Inc()
+			}
+		}
+	}()
+	file := filepath.Join(env.Stack.PrometheusTargets(), target.name+".json")
+	b, _ := json.Marshal([]map[string]any{{"targets": []string{ln.Addr().String()}, "labels": map[string]string{"test": target.name}}})
+	require.NoError(t, os.WriteFile(file, b, 0o644))
+	t.Cleanup(func() {
+		_ = os.Remove(file)
+		close(stop)
+		wg.Wait()
+		_ = srv.Close()
+	})
+	return target
+}
+
+// set changes the share of failing requests from now on.
+func (e *errorRateTarget) set(rate float64) { e.permille.Store(int64(rate * 1000)) }
+
+// query is the error rate over the last 5s.
+func (e *errorRateTarget) query() string {
+	return fmt.Sprintf(`sum(rate(canary_test_requests_total{test=%q,code="500"}[5s])) / sum(rate(canary_test_requests_total{test=%q}[5s]))`, e.name, e.name)
+}
+
+// canaryManifest is web, 10 replicas, its RollingUpdate limits and steps.
+func canaryManifest(lease, image string, maxSurge, maxUnavailable int, steps ...manifest.CanaryStep) manifest.Manifest {
+	replicas := int32(10)
+	surge, unavail := intstr.FromInt32(int32(maxSurge)), intstr.FromInt32(int32(maxUnavailable))
+	r := &manifest.Rollout{Strategy: manifest.StrategyCanary, MaxSurge: &surge, MaxUnavailable: &unavail, Steps: steps}
+	return manifest.Manifest{Lease: lease, Services: []manifest.Service{{Name: "web", Image: image, Replicas: &replicas, Rollout: r}}}
+}
+
+func weight(w int32) manifest.CanaryStep { return manifest.CanaryStep{SetWeight: &w} }
+
+func pause(d string) manifest.CanaryStep {
+	return manifest.CanaryStep{Pause: &manifest.Pause{Duration: d}}
+}
+
+func errorRateBelow(target *errorRateTarget, threshold string) manifest.CanaryStep {
+	return manifest.CanaryStep{Analysis: &manifest.Analysis{
+		Prometheus:       &manifest.PrometheusQuery{Query: target.query()},
+		SuccessCondition: "result < " + threshold, Interval: "2s", Count: 3,
+	}}
+}
+
+// rolloutStatus is the web rollout's status query.
+func (dt *deployTest) rolloutStatus() (workflows.RolloutStatus, error) {
+	var st workflows.RolloutStatus
+	v, err := dt.env.Temporal.QueryWorkflow(context.Background(), workflows.RolloutWorkflowID(manifest.Namespace(dt.lease), "web"), "", workflows.QueryStatus)
+	if err == nil {
+		err = v.Get(&st)
+	}
+	return st, err
+}
+
+// waitCanary waits until the web rollout's canary summary starts with want.
+func (dt *deployTest) waitCanary(want string, within time.Duration) workflows.RolloutStatus {
+	dt.t.Helper()
+	var st workflows.RolloutStatus
+	require.Eventually(dt.t, func() bool {
+		s, err := dt.rolloutStatus()
+		st = s
+		return err == nil && s.Canary != nil && strings.HasPrefix(s.Canary.Summary, want)
+	}, within, 200*time.Millisecond, "the canary never reached %q (last %+v)", want, st.Canary)
+	return st
+}
+
+// byImage is the web ReplicaSets' spec and available replicas by image.
+func (dt *deployTest) byImage() (spec, available map[string]int32) {
+	dt.t.Helper()
+	list, err := dt.env.Kube.AppsV1().ReplicaSets(manifest.Namespace(dt.lease)).List(context.Background(), metav1.ListOptions{LabelSelector: activities.ServiceLabel + "=web"})
+	require.NoError(dt.t, err)
+	spec, available = map[string]int32{}, map[string]int32{}
+	for _, rs := range list.Items {
+		img := rs.Spec.Template.Spec.Containers[0].Image
+		spec[img] += *rs.Spec.Replicas
+		available[img] += rs.Status.AvailableReplicas
+	}
+	return spec, available
+}
+
+func (dt *deployTest) promote(full bool) error {
+	return dt.rolloutUpdate(workflows.UpdatePromote, workflows.PromoteRequest{Full: full})
+}
+
+// rolloutUpdate sends the web rollout an operator's update.
+func (dt *deployTest) rolloutUpdate(name string, args ...any) error {
+	h, err := dt.env.Temporal.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{
+		WorkflowID: workflows.RolloutWorkflowID(manifest.Namespace(dt.lease), "web"), UpdateName: name,
+		Args: args, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(context.Background(), nil)
+	}
+	return err
+}
+
+// rolloutActivities counts the local activities of the web rollout's
+// history by type.
+func (dt *deployTest) rolloutActivities() map[string]int {
+	dt.t.Helper()
+	it := dt.env.Temporal.GetWorkflowHistory(context.Background(), workflows.RolloutWorkflowID(manifest.Namespace(dt.lease), "web"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	out := map[string]int{}
+	dc := converter.GetDefaultDataConverter()
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(dt.t, err)
+		if ev.GetTimerStartedEventAttributes() != nil {
+			out["timer"]++
+		}
+		m := ev.GetMarkerRecordedEventAttributes()
+		if m == nil || m.GetMarkerName() != "LocalActivity" {
+			continue
+		}
+		var data struct{ ActivityType string }
+		require.NoError(dt.t, dc.FromPayloads(m.GetDetails()["data"], &data))
+		out[data.ActivityType]++
+	}
+	return out
+}
+
+// A canary 10% → pause 30s → analysis (error rate below 5%) → 50% → pause
+// until promoted: the replicas on each version at each step are the
+// weight's share, the status says which step it is on, the history holds
+// the pause's timer and the analysis's measurements, and promote finishes
+// the rollout.
+func TestCanaryWithAnAnalysisGateIsPromoted(t *testing.T) {
+	dt := newDeployTest(t)
+	target := newErrorRateTarget(t, dt.env, 0.01)
+	steps := []manifest.CanaryStep{weight(10), pause("30s"), errorRateBelow(target, "0.05"), weight(50), pause("")}
+	dt.deploy(canaryManifest(dt.lease, "nginx:1.26", 3, 0, steps...))
+	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase, "the first deploy has nothing to compare with: no canary")
+
+	dt.deploy(canaryManifest(dt.lease, "nginx:1.27", 3, 0, steps...))
+	st := dt.waitCanary("step 2/5: pause", 60*time.Second)
+	assert.Regexp(t, `^step 2/5: pause \d+s left$`, st.Canary.Summary)
+	assert.Equal(t, []string{"setWeight 10%", "pause 30s", "analysis (3× every 2s)", "setWeight 50%", "pause until promoted"}, st.Canary.List)
+	spec, available := dt.byImage()
+	assert.Equal(t, map[string]int32{"nginx:1.27": 1, "nginx:1.26": 9}, spec, "10%% of 10 replicas on the canary")
+	assert.Equal(t, map[string]int32{"nginx:1.27": 1, "nginx:1.26": 9}, available)
+
+	st = dt.waitCanary("step 5/5: pause until promoted", 90*time.Second)
+	spec, available = dt.byImage()
+	assert.Equal(t, map[string]int32{"nginx:1.27": 5, "nginx:1.26": 5}, spec, "50%%")
+	assert.Equal(t, map[string]int32{"nginx:1.27": 5, "nginx:1.26": 5}, available)
+	time.Sleep(3 * time.Second)
+	st = dt.waitCanary("step 5/5: pause until promoted", time.Second)
+	require.NoError(t, dt.promote(false))
+
+	lease := dt.waitRevision(dt.lease, 2)
+	require.Equal(t, workflows.PhaseActive, lease.Phase, lease.LastError)
+	_, available = dt.byImage()
+	assert.Equal(t, map[string]int32{"nginx:1.27": 10, "nginx:1.26": 0}, available)
+	acts := dt.rolloutActivities()
+	assert.Equal(t, 3, acts["MeasurePrometheus"], "the analysis's three measurements are in the rollout's history")
+	assert.Positive(t, acts["timer"], "the pause's timer is in the rollout's history")
+}
+
+// The same canary with a rising error rate aborts at the analysis: the
+// stable version is back at full strength, never with fewer available
+// replicas than maxUnavailable allows (0 here), and the lease's history
+// says why.
+func TestCanaryAbortsAtAFailedAnalysis(t *testing.T) {
+	dt := newDeployTest(t)
+	target := newErrorRateTarget(t, dt.env, 0.01)
+	steps := []manifest.CanaryStep{weight(10), pause("2s"), errorRateBelow(target, "0.05"), weight(50), pause("")}
+	dt.deploy(canaryManifest(dt.lease, "nginx:1.26", 2, 0, steps...))
+	dt.waitRevision(dt.lease, 1)
+
+	dt.deploy(canaryManifest(dt.lease, "nginx:1.27", 2, 0, steps...))
+	dt.waitCanary("step 2/5", 60*time.Second)
+	target.set(0.4) // the canary's errors rise
+	var minAvailable atomic.Int32
+	minAvailable.Store(10)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			list, err := dt.env.Kube.AppsV1().ReplicaSets(manifest.Namespace(dt.lease)).List(context.Background(), metav1.ListOptions{LabelSelector: activities.ServiceLabel + "=web"})
+			if err != nil {
+				continue
+			}
+			var n int32
+			for _, rs := range list.Items {
+				n += rs.Status.AvailableReplicas
+			}
+			if n < minAvailable.Load() {
+				minAvailable.Store(n)
+			}
+		}
+	}()
+	lease := dt.waitRevision(dt.lease, 2)
+	close(done)
+	assert.Equal(t, workflows.PhaseFailed, lease.Phase)
+	last := lease.History[len(lease.History)-1]
+	assert.Contains(t, last.Outcome, "canary aborted: analysis failed")
+	assert.Contains(t, last.Outcome, "rolled back to the last-known-good manifest")
+	_, available := dt.byImage()
+	assert.Equal(t, map[string]int32{"nginx:1.26": 10, "nginx:1.27": 0}, available, "the stable version is back")
+	assert.GreaterOrEqual(t, minAvailable.Load(), int32(10), "never fewer available than replicas - maxUnavailable")
+}
+
+// pause: {} waits until promoted; abort during the pause returns to the
+// stable version at once.
+func TestCanaryPauseWaitsUntilAbortReturnsToStable(t *testing.T) {
+	dt := newDeployTest(t)
+	steps := []manifest.CanaryStep{weight(20), pause("")}
+	dt.deploy(canaryManifest(dt.lease, "nginx:1.26", 3, 0, steps...))
+	dt.waitRevision(dt.lease, 1)
+
+	dt.deploy(canaryManifest(dt.lease, "nginx:1.27", 3, 0, steps...))
+	dt.waitCanary("step 2/2: pause until promoted", 60*time.Second)
+	time.Sleep(5 * time.Second)
+	dt.waitCanary("step 2/2: pause until promoted", time.Second) // still waiting
+	spec, _ := dt.byImage()
+	assert.Equal(t, map[string]int32{"nginx:1.27": 2, "nginx:1.26": 8}, spec)
+
+	require.NoError(t, dt.rolloutUpdate(workflows.UpdateAbort))
+	lease := dt.waitRevision(dt.lease, 2)
+	assert.Equal(t, workflows.PhaseFailed, lease.Phase)
+	_, available := dt.byImage()
+	assert.Equal(t, map[string]int32{"nginx:1.26": 10, "nginx:1.27": 0}, available)
+}

@@ -1,0 +1,296 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/analysis"
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/k8s/canary"
+	"github.com/deployflow/deployflow/k8s/rollout"
+)
+
+// A canary (issue 12.2) runs the manifest's steps before the rollout's
+// ordinary syncs: each setWeight moves that share of the replicas to the
+// new version (k8s/canary's arithmetic, within maxSurge/maxUnavailable),
+// each pause waits for its time or for promote, each analysis measures and
+// judges (internal/analysis). Once the steps are done (or on promote
+// --full) the ordinary RollingUpdate syncs finish the rollout to 100%; an
+// abort, a failed analysis or no progress within the deadline makes the
+// stable revision the desired one again (as undo does), and the same syncs
+// bring it back up before they take the canary down.
+
+// UpdatePromote is the canary's "promote" update.
+const UpdatePromote = "promote"
+
+// PromoteRequest is the "promote" update's argument: Full skips the
+// remaining steps (the ordinary syncs finish the rollout within its limits).
+type PromoteRequest struct {
+	Full bool `json:"full,omitempty"`
+}
+
+// CanaryState is a canary's progress through its steps; it carries over
+// continue-as-new.
+type CanaryState struct {
+	Step     int             `json:"step"`               // index of the step in progress
+	Weight   int32           `json:"weight"`             // the last setWeight reached or in progress
+	Started  time.Time       `json:"started"`            // when the step in progress started
+	Promoted bool            `json:"promoted,omitempty"` // promote --full: no more steps
+	Tally    *analysis.Tally `json:"tally,omitempty"`    // the analysis in progress
+	// Waiting says what the step waits for (a pause, an inconclusive
+	// analysis), Last the last measurement, Reason why it aborted.
+	Waiting string `json:"waiting,omitempty"`
+	Last    string `json:"last,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	promote bool   // an operator's promote of the step in progress
+}
+
+// CanaryStatus is the status query's view of a canary.
+type CanaryStatus struct {
+	Step    int      `json:"step"` // 1-based; Steps+1 once the steps are done
+	Steps   int      `json:"steps"`
+	Weight  int32    `json:"weight"`
+	Summary string   `json:"summary"` // "step 3/7: pause 4m12s left"
+	List    []string `json:"list"`    // every step, as the manifest says it
+	Reason  string   `json:"reason,omitempty"`
+}
+
+// isCanary reports whether this rollout runs canary steps: it has steps,
+// something stable to compare with, and a template that is not it.
+func (r *rolloutRun) isCanary() bool {
+	if len(r.in.Steps) == 0 || r.stableRevision == 0 {
+		return false
+	}
+	if newRS := rollout.FindNewReplicaSet(r.d, r.state.ReplicaSets); newRS != nil {
+		if rev, _ := rollout.Revision(newRS); rev == r.stableRevision {
+			return false
+		}
+	}
+	return true
+}
+
+// runCanary runs the steps from the one in progress. It returns when they
+// are done, promoted, or aborted (r.outcome set); continueAsNew when the
+// history is long.
+func (r *rolloutRun) runCanary() (continueAsNew bool, err error) {
+	c := r.canary
+	for c.Step < len(r.in.Steps) && !c.Promoted && r.outcome == "" {
+		if r.shouldContinueAsNew() {
+			return true, nil
+		}
+		if c.Started.IsZero() {
+			c.Started = workflow.Now(r.ctx)
+		}
+		step := r.in.Steps[c.Step]
+		var done bool
+		switch {
+		case step.SetWeight != nil:
+			c.Weight = *step.SetWeight
+			done, err = r.scaleCanary()
+		case step.Pause != nil:
+			done, err = r.pause(step.Pause)
+		case step.Analysis != nil:
+			done, err = r.analyze(step.Analysis)
+		}
+		if err != nil {
+			return false, err
+		}
+		if done || c.promote {
+			c.Step++
+			c.Started, c.Waiting, c.Tally, c.promote = time.Time{}, "", nil, false
+		}
+	}
+	return false, nil
+}
+
+// scaleCanary is one sync of a setWeight step: create the canary
+// ReplicaSet if needed, scale toward the step's split, or wait for pods.
+// Done once both sides are at the split with every pod available.
+func (r *rolloutRun) scaleCanary() (bool, error) {
+	replicas := *r.d.Spec.Replicas
+	surge, unavailable, err := rollout.ResolveFenceposts(r.d.Spec.Strategy.RollingUpdate.MaxSurge, r.d.Spec.Strategy.RollingUpdate.MaxUnavailable, replicas)
+	if err != nil {
+		return false, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
+	}
+	newRS := rollout.FindNewReplicaSet(r.d, r.state.ReplicaSets)
+	_, oldRSs := rollout.FindOldReplicaSets(r.d, r.state.ReplicaSets)
+	if newRS == nil {
+		rs, err := rollout.NewReplicaSetFor(r.d, oldRSs)
+		if err != nil {
+			return false, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
+		}
+		zero := int32(0)
+		rs.Spec.Replicas = &zero
+		rollout.SetReplicasAnnotations(rs, replicas, replicas+surge)
+		return false, r.apply(rollout.Plan{Create: rs})
+	}
+	var stable *appsv1.ReplicaSet
+	var scales []rollout.ScaleOp
+	for _, rs := range oldRSs {
+		if rev, _ := rollout.Revision(rs); rev == r.stableRevision {
+			stable = rs
+		} else if *rs.Spec.Replicas > 0 { // left by an interrupted rollout
+			scales = append(scales, r.canaryScale(rs, 0, replicas, surge, "old"))
+		}
+	}
+	if stable == nil {
+		return false, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s: the stable revision %d has no ReplicaSet any more", r.in.Service, r.stableRevision), ErrInvalidInput, nil)
+	}
+	want := canary.SplitFor(replicas, r.canary.Weight, surge)
+	next := canary.Step(replicas, surge, unavailable,
+		canary.ReplicaSet{Replicas: *newRS.Spec.Replicas, Available: newRS.Status.AvailableReplicas},
+		canary.ReplicaSet{Replicas: *stable.Spec.Replicas, Available: stable.Status.AvailableReplicas}, want)
+	if next.Canary != *newRS.Spec.Replicas {
+		scales = append(scales, r.canaryScale(newRS, next.Canary, replicas, surge, "canary"))
+	}
+	if next.Stable != *stable.Spec.Replicas {
+		scales = append(scales, r.canaryScale(stable, next.Stable, replicas, surge, "stable"))
+	}
+	r.step, r.msg = rollout.Step("Canary"), fmt.Sprintf("setWeight %d%%: %d canary, %d stable", r.canary.Weight, want.Canary, want.Stable)
+	if len(scales) > 0 {
+		return false, r.apply(rollout.Plan{Scales: scales})
+	}
+	if newRS.Status.AvailableReplicas >= want.Canary && stable.Status.AvailableReplicas >= want.Stable &&
+		newRS.Status.Replicas == want.Canary && stable.Status.Replicas == want.Stable {
+		return true, nil
+	}
+	// Pods on their way: wait, within the progress deadline.
+	deadline := time.Duration(*r.d.Spec.ProgressDeadlineSeconds) * time.Second
+	left := r.canary.Started.Add(deadline).Sub(workflow.Now(r.ctx))
+	if left <= 0 {
+		r.abortCanary(OutcomeRolledBack, fmt.Sprintf("setWeight %d%%: no progress within %ds", r.canary.Weight, *r.d.Spec.ProgressDeadlineSeconds))
+		return false, nil
+	}
+	before := r.state.Digest
+	if err := r.waitForChange(left); err != nil {
+		return false, err
+	}
+	if r.state.Digest != before {
+		r.canary.Started = workflow.Now(r.ctx) // progress restarts the deadline, as upstream's
+	}
+	return false, nil
+}
+
+func (r *rolloutRun) canaryScale(rs *appsv1.ReplicaSet, to, replicas, surge int32, side string) rollout.ScaleOp {
+	verb := "up"
+	if to < *rs.Spec.Replicas {
+		verb = "down"
+	}
+	return rollout.ScaleOp{ReplicaSet: rs.Name, From: *rs.Spec.Replicas, To: to, DesiredReplicas: replicas, MaxReplicas: replicas + surge,
+		Reason: fmt.Sprintf("Scaled %s %s replica set %s from %d to %d", verb, side, rs.Name, *rs.Spec.Replicas, to)}
+}
+
+// pause waits for its duration, or for promote (or abort).
+func (r *rolloutRun) pause(p *manifest.Pause) (bool, error) {
+	d := p.PauseDuration()
+	if d == 0 {
+		r.canary.Waiting = "paused until promoted"
+		err := workflow.Await(r.ctx, func() bool { return r.canary.promote || r.canary.Promoted || r.outcome != "" })
+		return err == nil, err
+	}
+	r.canary.Waiting = "paused"
+	left := r.canary.Started.Add(d).Sub(workflow.Now(r.ctx))
+	if left <= 0 {
+		return true, nil
+	}
+	_, err := workflow.AwaitWithTimeout(r.ctx, left, func() bool { return r.canary.promote || r.canary.Promoted || r.outcome != "" })
+	return err == nil, err
+}
+
+// analyze takes the analysis's measurements, interval apart, and judges
+// them: passed goes on; failed aborts; inconclusive pauses for a human.
+func (r *rolloutRun) analyze(a *manifest.Analysis) (bool, error) {
+	c := r.canary
+	if c.Tally == nil {
+		c.Tally = &analysis.Tally{}
+	}
+	for analysis.Verdict(a, *c.Tally) == analysis.Running {
+		if c.Tally.Measured > 0 {
+			if _, err := workflow.AwaitWithTimeout(r.ctx, a.IntervalDuration(), func() bool { return c.promote || c.Promoted || r.outcome != "" }); err != nil {
+				return false, err
+			}
+			if c.promote || c.Promoted || r.outcome != "" {
+				return false, nil // promoted past the analysis, or aborted
+			}
+		}
+		c.Tally.Add(r.measure(a))
+	}
+	switch analysis.Verdict(a, *c.Tally) {
+	case analysis.Failed:
+		r.abortCanary(OutcomeAborted, fmt.Sprintf("analysis failed: %s (last: %s)", c.Tally, c.Last))
+		return false, nil
+	case analysis.Inconclusive:
+		c.Waiting = fmt.Sprintf("analysis inconclusive: %s (last: %s); promote to go on, abort to return to stable", c.Tally, c.Last)
+		err := workflow.Await(r.ctx, func() bool { return c.promote || c.Promoted || r.outcome != "" })
+		return false, err
+	}
+	return true, nil
+}
+
+// measure is one measurement, judged. What could not be measured is
+// inconclusive, never a failure.
+func (r *rolloutRun) measure(a *manifest.Analysis) analysis.Phase {
+	var act *activities.Activities
+	var m activities.Measurement
+	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+		Summary:     "measure " + a.Prometheus.Query,
+	})
+	if err := workflow.ExecuteLocalActivity(ctx, act.MeasurePrometheus, activities.MeasureInput{Query: a.Prometheus.Query}).Get(r.ctx, &m); err != nil {
+		m = activities.Measurement{Message: "not measured: " + err.Error()}
+	}
+	phase, err := analysis.Judge(a, m.Value)
+	if err != nil {
+		phase, m.Message = analysis.Inconclusive, err.Error()
+	}
+	r.canary.Last = fmt.Sprintf("%s %s", m.Message, phase)
+	return phase
+}
+
+// abortCanary makes the stable revision the desired one again; the
+// ordinary syncs then scale it back up first and the canary down.
+func (r *rolloutRun) abortCanary(outcome, reason string) {
+	r.canary.Reason = reason
+	r.canary.Waiting = ""
+	workflow.GetLogger(r.ctx).Warn("canary aborted", "service", r.in.Service, "reason", reason)
+	r.rollBackToStable(outcome)
+	r.msg = reason
+}
+
+// canaryStatus is the status query's canary view.
+func (r *rolloutRun) canaryStatus() *CanaryStatus {
+	c := r.canary
+	if c == nil || len(r.in.Steps) == 0 {
+		return nil
+	}
+	st := &CanaryStatus{Step: c.Step + 1, Steps: len(r.in.Steps), Weight: c.Weight, Reason: c.Reason}
+	for _, s := range r.in.Steps {
+		st.List = append(st.List, s.String())
+	}
+	switch {
+	case c.Reason != "":
+		st.Summary = "aborted: " + c.Reason
+	case c.Promoted || c.Step >= len(r.in.Steps):
+		st.Summary = "promoted: finishing the rollout"
+	default:
+		step := r.in.Steps[c.Step]
+		st.Summary = fmt.Sprintf("step %d/%d: %s", st.Step, st.Steps, step)
+		if p := step.Pause; p != nil && p.PauseDuration() > 0 && !c.Started.IsZero() {
+			left := c.Started.Add(p.PauseDuration()).Sub(workflow.Now(r.ctx)).Round(time.Second)
+			st.Summary = fmt.Sprintf("step %d/%d: pause %s left", st.Step, st.Steps, max(left, 0))
+		} else if c.Waiting != "" {
+			st.Summary += ": " + c.Waiting
+		}
+		if c.Tally != nil && c.Tally.Measured > 0 && c.Waiting == "" {
+			st.Summary += fmt.Sprintf(": %s (last: %s)", c.Tally, c.Last)
+		}
+	}
+	return st
+}
