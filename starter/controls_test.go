@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/workflows"
 )
@@ -94,10 +96,18 @@ func TestCanaryCommands(t *testing.T) {
 	cli(t, env, tq, "deploy", "-f", write("v1.yaml", "nginx:1.26"), "--wait")
 	cli(t, env, tq, "deploy", "-f", write("v2.yaml", "nginx:1.27"))
 	var out string
-	require.Eventually(t, func() bool {
-		out, _ = cli(t, env, tq, "status", lease)
-		return strings.Contains(out, "canary step 2/2: pause until promoted (weight 50%; steps: setWeight 50% → pause until promoted)")
-	}, 60*time.Second, 300*time.Millisecond, "the status never showed the canary's pause:\n%s", out)
+	var mu sync.Mutex
+	seen := assert.Eventually(t, func() bool {
+		_, stdout, stderr := runCLI("status", lease, "--temporal-address", devstack.TemporalAddress)
+		mu.Lock()
+		defer mu.Unlock()
+		out = stdout + stderr
+		return strings.Contains(out, "web: canary step 2/2: pause until promoted (weight 50%; steps: setWeight 50% → pause until promoted)")
+	}, 60*time.Second, 300*time.Millisecond, "the status never showed the canary's pause")
+	mu.Lock()
+	t.Log(out)
+	mu.Unlock()
+	require.True(t, seen)
 
 	out, _ = cli(t, env, tq, "promote", lease, "web")
 	assert.Contains(t, out, "web of lease "+lease+": promoted past step 2/2 (pause until promoted)")

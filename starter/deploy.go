@@ -185,6 +185,15 @@ func runStatus(g *globals, fs *flag.FlagSet) runner {
 			return json.NewEncoder(stdout).Encode(st)
 		}
 		printStatus(stdout, st)
+		if st.Phase == workflows.PhaseDeploying {
+			// A deploy in progress: where each of its canaries is.
+			rollouts := rolloutStatuses(ctx, c, st)
+			for _, svc := range st.Services {
+				if r, ok := rollouts[svc]; ok && r.Canary != nil {
+					fmt.Fprintf(stdout, "  %s: canary %s (weight %d%%; steps: %s)\n", svc, r.Canary.Summary, r.Canary.Weight, strings.Join(r.Canary.List, " → "))
+				}
+			}
+		}
 		fmt.Fprintf(stdout, "  %s\n", workflowURL(g.cfg, workflows.DeployWorkflowID(pos[0]), ""))
 		return nil
 	}

@@ -282,9 +282,11 @@ func (r *rolloutRun) canaryStatus() *CanaryStatus {
 	default:
 		step := r.in.Steps[c.Step]
 		st.Summary = fmt.Sprintf("step %d/%d: %s", st.Step, st.Steps, step)
-		if p := step.Pause; p != nil && p.PauseDuration() > 0 && !c.Started.IsZero() {
-			left := c.Started.Add(p.PauseDuration()).Sub(workflow.Now(r.ctx)).Round(time.Second)
-			st.Summary = fmt.Sprintf("step %d/%d: pause %s left", st.Step, st.Steps, max(left, 0))
+		if p := step.Pause; p != nil {
+			if p.PauseDuration() > 0 && !c.Started.IsZero() {
+				left := c.Started.Add(p.PauseDuration()).Sub(workflow.Now(r.ctx)).Round(time.Second)
+				st.Summary = fmt.Sprintf("step %d/%d: pause %s left", st.Step, st.Steps, max(left, 0))
+			}
 		} else if c.Waiting != "" {
 			st.Summary += ": " + c.Waiting
 		}
