@@ -97,6 +97,7 @@ func NewKubeConfig(cfg config.Config, m *metrics.Metrics) (*rest.Config, error) 
 	if err != nil {
 		return nil, err
 	}
+	rc.QPS, rc.Burst = float32(cfg.KubeAPIQPS), cfg.KubeAPIBurst
 	rc.Wrap(m.WrapTransport)
 	return rc, nil
 }

@@ -45,12 +45,13 @@ func TestValidateNamesTheFlagAndTheFix(t *testing.T) {
 func TestTuningFromFlagsAndEnvironment(t *testing.T) {
 	t.Setenv("DEPLOYFLOW_MAX_CONCURRENT_ACTIVITIES", "50")
 	t.Setenv("DEPLOYFLOW_STICKY_CACHE_SIZE", "2000")
+	t.Setenv("DEPLOYFLOW_KUBE_API_BURST", "300")
 	var c Config
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	c.RegisterFlags(fs)
-	require.NoError(t, fs.Parse([]string{"--workflow-task-pollers", "4"}))
+	require.NoError(t, fs.Parse([]string{"--workflow-task-pollers", "4", "--kube-api-qps", "200"}))
 	require.NoError(t, c.Resolve())
-	assert.Equal(t, Tuning{MaxConcurrentActivities: 50, StickyCacheSize: 2000, WorkflowTaskPollers: 4}, c.Tuning)
+	assert.Equal(t, Tuning{MaxConcurrentActivities: 50, StickyCacheSize: 2000, WorkflowTaskPollers: 4, KubeAPIQPS: 200, KubeAPIBurst: 300}, c.Tuning)
 	require.NoError(t, c.Validate())
 
 	c.MaxConcurrentWorkflowTasks = 1
@@ -59,4 +60,14 @@ func TestTuningFromFlagsAndEnvironment(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--max-concurrent-workflow-tasks 1: want 2 or more")
 	assert.Contains(t, err.Error(), "--activity-task-pollers -1: want 0")
+
+	// The Kubernetes rate limit defaults to 50/s, burst 100 (client-go's
+	// own 5/s throttled a fleet's deploys in the client: issue 11).
+	t.Setenv("DEPLOYFLOW_KUBE_API_BURST", "")
+	var d Config
+	d.RegisterFlags(flag.NewFlagSet("d", flag.ContinueOnError))
+	assert.Equal(t, DefaultKubeAPIQPS, d.KubeAPIQPS)
+	assert.Equal(t, DefaultKubeAPIBurst, d.KubeAPIBurst)
+	d.KubeAPIBurst = 10
+	assert.ErrorContains(t, d.Validate(), "--kube-api-qps 50, --kube-api-burst 10")
 }

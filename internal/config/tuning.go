@@ -17,7 +17,19 @@ type Tuning struct {
 	WorkflowTaskPollers          int // --workflow-task-pollers
 	ActivityTaskPollers          int // --activity-task-pollers
 	StickyCacheSize              int // --sticky-cache-size
+	// KubeAPIQPS / KubeAPIBurst bound the worker's Kubernetes requests
+	// (client-go's rate limiter, as kube-controller-manager's flags of the
+	// same names). client-go's own default, 5 a second, made a fleet of
+	// deploys wait on the client, not on the cluster.
+	KubeAPIQPS   int // --kube-api-qps
+	KubeAPIBurst int // --kube-api-burst
 }
+
+// Defaults of the worker's Kubernetes rate limit.
+const (
+	DefaultKubeAPIQPS   = 50
+	DefaultKubeAPIBurst = 100
+)
 
 // RegisterFlags binds t to fs, with defaults from the environment.
 func (t *Tuning) RegisterFlags(fs *flag.FlagSet) {
@@ -37,6 +49,21 @@ func (t *Tuning) RegisterFlags(fs *flag.FlagSet) {
 		def, _ := strconv.Atoi(os.Getenv(k.env))
 		fs.IntVar(k.v, k.name, def, fmt.Sprintf("worker: %s; 0: the SDK's default (%s) (env %s)", k.usage, k.def, k.env))
 	}
+	for _, k := range []struct {
+		v         *int
+		name, env string
+		def       int
+		usage     string
+	}{
+		{&t.KubeAPIQPS, "kube-api-qps", "DEPLOYFLOW_KUBE_API_QPS", DefaultKubeAPIQPS, "Kubernetes requests a second, sustained"},
+		{&t.KubeAPIBurst, "kube-api-burst", "DEPLOYFLOW_KUBE_API_BURST", DefaultKubeAPIBurst, "Kubernetes requests in a burst above --kube-api-qps"},
+	} {
+		def := k.def
+		if v, err := strconv.Atoi(os.Getenv(k.env)); err == nil {
+			def = v
+		}
+		fs.IntVar(k.v, k.name, def, fmt.Sprintf("worker: %s (env %s)", k.usage, k.env))
+	}
 }
 
 func (t *Tuning) validate() []error {
@@ -49,6 +76,9 @@ func (t *Tuning) validate() []error {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("%s %d: want 0 (the SDK's default) or more", name, v))
 		}
+	}
+	if t.KubeAPIQPS <= 0 || t.KubeAPIBurst < t.KubeAPIQPS {
+		errs = append(errs, fmt.Errorf("--kube-api-qps %d, --kube-api-burst %d: want a positive QPS and a burst at least as large", t.KubeAPIQPS, t.KubeAPIBurst))
 	}
 	if t.MaxConcurrentWorkflowTasks == 1 {
 		errs = append(errs, fmt.Errorf("--max-concurrent-workflow-tasks 1: want 2 or more (the SDK needs one slot for sticky and one for normal polls)"))
