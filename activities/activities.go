@@ -34,6 +34,8 @@ type Activities struct {
 	// Prometheus is what canary analyses query (--prometheus-url;
 	// optional: without it they are inconclusive).
 	Prometheus PrometheusAPI
+	// Notifier posts canary events to a webhook (--notify-url; optional).
+	Notifier *Notifier
 
 	guard namespaceGuard
 }

@@ -104,7 +104,7 @@ func TestChartRendersTheWorkerAsDocumented(t *testing.T) {
 	objs = render(t, "--set", "temporal.tls.enabled=true,temporal.tls.secretName=temporal-mtls,temporal.tls.serverName=temporal.internal",
 		"--set", "temporal.apiKey.secretName=temporal-cloud,metrics.serviceMonitor.enabled=true",
 		"--set", "rolloutNamespaces={legacy,batch},blockedHostnames={.internal.example.com}",
-		"--set", "prometheusURL=http://prometheus.monitoring:9090")
+		"--set", "prometheusURL=http://prometheus.monitoring:9090,notifyURL=https://hooks.example.com/deployflow")
 	into(t, objs["Deployment/df-deployflow-worker"], &d)
 	c = d.Spec.Template.Spec.Containers[0]
 	env = map[string]string{}
@@ -123,6 +123,7 @@ func TestChartRendersTheWorkerAsDocumented(t *testing.T) {
 	assert.Equal(t, "legacy,batch", env["DEPLOYFLOW_ROLLOUT_NAMESPACES"])
 	assert.Equal(t, ".internal.example.com", env["DEPLOYFLOW_BLOCKED_HOSTNAMES"])
 	assert.Equal(t, "http://prometheus.monitoring:9090", env["DEPLOYFLOW_PROMETHEUS_URL"])
+	assert.Equal(t, "https://hooks.example.com/deployflow", env["DEPLOYFLOW_NOTIFY_URL"])
 	require.Len(t, d.Spec.Template.Spec.Volumes, 1)
 	assert.Equal(t, "temporal-mtls", d.Spec.Template.Spec.Volumes[0].Secret.SecretName)
 	assert.Contains(t, objs, "ServiceMonitor/df-deployflow-worker")

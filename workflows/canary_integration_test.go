@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -197,7 +198,8 @@ func (dt *deployTest) rolloutActivities() map[string]int {
 // the pause's timer and the analysis's measurements, and promote finishes
 // the rollout.
 func TestCanaryWithAnAnalysisGateIsPromoted(t *testing.T) {
-	dt := newDeployTest(t)
+	hook := newWebhook(t, 0)
+	dt := newDeployTestWith(t, func(a *activities.Activities) { a.Notifier = &activities.Notifier{URL: hook.url} })
 	target := newErrorRateTarget(t, dt.env, 0.01)
 	steps := []manifest.CanaryStep{weight(10), pause("30s"), errorRateBelow(target, "0.05"), weight(50), pause("")}
 	dt.deploy(canaryManifest(dt.lease, "nginx:1.26", 3, 0, steps...))
@@ -226,6 +228,14 @@ func TestCanaryWithAnAnalysisGateIsPromoted(t *testing.T) {
 	acts := dt.rolloutActivities()
 	assert.Equal(t, 3, acts["MeasurePrometheus"], "the analysis's three measurements are in the rollout's history")
 	assert.Positive(t, acts["timer"], "the pause's timer is in the rollout's history")
+	assert.Equal(t, []string{
+		"StepCompleted: step 1/5 (setWeight 10%) completed",
+		"StepCompleted: step 2/5 (pause 30s) completed",
+		"StepCompleted: step 3/5 (analysis (3× every 2s)) completed",
+		"StepCompleted: step 4/5 (setWeight 50%) completed",
+		"Paused: step 5/5: paused until promoted (deployflow promote)",
+		"Promoted: step 5/5 (pause until promoted) promoted",
+	}, hook.received())
 }
 
 // The same canary with a rising error rate aborts at the analysis: the
@@ -276,10 +286,54 @@ func TestCanaryAbortsAtAFailedAnalysis(t *testing.T) {
 	assert.GreaterOrEqual(t, minAvailable.Load(), int32(10), "never fewer available than replicas - maxUnavailable")
 }
 
+// webhook records the notifications it receives; it answers 503 to the
+// first fail of them (the worker retries).
+type webhook struct {
+	mu     sync.Mutex
+	fail   int
+	events []activities.Notification
+	url    string
+}
+
+func newWebhook(t *testing.T, fail int) *webhook {
+	h := &webhook{fail: fail}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.fail > 0 {
+			h.fail--
+			http.Error(w, "not now", http.StatusServiceUnavailable)
+			return
+		}
+		var n activities.Notification
+		if err := json.NewDecoder(req.Body).Decode(&n); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		h.events = append(h.events, n)
+	}))
+	t.Cleanup(srv.Close)
+	h.url = srv.URL
+	return h
+}
+
+// received is "Event: message" of each notification, in order.
+func (h *webhook) received() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, n := range h.events {
+		out = append(out, n.Event+": "+n.Message)
+	}
+	return out
+}
+
 // pause: {} waits until promoted; abort during the pause returns to the
-// stable version at once.
+// stable version at once. The worker's webhook hears of each step, the
+// pause and the abort, in order, although it refuses the first two posts.
 func TestCanaryPauseWaitsUntilAbortReturnsToStable(t *testing.T) {
-	dt := newDeployTest(t)
+	hook := newWebhook(t, 2)
+	dt := newDeployTestWith(t, func(a *activities.Activities) { a.Notifier = &activities.Notifier{URL: hook.url} })
 	steps := []manifest.CanaryStep{weight(20), pause("")}
 	dt.deploy(canaryManifest(dt.lease, "nginx:1.26", 3, 0, steps...))
 	dt.waitRevision(dt.lease, 1)
@@ -294,6 +348,12 @@ func TestCanaryPauseWaitsUntilAbortReturnsToStable(t *testing.T) {
 	require.NoError(t, dt.rolloutUpdate(workflows.UpdateAbort))
 	lease := dt.waitRevision(dt.lease, 2)
 	assert.Equal(t, workflows.PhaseFailed, lease.Phase)
+	assert.Contains(t, lease.History[len(lease.History)-1].Outcome, "canary aborted: by an operator")
 	_, available := dt.byImage()
 	assert.Equal(t, map[string]int32{"nginx:1.26": 10, "nginx:1.27": 0}, available)
+	assert.Equal(t, []string{
+		"StepCompleted: step 1/2 (setWeight 20%) completed",
+		"Paused: step 2/2: paused until promoted (deployflow promote)",
+		"Aborted: aborted by an operator; returning to the stable revision",
+	}, hook.received())
 }

@@ -39,9 +39,13 @@ type deployTest struct {
 	owner          string
 }
 
-func newDeployTest(t *testing.T) *deployTest {
+func newDeployTest(t *testing.T) *deployTest { return newDeployTestWith(t, nil) }
+
+// newDeployTestWith is newDeployTest with the worker's activities
+// configured (testenv.WorkerWith).
+func newDeployTestWith(t *testing.T, configure func(*activities.Activities)) *deployTest {
 	env := testenv.Get(t)
-	dt := &deployTest{t: t, env: env, tq: env.Worker(t), acts: env.Activities(),
+	dt := &deployTest{t: t, env: env, tq: env.WorkerWith(t, configure), acts: env.Activities(),
 		lease: testenv.ShortName("lease"), owner: "acme", healthInterval: 1}
 	dt.createLease(dt.lease, dt.owner)
 	return dt

@@ -48,6 +48,8 @@ type CanaryState struct {
 	Last    string `json:"last,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 	promote bool   // an operator's promote of the step in progress
+	// abortedByOperator: the abort update was taken, not yet notified.
+	abortedByOperator bool
 }
 
 // CanaryStatus is the status query's view of a canary.
@@ -100,12 +102,48 @@ func (r *rolloutRun) runCanary() (continueAsNew bool, err error) {
 		if err != nil {
 			return false, err
 		}
+		if r.outcome != "" {
+			break // aborted: abortCanary notified
+		}
 		if done || c.promote {
+			event, what := "StepCompleted", "completed"
+			if c.promote {
+				event, what = "Promoted", "promoted"
+			}
+			r.notify(event, fmt.Sprintf("step %d/%d (%s) %s", c.Step+1, len(r.in.Steps), step, what))
 			c.Step++
 			c.Started, c.Waiting, c.Tally, c.promote = time.Time{}, "", nil, false
 		}
 	}
+	if c.abortedByOperator {
+		c.abortedByOperator = false
+		r.notify("Aborted", "aborted by an operator; returning to the stable revision")
+	}
+	if c.Promoted && r.outcome == "" && c.Step < len(r.in.Steps) {
+		r.notify("Promoted", fmt.Sprintf("promoted past every step from %d/%d: finishing the rollout", c.Step+1, len(r.in.Steps)))
+		c.Step = len(r.in.Steps)
+	}
 	return false, nil
+}
+
+// notify tells the worker's webhook (if any) what the canary did; a
+// webhook that does not answer delays the canary by its retries at most,
+// and never fails it.
+func (r *rolloutRun) notify(event, message string) {
+	var a *activities.Activities
+	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 5},
+		Summary:     "notify " + event,
+	})
+	n := activities.Notification{Time: workflow.Now(r.ctx), Event: event, Namespace: r.in.Namespace, Service: r.in.Service,
+		Steps: len(r.in.Steps), Weight: r.canary.Weight, Message: message}
+	if r.canary.Step < len(r.in.Steps) {
+		n.Step = r.canary.Step + 1
+	}
+	if err := workflow.ExecuteLocalActivity(ctx, a.Notify, n).Get(r.ctx, nil); err != nil {
+		workflow.GetLogger(r.ctx).Warn("canary notification not delivered", "event", event, "error", err)
+	}
 }
 
 // scaleCanary is one sync of a setWeight step: create the canary
@@ -191,6 +229,7 @@ func (r *rolloutRun) pause(p *manifest.Pause) (bool, error) {
 	d := p.PauseDuration()
 	if d == 0 {
 		r.canary.Waiting = "paused until promoted"
+		r.notify("Paused", fmt.Sprintf("step %d/%d: paused until promoted (deployflow promote)", r.canary.Step+1, len(r.in.Steps)))
 		err := workflow.Await(r.ctx, func() bool { return r.canary.promote || r.canary.Promoted || r.outcome != "" })
 		return err == nil, err
 	}
@@ -227,6 +266,7 @@ func (r *rolloutRun) analyze(a *manifest.Analysis) (bool, error) {
 		return false, nil
 	case analysis.Inconclusive:
 		c.Waiting = fmt.Sprintf("analysis inconclusive: %s (last: %s); promote to go on, abort to return to stable", c.Tally, c.Last)
+		r.notify("Paused", fmt.Sprintf("step %d/%d: %s", c.Step+1, len(r.in.Steps), c.Waiting))
 		err := workflow.Await(r.ctx, func() bool { return c.promote || c.Promoted || r.outcome != "" })
 		return false, err
 	}
@@ -262,6 +302,11 @@ func (r *rolloutRun) abortCanary(outcome, reason string) {
 	workflow.GetLogger(r.ctx).Warn("canary aborted", "service", r.in.Service, "reason", reason)
 	r.rollBackToStable(outcome)
 	r.msg = reason
+	event := "Aborted"
+	if outcome == OutcomeRolledBack {
+		event = "Failed"
+	}
+	r.notify(event, reason+"; returning to the stable revision")
 }
 
 // canaryStatus is the status query's canary view.

@@ -133,6 +133,10 @@ func (r *rolloutRun) registerControls() error {
 		{UpdateAbort, "Stop this rollout and return to the last-known-good revision",
 			func(workflow.Context) (RolloutStatus, error) {
 				r.rollBackToStable(OutcomeAborted)
+				if r.canary != nil && r.canary.Reason == "" {
+					r.canary.Reason = "by an operator"
+					r.canary.abortedByOperator = true
+				}
 				return r.changed(fmt.Sprintf("aborted: rolling back to revision %d", r.stableRevision))
 			},
 			func(workflow.Context) error {

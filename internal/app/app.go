@@ -9,8 +9,10 @@ import (
 	promapi "github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
@@ -120,6 +122,9 @@ func NewActivities(cfg config.Config, kc kubernetes.Interface, dyn dynamic.Inter
 	}
 	acts := Activities(kc, dyn, pool, cfg.Blocked(), m)
 	acts.RolloutNamespaces = cfg.RolloutNamespaces()
+	if cfg.NotifyURL != "" {
+		acts.Notifier = &activities.Notifier{URL: cfg.NotifyURL, Client: &http.Client{Timeout: 10 * time.Second}}
+	}
 	if cfg.PrometheusURL != "" {
 		if acts.Prometheus, err = PrometheusAPI(cfg.PrometheusURL); err != nil {
 			return nil, err

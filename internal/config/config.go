@@ -72,6 +72,9 @@ type Config struct {
 	// PrometheusURL (DEPLOYFLOW_PROMETHEUS_URL): the Prometheus canary
 	// analyses query; empty: analyses are inconclusive (a human decides).
 	PrometheusURL string
+	// NotifyURL (DEPLOYFLOW_NOTIFY_URL): a webhook that receives canary
+	// events as JSON POSTs; empty: none.
+	NotifyURL string
 }
 
 // DefaultIPPool is the range declared IPs come from unless configured.
@@ -100,6 +103,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	}
 	fs.DurationVar(&c.UnknownAfter, "unknown-after", unknownAfter, "worker: how long the observer's watches may fail before every lease is Unknown (env DEPLOYFLOW_UNKNOWN_AFTER)")
 	fs.StringVar(&c.PrometheusURL, "prometheus-url", os.Getenv("DEPLOYFLOW_PROMETHEUS_URL"), "worker: the Prometheus canary analyses query, e.g. http://prometheus:9090 (env DEPLOYFLOW_PROMETHEUS_URL)")
+	fs.StringVar(&c.NotifyURL, "notify-url", os.Getenv("DEPLOYFLOW_NOTIFY_URL"), "worker: a webhook receiving canary events (step completed, paused, promoted, aborted, failed) as JSON POSTs (env DEPLOYFLOW_NOTIFY_URL)")
 	fs.StringVar(&c.BlockedHostnames, "blocked-hostnames", os.Getenv("DEPLOYFLOW_BLOCKED_HOSTNAMES"), "comma-separated hostnames (exact, or .suffix) no lease may reserve (env DEPLOYFLOW_BLOCKED_HOSTNAMES)")
 }
 
@@ -168,6 +172,11 @@ func (c Config) Validate() error {
 	if c.PrometheusURL != "" {
 		if u, err := url.Parse(c.PrometheusURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("--prometheus-url %q: want an http(s) URL such as http://prometheus:9090 (env DEPLOYFLOW_PROMETHEUS_URL)", c.PrometheusURL))
+		}
+	}
+	if c.NotifyURL != "" {
+		if u, err := url.Parse(c.NotifyURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--notify-url %q: want an http(s) URL such as https://hooks.example.com/deployflow (env DEPLOYFLOW_NOTIFY_URL)", c.NotifyURL))
 		}
 	}
 	errs = append(errs, c.Tuning.validate()...)

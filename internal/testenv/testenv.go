@@ -186,13 +186,20 @@ func (e *Env) Activities() *activities.Activities {
 
 // Worker starts an in-process deployflow worker on a task queue of its own,
 // stopped when the test ends, and returns the task queue.
-func (e *Env) Worker(t testing.TB) string {
+func (e *Env) Worker(t testing.TB) string { return e.WorkerWith(t, nil) }
+
+// WorkerWith is Worker with the activities' wiring changed by configure
+// (a webhook, another Prometheus), as the worker's flags would.
+func (e *Env) WorkerWith(t testing.TB, configure func(*activities.Activities)) string {
 	t.Helper()
 	tq := Name(t, "tq")
 	e.recordHistories(t, tq)
 	w := worker.New(e.Temporal, tq, worker.Options{WorkerStopTimeout: 2 * time.Second})
 	acts := e.Activities()
 	acts.Observer = e.cache(t)
+	if configure != nil {
+		configure(acts)
+	}
 	app.Register(w, acts)
 	if err := w.Start(); err != nil {
 		t.Fatalf("start worker: %v", err)
