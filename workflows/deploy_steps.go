@@ -25,7 +25,7 @@ func (w *deployRun) prepare(m *manifest.Manifest) (*activities.LeaseInfo, *activ
 	}
 	var a *activities.Activities
 	var res activities.PrepareDeployResult
-	if err := workflow.ExecuteLocalActivity(w.kubeCtx("check lease "+m.Lease+" and plan"), a.PrepareDeploy,
+	if err := workflow.ExecuteLocalActivity(kubeSteps(w.ctx, "check lease "+m.Lease+" and plan"), a.PrepareDeploy,
 		activities.PrepareDeployInput{Manifest: *m}).Get(w.ctx, &res); err != nil {
 		return nil, nil, err
 	}
@@ -40,7 +40,7 @@ func (w *deployRun) applyWorkload(m *manifest.Manifest, owner string) (activitie
 	var a *activities.Activities
 	var res activities.ApplyDeployResult
 	if w.fewer {
-		err := workflow.ExecuteLocalActivity(w.kubeCtx("reserve, apply services and ingress, classify"), a.ApplyDeploy,
+		err := workflow.ExecuteLocalActivity(kubeSteps(w.ctx, "reserve, apply services and ingress, classify"), a.ApplyDeploy,
 			activities.ApplyDeployInput{Manifest: *m, Owner: owner, DeployID: w.deployID(), Previous: w.objects}).Get(w.ctx, &res)
 		return res, err
 	}
@@ -101,7 +101,7 @@ func (w *deployRun) finish(m *manifest.Manifest) (activities.FinishDeployResult,
 		if !w.reverting {
 			in.Report = &activities.DeployReport{Lease: w.lease, Seconds: workflow.Now(w.ctx).Sub(w.deployStarted).Seconds(), Result: "success"}
 		}
-		err := workflow.ExecuteLocalActivity(w.kubeCtx("release what the manifest dropped"), a.FinishDeploy, in).Get(w.ctx, &res)
+		err := workflow.ExecuteLocalActivity(kubeSteps(w.ctx, "release what the manifest dropped"), a.FinishDeploy, in).Get(w.ctx, &res)
 		return res, err
 	}
 	// Legacy: one local activity per kind.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
@@ -192,4 +193,39 @@ func TestRolloutWorkflowStopsAtANamespaceItMayNotActIn(t *testing.T) {
 	require.True(t, errors.As(env.GetWorkflowError(), &appErr), "got %v", env.GetWorkflowError())
 	assert.Equal(t, activities.ErrNamespaceNotAllowed, appErr.Type())
 	env.AssertNotCalled(t, "ApplyPlan", mock.Anything, mock.Anything)
+}
+
+// Issue 11.3 regression: a batched step slower than one Kubernetes call's
+// budget (500 deploys sharing the worker's rate limit made ApplyDeploy
+// take about a minute, against 30s for one call) timed out on every
+// attempt and, redoing the whole step each time, never finished. A batched
+// step has a budget of its own (here scaled down to milliseconds).
+func TestASlowBatchedStepFinishes(t *testing.T) {
+	call, step := kubeCallTimeout, batchedStepTimeout
+	kubeCallTimeout, batchedStepTimeout = 100*time.Millisecond, 5*time.Second
+	t.Cleanup(func() { kubeCallTimeout, batchedStepTimeout = call, step })
+	attempts := 0
+	env := newDeployEnv(t, func(env *deployEnv) {
+		env.rollouts(RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil)
+		env.OnActivity(env.a.ApplyDeploy, mock.Anything, mock.Anything).Return(
+			func(context.Context, activities.ApplyDeployInput) (*activities.ApplyDeployResult, error) {
+				attempts++
+				if attempts > 1 { // the first attempt timed out: end the test here
+					return nil, temporal.NewNonRetryableApplicationError("ApplyDeploy retried", "Retried", nil)
+				}
+				time.Sleep(300 * time.Millisecond) // three calls' budget
+				return &activities.ApplyDeployResult{
+					IPs:       map[string]string{},
+					Hostnames: &activities.HostnamesResult{Reserved: []string{"web.example.com"}},
+					Applied:   &activities.ApplyObjectsResult{},
+					Classes:   []activities.Classification{{Service: "web", Class: activities.ChangeRollout}},
+				}, nil
+			})
+	})
+	env.SetTestTimeout(20 * time.Second)
+	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Trigger: "test"})
+	require.True(t, env.IsWorkflowCompleted())
+	in := continuedWith(t, env.GetWorkflowError())
+	assert.Equal(t, PhaseActive, in.Carry.Phase, in.Carry.LastError)
+	assert.Equal(t, 1, attempts, "one attempt, not timed out")
 }

@@ -28,12 +28,35 @@ func (r *rolloutRun) kubeCtx(summary string) workflow.Context { return kubeCall(
 // the rollout's and the deploy chain's.
 func kubeCall(ctx workflow.Context, summary string) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout:    30 * time.Second,
+		StartToCloseTimeout:    kubeCallTimeout,
 		ScheduleToCloseTimeout: 24 * time.Hour,
 		RetryPolicy:            kubeRetry,
 		Summary:                summary,
 	})
 }
+
+// kubeCallTimeout bounds one attempt of one Kubernetes call (a variable for
+// the tests).
+var kubeCallTimeout = 30 * time.Second
+
+// kubeSteps is the local-activity options of a batched step (several
+// Kubernetes calls in one: PrepareDeploy, ApplyDeploy, FinishDeploy,
+// PrepareRollout, ApplyPlan). Each call of it may take what one call of
+// kubeCall may: under load (a fleet of deploys sharing the worker's rate
+// limit) a 30s budget for the whole step timed out every attempt, and the
+// retries, redoing the step, never finished.
+func kubeSteps(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    batchedStepTimeout,
+		ScheduleToCloseTimeout: 24 * time.Hour,
+		RetryPolicy:            kubeRetry,
+		Summary:                summary,
+	})
+}
+
+// batchedStepTimeout bounds one attempt of a batched step (a variable for
+// the tests).
+var batchedStepTimeout = 5 * time.Minute
 
 // waitHeartbeatTimeout notices a dead worker: the wait is retried elsewhere
 // within this long. The watch heartbeats every few seconds.

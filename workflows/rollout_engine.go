@@ -78,7 +78,7 @@ func (r *rolloutRun) prepare() error {
 	case r.fewer:
 		var a *activities.Activities
 		var res activities.PrepareRolloutResult
-		if err := workflow.ExecuteLocalActivity(r.kubeCtx("ensure namespace, default "+r.in.Service+", read"), a.PrepareRollout,
+		if err := workflow.ExecuteLocalActivity(kubeSteps(r.ctx, "ensure namespace, default "+r.in.Service+", read"), a.PrepareRollout,
 			activities.PrepareRolloutInput{Namespace: r.namespace(), Deployment: r.d, Ref: r.ref}).Get(r.ctx, &res); err != nil {
 			return err
 		}
@@ -212,7 +212,7 @@ func (r *rolloutRun) apply(plan rollout.Plan) error {
 			in.Create.Labels[activities.ServiceLabel] = r.in.Service
 		}
 		var res activities.ApplyPlanResult
-		if err := workflow.ExecuteLocalActivity(r.kubeCtx(planSummary(plan)), a.ApplyPlan, in).Get(r.ctx, &res); err != nil {
+		if err := workflow.ExecuteLocalActivity(kubeSteps(r.ctx, planSummary(plan)), a.ApplyPlan, in).Get(r.ctx, &res); err != nil {
 			return err
 		}
 		r.state = &res.State
