@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -26,6 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/app"
+	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/testenv"
 	"github.com/deployflow/deployflow/workflows"
@@ -84,6 +87,14 @@ func newErrorRateTarget(t *testing.T, env *testenv.Env, errorRate float64) *erro
 		wg.Wait()
 		_ = srv.Close()
 	})
+	// Prometheus finds the file, scrapes, and has a rate to give.
+	prom, err := app.PrometheusAPI(devstack.PrometheusURL)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		v, _, _, err := prom.Query(context.Background(), target.query(), time.Now())
+		vec, ok := v.(model.Vector)
+		return err == nil && ok && len(vec) == 1
+	}, 60*time.Second, 500*time.Millisecond, "Prometheus never had the target's error rate")
 	return target
 }
 
