@@ -27,12 +27,7 @@ func (r *rolloutRun) kubeCtx(summary string) workflow.Context { return kubeCall(
 // kubeCall is the local-activity options of every short Kubernetes call,
 // the rollout's and the deploy chain's.
 func kubeCall(ctx workflow.Context, summary string) workflow.Context {
-	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout:    kubeCallTimeout,
-		ScheduleToCloseTimeout: 24 * time.Hour,
-		RetryPolicy:            kubeRetry,
-		Summary:                summary,
-	})
+	return kubeLocal(ctx, summary, kubeCallTimeout)
 }
 
 // kubeCallTimeout bounds one attempt of one Kubernetes call (a variable for
@@ -41,13 +36,18 @@ var kubeCallTimeout = 30 * time.Second
 
 // kubeSteps is the local-activity options of a batched step (several
 // Kubernetes calls in one: PrepareDeploy, ApplyDeploy, FinishDeploy,
-// PrepareRollout, ApplyPlan). Each call of it may take what one call of
-// kubeCall may: under load (a fleet of deploys sharing the worker's rate
-// limit) a 30s budget for the whole step timed out every attempt, and the
-// retries, redoing the step, never finished.
+// PrepareRollout, ApplyPlan). Under load (a fleet of deploys sharing the
+// worker's rate limit) one call's 30s budget for the whole step timed out
+// every attempt, and the retries, redoing the step, never finished.
 func kubeSteps(ctx workflow.Context, summary string) workflow.Context {
+	return kubeLocal(ctx, summary, batchedStepTimeout)
+}
+
+// kubeLocal is a Kubernetes local activity's options: retried for a day,
+// each attempt bounded by timeout.
+func kubeLocal(ctx workflow.Context, summary string, timeout time.Duration) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout:    batchedStepTimeout,
+		StartToCloseTimeout:    timeout,
 		ScheduleToCloseTimeout: 24 * time.Hour,
 		RetryPolicy:            kubeRetry,
 		Summary:                summary,
