@@ -69,7 +69,7 @@ type ApplyPlanInput struct {
 func (a *Activities) ApplyPlan(ctx context.Context, in ApplyPlanInput) (*ApplyPlanResult, error) {
 	var out ApplyPlanResult
 	if err := a.applyPlan(ctx, in, &out); err != nil {
-		if !isStalePlan(err) {
+		if !IsStalePlan(err) {
 			return nil, err
 		}
 		out.Stale = err.Error()
@@ -125,7 +125,9 @@ func (a *Activities) applyPlan(ctx context.Context, in ApplyPlanInput, out *Appl
 	return nil
 }
 
-func isStalePlan(err error) bool {
+// IsStalePlan reports whether err is a StalePlan refusal: the cluster
+// changed under a decision, which is read again, not retried.
+func IsStalePlan(err error) bool {
 	var appErr *temporal.ApplicationError
 	return errors.As(err, &appErr) && appErr.Type() == ErrStalePlan
 }

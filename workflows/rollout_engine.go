@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -256,7 +255,7 @@ func (r *rolloutRun) apply(plan rollout.Plan) error {
 		}
 		return nil
 	}()
-	if err != nil && !isStalePlan(err) {
+	if err != nil && !activities.IsStalePlan(err) {
 		return err
 	}
 	return r.read()
@@ -281,11 +280,6 @@ func planSummary(plan rollout.Plan) string {
 		return "read"
 	}
 	return strings.Join(ops, ", ") + "; read"
-}
-
-func isStalePlan(err error) bool {
-	var appErr *temporal.ApplicationError
-	return errors.As(err, &appErr) && appErr.Type() == activities.ErrStalePlan
 }
 
 // waitForChange blocks until the service's ReplicaSets (or, for Recreate,

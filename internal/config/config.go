@@ -169,14 +169,12 @@ func (c Config) Validate() error {
 	if c.UnknownAfter <= 0 {
 		errs = append(errs, errors.New("--unknown-after: want a positive duration such as 15s (env DEPLOYFLOW_UNKNOWN_AFTER)"))
 	}
-	if c.PrometheusURL != "" {
-		if u, err := url.Parse(c.PrometheusURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("--prometheus-url %q: want an http(s) URL such as http://prometheus:9090 (env DEPLOYFLOW_PROMETHEUS_URL)", c.PrometheusURL))
-		}
-	}
-	if c.NotifyURL != "" {
-		if u, err := url.Parse(c.NotifyURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("--notify-url %q: want an http(s) URL such as https://hooks.example.com/deployflow (env DEPLOYFLOW_NOTIFY_URL)", c.NotifyURL))
+	for _, u := range []struct{ flag, env, value, example string }{
+		{"--prometheus-url", "DEPLOYFLOW_PROMETHEUS_URL", c.PrometheusURL, "http://prometheus:9090"},
+		{"--notify-url", "DEPLOYFLOW_NOTIFY_URL", c.NotifyURL, "https://hooks.example.com/deployflow"},
+	} {
+		if p, err := url.Parse(u.value); u.value != "" && (err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "") {
+			errs = append(errs, fmt.Errorf("%s %q: want an http(s) URL such as %s (env %s)", u.flag, u.value, u.example, u.env))
 		}
 	}
 	errs = append(errs, c.Tuning.validate()...)
