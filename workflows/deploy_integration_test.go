@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -139,17 +140,40 @@ func (dt *deployTest) status(lease string) (workflows.DeployStatus, error) {
 func (dt *deployTest) waitRevision(lease string, rev int64) workflows.DeployStatus {
 	dt.t.Helper()
 	var st workflows.DeployStatus
-	var lastErr error
-	require.Eventually(dt.t, func() bool {
+	testenv.Eventually(dt.t, 90*time.Second, 100*time.Millisecond, fmt.Sprintf("deploy %d of %s never finished", rev, lease), func() (bool, string) {
 		s, err := dt.status(lease)
 		if err != nil {
-			lastErr = err
-			return false
+			return false, "query: " + err.Error()
 		}
 		st = s
-		return len(s.History) > 0 && s.History[len(s.History)-1].Revision >= rev && !s.Pending && s.Phase != workflows.PhaseDeploying
-	}, 90*time.Second, 100*time.Millisecond, "deploy %d of %s never finished (last %+v, query error %v)", rev, lease, st, lastErr)
+		if len(s.History) > 0 && s.History[len(s.History)-1].Revision >= rev && !s.Pending && s.Phase != workflows.PhaseDeploying {
+			return true, ""
+		}
+		return false, fmt.Sprintf("phase %s, pending %v, %d history entries, last error %q; %s", s.Phase, s.Pending, len(s.History), s.LastError, dt.rolloutsSeen(lease, s))
+	})
 	return st
+}
+
+// rolloutsSeen is what the lease's rollouts report, for a test's failure
+// message.
+func (dt *deployTest) rolloutsSeen(lease string, s workflows.DeployStatus) string {
+	var out []string
+	for _, svc := range s.Services {
+		v, err := dt.env.Temporal.QueryWorkflow(context.Background(), workflows.RolloutWorkflowID(manifest.Namespace(lease), svc), "", workflows.QueryStatus)
+		var rs workflows.RolloutStatus
+		if err == nil {
+			err = v.Get(&rs)
+		}
+		switch {
+		case err != nil:
+			out = append(out, fmt.Sprintf("rollout %s: %v", svc, err))
+		case rs.Canary != nil:
+			out = append(out, fmt.Sprintf("rollout %s: %s; canary %s", svc, rs.Step, rs.Canary.Summary))
+		default:
+			out = append(out, fmt.Sprintf("rollout %s: %s %s", svc, rs.Step, rs.Message))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func (dt *deployTest) kubectl(args ...string) string {

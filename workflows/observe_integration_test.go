@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,12 +73,13 @@ func (dt *deployTest) scaleReplicaSets(service string, n int32) {
 func (dt *deployTest) waitPhase(phase string, within time.Duration) time.Duration {
 	dt.t.Helper()
 	start := time.Now()
-	var last workflows.DeployStatus
-	var lastErr error
-	require.Eventually(dt.t, func() bool {
-		last, lastErr = dt.status(dt.lease)
-		return lastErr == nil && last.Phase == phase
-	}, within, 100*time.Millisecond, "lease %s never %s (last: %s, %v)", dt.lease, phase, last.Phase, lastErr)
+	testenv.Eventually(dt.t, within, 100*time.Millisecond, fmt.Sprintf("lease %s never %s", dt.lease, phase), func() (bool, string) {
+		last, err := dt.status(dt.lease)
+		if err != nil {
+			return false, err.Error()
+		}
+		return last.Phase == phase, last.Phase
+	})
 	return time.Since(start)
 }
 

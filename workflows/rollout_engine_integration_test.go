@@ -99,10 +99,10 @@ func (rt *rolloutTest) update(run client.WorkflowRun, name string, args ...any) 
 func (rt *rolloutTest) waitStatus(run client.WorkflowRun, what string, cond func(workflows.RolloutStatus) bool) workflows.RolloutStatus {
 	rt.t.Helper()
 	var st workflows.RolloutStatus
-	require.Eventually(rt.t, func() bool {
+	testenv.Eventually(rt.t, 60*time.Second, 50*time.Millisecond, "never: "+what, func() (bool, string) {
 		st = rt.query(run)
-		return cond(st)
-	}, 60*time.Second, 50*time.Millisecond, "never: %s (last status %+v)", what, st)
+		return cond(st), fmt.Sprintf("%+v", st)
+	})
 	return st
 }
 

@@ -284,3 +284,24 @@ func Tool(t testing.TB, name string) string {
 	}
 	return s.Bin(name)
 }
+
+// Eventually polls cond every tick until it holds, and fails the test if
+// it has not within the given time, saying what it waited for and what
+// cond last reported. (testify's Eventually formats its message when it is
+// called, so a "last seen" argument there is always the zero value.)
+func Eventually(t testing.TB, within, tick time.Duration, what string, cond func() (ok bool, last string)) {
+	t.Helper()
+	var last string
+	deadline := time.Now().Add(within)
+	for {
+		ok, l := cond()
+		if ok {
+			return
+		}
+		last = l
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s (last: %s)", what, within, last)
+		}
+		time.Sleep(tick)
+	}
+}
