@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/plan"
 )
 
 // RenderObjects is the lease's Services, LoadBalancer Services (with their
@@ -88,9 +90,12 @@ type DeployPlan struct {
 	Objects          []string          `json:"objects,omitempty"` // objects that would be applied
 	Prune            []string          `json:"prune,omitempty"`   // objects that would be deleted
 	Operations       []string          `json:"operations"`        // in the order the deploy runs them
-	Summary          string            `json:"summary"`
-	// Fingerprint of the state read; an approved plan whose fingerprint no
-	// longer matches the cluster is stale and refused.
+	// Tree is the deploy as the tree of operations its workflow executes,
+	// in order; `deploy --plan` prints it.
+	Tree    *plan.Node `json:"tree,omitempty"`
+	Summary string     `json:"summary"`
+	// Fingerprint of the state read and of the tree; an approved plan whose
+	// fingerprint no longer matches the cluster is stale and refused.
 	Fingerprint string `json:"fingerprint"`
 }
 
@@ -196,9 +201,69 @@ func (a *Activities) PlanDeploy(ctx context.Context, in PlanInput) (*DeployPlan,
 		digests = append(digests, svc+"="+st.Digest)
 	}
 	p.Operations = Operations(p.ReserveHostnames, p.AllocateIPs, p.Objects, p.Prune, p.Services, p.ReleaseHostnames, p.ReleaseIPs)
+	p.Tree = Tree(p, m)
 	p.Summary = summarize(p)
-	p.Fingerprint = fingerprint(held, declared, p.Objects, p.Prune, digests)
+	p.Fingerprint = fingerprint(held, declared, p.Objects, p.Prune, digests, p.Tree.Fingerprint())
 	return p, nil
+}
+
+// Tree is the deploy of m that p plans, as the tree of operations the
+// lease's workflow executes in this order: check the lease; the writes
+// before the rollouts (one step: IPs, hostnames, namespace, Services,
+// Ingress); each changed service's rollout, in parallel, with a canary's
+// steps under it; and, once healthy, the release of what m dropped.
+func Tree(p *DeployPlan, m *manifest.Manifest) *plan.Node {
+	root := plan.New(plan.OpDeploy, p.Lease, "deploy lease "+p.Lease)
+	root.Add(plan.New(plan.OpCheckLease, p.Lease, "check that lease "+p.Lease+" is active"))
+	apply := plan.New(plan.OpApply, manifest.Namespace(p.Lease), "reserve and apply, in namespace "+manifest.Namespace(p.Lease))
+	for _, e := range p.AllocateIPs {
+		apply.Add(plan.New(plan.OpAllocateIP, e, OpAllocateIP(e)))
+	}
+	for _, h := range p.ReserveHostnames {
+		apply.Add(plan.New(plan.OpReserveHostname, h, OpReserveHostname(h)))
+	}
+	for _, o := range p.Objects {
+		apply.Add(plan.New(plan.OpApplyObject, o, OpApply(o)))
+	}
+	for _, o := range p.Prune {
+		apply.Add(plan.New(plan.OpDeleteObject, o, OpDelete(o)))
+	}
+	root.Add(apply)
+	for _, c := range p.Services {
+		root.Add(ServiceNode(c, m))
+	}
+	release := plan.New(plan.OpRelease, p.Lease, "release what the manifest no longer declares, once healthy")
+	for _, h := range p.ReleaseHostnames {
+		release.Add(plan.New(plan.OpReleaseHostname, h, OpReleaseHostname(h)))
+	}
+	for _, e := range p.ReleaseIPs {
+		release.Add(plan.New(plan.OpReleaseIP, e, OpReleaseIP(e)))
+	}
+	return root.Add(release)
+}
+
+// ServiceNode is what the deploy does to one service, classified as c: a
+// rollout (a canary's steps under it, when there is a running version to
+// compare with), a scale, or nothing (nil).
+func ServiceNode(c Classification, m *manifest.Manifest) *plan.Node {
+	text := OpService(c)
+	switch c.Class {
+	case ChangeScale:
+		return plan.New(plan.OpScale, c.Service, text)
+	case ChangeRollout:
+	default:
+		return nil
+	}
+	n := plan.New(plan.OpRollOut, c.Service, text)
+	s, ok := m.Lookup(c.Service)
+	if !ok || s.Rollout == nil || s.Rollout.Strategy != manifest.StrategyCanary || len(s.Rollout.Steps) == 0 || c.CurrentImage == "" {
+		return n
+	}
+	n.Text += fmt.Sprintf(" (canary, %d steps)", len(s.Rollout.Steps))
+	for i, step := range s.Rollout.Steps {
+		n.Add(plan.New(plan.OpCanaryStep, strconv.Itoa(i+1), fmt.Sprintf("step %d/%d: %s", i+1, len(s.Rollout.Steps), step)))
+	}
+	return n
 }
 
 // Operations lists a deploy's operations in the order the chain runs them.

@@ -1,0 +1,53 @@
+package activities
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/plan"
+)
+
+// The plan's tree: what the lease's workflow executes, in its order, with a
+// canary's steps under its rollout once there is a version to compare with.
+func TestTree(t *testing.T) {
+	w := int32(50)
+	canary := &manifest.Rollout{Strategy: manifest.StrategyCanary, Steps: []manifest.CanaryStep{
+		{SetWeight: &w}, {Pause: &manifest.Pause{}},
+	}}
+	m := &manifest.Manifest{Lease: "a", Services: []manifest.Service{
+		{Name: "web", Image: "nginx:1.27", Rollout: canary}, {Name: "api", Image: "api:1"}, {Name: "db", Image: "db:1"},
+	}}
+	p := &DeployPlan{
+		Lease: "a", ReserveHostnames: []string{"a.example.com"}, AllocateIPs: []string{"public"},
+		Objects: []string{"Service/web"}, Prune: []string{"Service/old"},
+		ReleaseHostnames: []string{"b.example.com"}, ReleaseIPs: []string{"gone"},
+		Services: []Classification{
+			{Service: "web", Class: ChangeRollout, CurrentImage: "nginx:1.26", DesiredImage: "nginx:1.27", CurrentReplicas: 2, DesiredReplicas: 2},
+			{Service: "api", Class: ChangeScale, CurrentReplicas: 1, DesiredReplicas: 3},
+			{Service: "db", Class: ChangeNone},
+		},
+	}
+	assert.Equal(t, `deploy lease a
+├─ check that lease a is active
+├─ reserve and apply, in namespace lease-a
+│  ├─ allocate an IP for endpoint public
+│  ├─ reserve hostname a.example.com
+│  ├─ apply Service/web
+│  └─ delete Service/old
+├─ roll out web: nginx:1.26 → nginx:1.27, 2 → 2 replicas (canary, 2 steps)
+│  ├─ step 1/2: setWeight 50%
+│  └─ step 2/2: pause until promoted
+├─ scale api: 1 → 3 replicas
+└─ release what the manifest no longer declares, once healthy
+   ├─ release hostname b.example.com
+   └─ release the IP of endpoint gone
+`, Tree(p, m).String())
+
+	// A first deploy has nothing stable to compare with: no canary steps.
+	first := ServiceNode(Classification{Service: "web", Class: ChangeRollout, DesiredImage: "nginx:1.27", DesiredReplicas: 2}, m)
+	assert.Equal(t, plan.OpRollOut, first.Op)
+	assert.Empty(t, first.Children)
+	assert.Nil(t, ServiceNode(Classification{Service: "db", Class: ChangeMetadata}, m), "pods stay: no rollout")
+}
