@@ -108,6 +108,10 @@ func TestCanaryCommands(t *testing.T) {
 	t.Log(out)
 	mu.Unlock()
 	require.True(t, seen)
+	// The deploy's tree, live: the rollout runs, the lease check is done.
+	assert.Contains(t, out, "  deploy in progress:")
+	assert.Regexp(t, `check that lease \S+ is active\s+done`, out)
+	assert.Regexp(t, `roll out web: nginx:1.26 → nginx:1.27, 4 → 4 replicas \(canary, 2 steps\)\s+running`, out)
 
 	out, _ = cli(t, env, tq, "promote", lease, "web")
 	assert.Contains(t, out, "web of lease "+lease+": promoted past step 2/2 (pause until promoted)")

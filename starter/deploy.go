@@ -261,4 +261,13 @@ func printStatus(w io.Writer, st workflows.DeployStatus) {
 		r := st.History[n-1]
 		fmt.Fprintf(w, "  last deploy #%d (%s): %s in %s\n", r.Revision, r.Trigger, r.Outcome, r.Finished.Sub(r.Started).Round(100*time.Millisecond))
 	}
+	if st.Tree != nil && (st.Phase == workflows.PhaseDeploying || st.Phase == workflows.PhaseAwaitingApproval) {
+		// The deploy in progress: its plan's tree, each operation's state.
+		fmt.Fprintln(w, "  deploy in progress:")
+		var b strings.Builder
+		st.Tree.Format(&b, true)
+		for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+			fmt.Fprintln(w, "    "+l)
+		}
+	}
 }

@@ -85,6 +85,18 @@ func runHistory(g *globals, fs *flag.FlagSet) runner {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		// What each deploy executed: its plan's tree, each operation's state.
+		for _, r := range records {
+			if r.Tree == nil {
+				continue // recorded before deploys kept their tree
+			}
+			fmt.Fprintf(stdout, "\ndeploy #%d, as executed:\n", r.Revision)
+			r.Tree.Format(stdout, true)
+			if r.Rollback != nil {
+				fmt.Fprintf(stdout, "deploy #%d, the return to the last-known-good manifest:\n", r.Revision)
+				r.Rollback.Format(stdout, true)
+			}
+		}
 		fmt.Fprintf(stdout, "\n%d workflow runs of %s (one per finished deploy; continue-as-new)\n", len(runs), workflows.DeployWorkflowID(lease))
 		return nil
 	}

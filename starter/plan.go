@@ -58,12 +58,19 @@ func printPlan(w io.Writer, p *activities.DeployPlan) {
 	for _, h := range p.Withheld {
 		fmt.Fprintf(w, "  withheld: %s (held by your lease %s)\n", h.Hostname, h.Lease)
 	}
-	fmt.Fprintln(w, "operations, in order:")
 	if len(p.Operations) == 0 {
-		fmt.Fprintln(w, "  (none: the lease already runs this manifest)")
+		fmt.Fprintln(w, "nothing to change: the lease already runs this manifest")
 	}
-	for i, op := range p.Operations {
-		fmt.Fprintf(w, "  %2d. %s\n", i+1, op)
+	switch {
+	case p.Tree != nil:
+		// The tree the lease's workflow executes, node by node, in order.
+		fmt.Fprintln(w, "the deploy, as the lease's workflow will execute it:")
+		p.Tree.Format(w, false)
+	default: // a worker from before the tree
+		fmt.Fprintln(w, "operations, in order:")
+		for i, op := range p.Operations {
+			fmt.Fprintf(w, "  %2d. %s\n", i+1, op)
+		}
 	}
 	fmt.Fprintf(w, "summary: %s (plan %s)\n", p.Summary, p.Fingerprint)
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/deployflow/deployflow/internal/app"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/plan"
 	"github.com/deployflow/deployflow/internal/testenv"
 	"github.com/deployflow/deployflow/workflows"
 )
@@ -298,6 +299,20 @@ func TestCanaryAbortsAtAFailedAnalysis(t *testing.T) {
 	last := lease.History[len(lease.History)-1]
 	assert.Contains(t, last.Outcome, "canary aborted: analysis failed")
 	assert.Contains(t, last.Outcome, "rolled back to the last-known-good manifest")
+	// The executed tree says where it stopped: the analysis step failed,
+	// the steps after it and the release never ran.
+	require.NotNil(t, last.Tree)
+	roll := last.Tree.Find(plan.OpRollOut, "web")
+	require.NotNil(t, roll, last.Tree.String())
+	assert.Equal(t, plan.Failed, roll.State)
+	var states []plan.State
+	for _, s := range roll.Children {
+		states = append(states, s.State)
+	}
+	assert.Equal(t, []plan.State{plan.Done, plan.Done, plan.Failed, plan.Skipped, plan.Skipped}, states, last.Tree.String())
+	assert.Contains(t, roll.Children[2].Error, "analysis failed")
+	assert.Equal(t, plan.Skipped, last.Tree.ByOp(plan.OpRelease)[0].State)
+	assert.NotNil(t, last.Rollback, "the return to the last-known-good manifest is recorded too")
 	_, available := dt.byImage()
 	assert.Equal(t, map[string]int32{"nginx:1.26": 10, "nginx:1.27": 0}, available, "the stable version is back")
 	assert.GreaterOrEqual(t, minAvailable.Load(), int32(10), "never fewer available than replicas - maxUnavailable")

@@ -186,6 +186,7 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 	rec.Classes = res.classes
 	rec.Withheld = res.withheld
 	rec.Operations = res.operations
+	rec.Tree = w.endTree(err)
 	switch {
 	case errors.Is(err, errTeardown):
 		rec.Outcome = "Interrupted by teardown"
@@ -223,11 +224,13 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 			workflow.GetLogger(w.ctx).Warn("deploy failed; returning to the last-known-good manifest", "lease", m.Lease, "error", err)
 			w.current = w.lastGood
 			w.reverting = true
-			if _, rerr := w.runChain(w.lastGood); rerr != nil {
+			_, rerr := w.runChain(w.lastGood)
+			if rerr != nil {
 				rec.Outcome += "; rollback failed: " + errorMessage(rerr)
 			} else {
 				rec.Outcome += "; rolled back to the last-known-good manifest"
 			}
+			rec.Rollback = w.endTree(rerr)
 			w.reverting = false
 		case !res.changed && w.takes(versionReleaseOnEarlyFailure):
 			// Nothing of the workload changed: give back the hostnames and
@@ -238,6 +241,7 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 		}
 	}
 	rec.Finished = workflow.Now(w.ctx)
+	w.tree = nil
 	w.record(rec)
 	w.publish()
 	if !w.fewer || err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/manifest"
+	planpkg "github.com/deployflow/deployflow/internal/plan"
 )
 
 // chainResult is what one run of the deploy chain did.
@@ -40,6 +41,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	res := chainResult{classes: map[string]string{}}
 	m = m.WithDefaults()
 	ns := manifest.Namespace(m.Lease)
+	w.tree = nil // set from the plan, below
 
 	// 1. The lease must be active, and 2. the plan, read from the cluster
 	// with the code `deploy --plan` runs; another owner's hostname fails the
@@ -49,6 +51,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		return res, err
 	}
 	w.owner = lease.Owner
+	w.startTree(plan)
 	switch {
 	case w.approvedPlan != "" && !w.reverting:
 		// Approved up front (deploy --plan --yes): only the plan reviewed.
@@ -71,11 +74,17 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	// 5. namespace, Services, LoadBalancer Services and Ingress; 6. each
 	// service's change, classified before acting on it.
 	applied, err := w.applyWorkload(m, lease.Owner)
+	var ran []string
+	kinds := map[string]func(string) *planpkg.Node{}
+	did := func(op planpkg.Op, target, text string) {
+		ran = append(ran, text)
+		kinds[text] = func(t string) *planpkg.Node { return planpkg.New(op, target, t) }
+	}
 	if applied.IPs != nil {
 		w.ips = applied.IPs
 		for _, e := range m.IPEndpoints() {
 			if _, kept := plan.KeepIPs[e]; !kept {
-				res.operations = append(res.operations, activities.OpAllocateIP(e))
+				did(planpkg.OpAllocateIP, e, activities.OpAllocateIP(e))
 			}
 		}
 	}
@@ -84,21 +93,25 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		w.hostnames, w.withheld = hosts.Reserved, hosts.Withheld
 		for _, h := range hosts.Reserved {
 			if !heldBefore[h] {
-				res.operations = append(res.operations, activities.OpReserveHostname(h))
+				did(planpkg.OpReserveHostname, h, activities.OpReserveHostname(h))
 			}
 		}
 	}
+	if err == nil {
+		for _, o := range applied.Applied.Changed {
+			did(planpkg.OpApplyObject, o, activities.OpApply(o))
+		}
+		for _, o := range applied.Applied.Pruned {
+			did(planpkg.OpDeleteObject, o, activities.OpDelete(o))
+		}
+	}
+	res.operations = append(res.operations, ran...)
+	w.markStep(planpkg.OpApply, ran, func(t string) *planpkg.Node { return kinds[t](t) }, err)
 	if err != nil {
 		return res, err
 	}
 	w.objects = applied.Applied.Kept
 	res.changed = len(applied.Applied.Changed)+len(applied.Applied.Pruned) > 0
-	for _, o := range applied.Applied.Changed {
-		res.operations = append(res.operations, activities.OpApply(o))
-	}
-	for _, o := range applied.Applied.Pruned {
-		res.operations = append(res.operations, activities.OpDelete(o))
-	}
 	rollouts := map[string]RolloutInput{}
 	for _, c := range applied.Classes {
 		svc := c.Service
@@ -113,6 +126,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		if op := activities.OpService(c); op != "" {
 			res.operations = append(res.operations, op)
 		}
+		w.serviceNode(c, m)
 		if c.Class == activities.ChangeScale || c.Class == activities.ChangeRollout {
 			in := RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.fewer}
 			if s, ok := m.Lookup(svc); ok && s.Rollout != nil && s.Rollout.Strategy == manifest.StrategyCanary && c.Class == activities.ChangeRollout {
@@ -141,15 +155,18 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 
 	// 8. Healthy: release hostnames and IPs the manifest no longer declares.
 	released, err := w.finish(m)
+	ran = nil
+	for _, h := range released.Hostnames {
+		did(planpkg.OpReleaseHostname, h, activities.OpReleaseHostname(h))
+	}
+	for _, e := range released.IPs {
+		did(planpkg.OpReleaseIP, e, activities.OpReleaseIP(e))
+	}
+	w.markStep(planpkg.OpRelease, ran, func(t string) *planpkg.Node { return kinds[t](t) }, err)
 	if err != nil {
 		return res, err
 	}
-	for _, h := range released.Hostnames {
-		res.operations = append(res.operations, activities.OpReleaseHostname(h))
-	}
-	for _, e := range released.IPs {
-		res.operations = append(res.operations, activities.OpReleaseIP(e))
-	}
+	res.operations = append(res.operations, ran...)
 	return res, nil
 }
 
@@ -199,10 +216,18 @@ func (w *deployRun) rollOut(rollouts map[string]RolloutInput) (map[string]Rollou
 			StaticSummary:       fmt.Sprintf("rollout %s to %s", svc, firstImage(in)),
 		}
 		f := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(childCtx, opts), RolloutWorkflow, in)
+		if w.tree != nil {
+			for _, op := range []planpkg.Op{planpkg.OpRollOut, planpkg.OpScale} {
+				if n := w.tree.Find(op, svc); n != nil {
+					n.Mark(planpkg.Running, nil)
+				}
+			}
+		}
 		workflow.Go(w.ctx, func(gctx workflow.Context) {
 			var r RolloutResult
 			errs[svc] = f.Get(gctx, &r)
 			results[svc] = r
+			w.markRollout(svc, r, errs[svc])
 			done++
 		})
 	}

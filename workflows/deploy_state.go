@@ -12,6 +12,7 @@ import (
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/plan"
 	"github.com/deployflow/deployflow/internal/searchattr"
 )
 
@@ -50,6 +51,7 @@ type deployRun struct {
 	unhealthySince time.Time
 	unsettled      bool
 	plan           *activities.DeployPlan // of the deploy in progress or the last one
+	tree           *plan.Node             // the chain in progress's tree, as executed so far
 	approved       bool
 	objects        []string // the lease's Services and Ingress after the last apply
 	reverting      bool     // the chain runs for the last-known-good manifest after a failure
@@ -185,6 +187,11 @@ type DeployRecord struct {
 	Withheld []activities.Withheld `json:"withheld,omitempty"`
 	// Operations are what the deploy did, in the words of its plan.
 	Operations []string `json:"operations,omitempty"`
+	// Tree is the deploy's plan as executed: each operation's state.
+	Tree *plan.Node `json:"tree,omitempty"`
+	// Rollback is the return to the last-known-good manifest after a
+	// failure, as executed.
+	Rollback *plan.Node `json:"rollback,omitempty"`
 }
 
 // DeployStatus is the "status" query's answer and DeployWorkflow's result.
@@ -205,6 +212,9 @@ type DeployStatus struct {
 	// Plan is the plan of the deploy in progress (awaiting approval, when
 	// Phase is AwaitingApproval) or of the last one.
 	Plan *activities.DeployPlan `json:"plan,omitempty"`
+	// Tree is the tree of the deploy in progress, each operation's state
+	// as it goes (or the last deploy's, as executed).
+	Tree *plan.Node `json:"tree,omitempty"`
 }
 
 func newDeployRun(ctx workflow.Context, in DeployInput) *deployRun {
@@ -371,6 +381,10 @@ func (w *deployRun) status() DeployStatus {
 	}
 	if w.current != nil {
 		st.Services = w.current.ServiceNames()
+	}
+	st.Tree = w.tree
+	if st.Tree == nil && len(w.history) > 0 {
+		st.Tree = w.history[len(w.history)-1].Tree
 	}
 	return st
 }

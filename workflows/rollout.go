@@ -46,6 +46,17 @@ type RolloutResult struct {
 	// UndoneTo is the revision an operator's undo returned the rollout to:
 	// it no longer runs the template it was started with.
 	UndoneTo int64 `json:"undoneTo,omitempty"`
+	// Canary is how far a canary's steps got.
+	Canary *CanaryResult `json:"canary,omitempty"`
+}
+
+// CanaryResult is how far a canary's steps got: the first Completed steps
+// ran; a promote --full at step PromotedFull (1-based) skipped the rest.
+type CanaryResult struct {
+	Steps        int    `json:"steps"`
+	Completed    int    `json:"completed"`
+	PromotedFull int    `json:"promotedFull,omitempty"`
+	Reason       string `json:"reason,omitempty"` // why it aborted
 }
 
 // RolloutWorkflow rolls one service's desired Deployment out onto the

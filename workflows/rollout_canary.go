@@ -41,6 +41,8 @@ type CanaryState struct {
 	Weight   int32           `json:"weight"`             // the last setWeight reached or in progress
 	Started  time.Time       `json:"started"`            // when the step in progress started
 	Promoted bool            `json:"promoted,omitempty"` // promote --full: no more steps
+	// PromotedFull is the step (1-based) a promote --full skipped the rest from.
+	PromotedFull int `json:"promotedFull,omitempty"`
 	Tally    *analysis.Tally `json:"tally,omitempty"`    // the analysis in progress
 	// Waiting says what the step waits for (a pause, an inconclusive
 	// analysis), Last the last measurement, Reason why it aborted.
@@ -121,6 +123,7 @@ func (r *rolloutRun) runCanary() (continueAsNew bool, err error) {
 	}
 	if c.Promoted && r.outcome == "" && c.Step < len(r.in.Steps) {
 		r.notify("Promoted", fmt.Sprintf("promoted past every step from %d/%d: finishing the rollout", c.Step+1, len(r.in.Steps)))
+		c.PromotedFull = c.Step + 1
 		c.Step = len(r.in.Steps)
 	}
 	return false, nil

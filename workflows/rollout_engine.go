@@ -431,6 +431,12 @@ func (r *rolloutRun) result() *RolloutResult {
 		res.NewReplicaSet = newRS.Name
 		res.Revision, _ = rollout.Revision(newRS)
 	}
+	if c := r.canary; c != nil {
+		res.Canary = &CanaryResult{Steps: len(r.in.Steps), Completed: min(c.Step, len(r.in.Steps)), PromotedFull: c.PromotedFull, Reason: c.Reason}
+		if c.PromotedFull > 0 {
+			res.Canary.Completed = c.PromotedFull - 1
+		}
+	}
 	return res
 }
 

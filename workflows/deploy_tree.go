@@ -1,0 +1,169 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/plan"
+)
+
+// The deploy's tree (issue 12.1): the plan's tree of operations, which the
+// chain executes in its order, marking each node's state as it goes. The
+// status query shows it live; the lease's history keeps it as executed.
+// What the cluster made different from the plan (it changed between the
+// plan and the write) shows in the tree, never silently: an operation the
+// plan did not list is added, marked as such; one it listed that had
+// nothing left to do is skipped.
+
+// notInPlan marks an operation the deploy ran that its plan did not list.
+const notInPlan = " (not in the plan: the cluster changed after it was read)"
+
+// startTree makes p's tree the deploy's, its lease checked.
+func (w *deployRun) startTree(p *activities.DeployPlan) {
+	if p == nil || p.Tree == nil {
+		return // a plan recorded before the tree existed
+	}
+	w.tree = p.Tree.Clone()
+	w.tree.State = plan.Running
+	if n := w.tree.ByOp(plan.OpCheckLease); len(n) > 0 {
+		n[0].Mark(plan.Done, nil)
+	}
+}
+
+// treeStep is the deploy's top-level node with op, or nil.
+func (w *deployRun) treeStep(op plan.Op) *plan.Node {
+	if w.tree == nil {
+		return nil
+	}
+	if n := w.tree.ByOp(op); len(n) > 0 {
+		return n[0]
+	}
+	return nil
+}
+
+// markStep marks the step op done (or failed with err) and its operations
+// by what ran: done, or skipped as there was nothing left to do; an
+// operation that ran but was not in the plan is added.
+func (w *deployRun) markStep(op plan.Op, ran []string, add func(text string) *plan.Node, err error) {
+	step := w.treeStep(op)
+	if step == nil {
+		return
+	}
+	ranSet := map[string]bool{}
+	for _, t := range ran {
+		ranSet[t] = true
+	}
+	planned := map[string]bool{}
+	for _, c := range step.Children {
+		planned[c.Text] = true
+		switch {
+		case ranSet[c.Text]:
+			c.Mark(plan.Done, nil)
+		case err == nil:
+			c.Mark(plan.Skipped, errors.New("nothing left to do"))
+		}
+	}
+	for _, t := range ran {
+		if !planned[t] {
+			n := add(t)
+			n.Text += notInPlan
+			n.Mark(plan.Done, nil)
+			step.Add(n)
+		}
+	}
+	if err != nil {
+		step.Mark(plan.Failed, errors.New(errorMessage(err)))
+		return
+	}
+	step.Mark(plan.Done, nil)
+}
+
+// serviceNode is the deploy's node for svc's change c: the plan's, or, if
+// the plan did not have it, one added and marked so.
+func (w *deployRun) serviceNode(c activities.Classification, m *manifest.Manifest) *plan.Node {
+	if w.tree == nil {
+		return nil
+	}
+	want := activities.ServiceNode(c, m)
+	if want == nil {
+		return nil
+	}
+	if n := w.tree.Find(want.Op, c.Service); n != nil {
+		return n
+	}
+	want.Text += notInPlan
+	// Before the release step: the tree stays in execution order.
+	last := len(w.tree.Children) - 1
+	if last >= 0 && w.tree.Children[last].Op == plan.OpRelease {
+		w.tree.Children = append(w.tree.Children[:last], want, w.tree.Children[last])
+	} else {
+		w.tree.Add(want)
+	}
+	return want
+}
+
+// markRollout marks svc's rollout node by how its RolloutWorkflow ended,
+// and a canary's steps by how far they got.
+func (w *deployRun) markRollout(svc string, res RolloutResult, err error) {
+	if w.tree == nil {
+		return
+	}
+	var n *plan.Node
+	for _, op := range []plan.Op{plan.OpRollOut, plan.OpScale} {
+		if n = w.tree.Find(op, svc); n != nil {
+			break
+		}
+	}
+	if n == nil {
+		return
+	}
+	canary := res.Canary
+	var appErr *temporal.ApplicationError
+	if err != nil && errors.As(err, &appErr) && appErr.HasDetails() {
+		var failed RolloutResult
+		if appErr.Details(&failed) == nil {
+			canary = failed.Canary
+		}
+	}
+	if err != nil {
+		n.Mark(plan.Failed, errors.New(errorMessage(err)))
+	} else {
+		n.Mark(plan.Done, nil)
+	}
+	steps := n.ByOp(plan.OpCanaryStep)
+	for i, s := range steps {
+		switch {
+		case canary == nil:
+			// The rollout ran no canary (nothing stable to compare with).
+			if err == nil {
+				s.Mark(plan.Skipped, errors.New("no canary: nothing stable to compare with"))
+			}
+		case i < canary.Completed:
+			s.Mark(plan.Done, nil)
+		case canary.PromotedFull > 0:
+			s.Mark(plan.Skipped, fmt.Errorf("promote --full at step %d", canary.PromotedFull))
+		case err != nil && i == canary.Completed && canary.Reason != "":
+			s.Mark(plan.Failed, errors.New(canary.Reason))
+		}
+	}
+}
+
+// endTree marks the deploy done, or failed with err; what it did not reach
+// is skipped. It returns the executed tree.
+func (w *deployRun) endTree(err error) *plan.Node {
+	t := w.tree
+	if t == nil {
+		return nil
+	}
+	if err != nil {
+		t.Mark(plan.Failed, errors.New(errorMessage(err)))
+	} else {
+		t.Mark(plan.Done, nil)
+	}
+	t.MarkAll(plan.Skipped)
+	return t
+}
