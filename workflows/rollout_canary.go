@@ -37,13 +37,13 @@ type PromoteRequest struct {
 // CanaryState is a canary's progress through its steps; it carries over
 // continue-as-new.
 type CanaryState struct {
-	Step     int             `json:"step"`               // index of the step in progress
-	Weight   int32           `json:"weight"`             // the last setWeight reached or in progress
-	Started  time.Time       `json:"started"`            // when the step in progress started
-	Promoted bool            `json:"promoted,omitempty"` // promote --full: no more steps
+	Step     int       `json:"step"`               // index of the step in progress
+	Weight   int32     `json:"weight"`             // the last setWeight reached or in progress
+	Started  time.Time `json:"started"`            // when the step in progress started
+	Promoted bool      `json:"promoted,omitempty"` // promote --full: no more steps
 	// PromotedFull is the step (1-based) a promote --full skipped the rest from.
-	PromotedFull int `json:"promotedFull,omitempty"`
-	Tally    *analysis.Tally `json:"tally,omitempty"`    // the analysis in progress
+	PromotedFull int             `json:"promotedFull,omitempty"`
+	Tally        *analysis.Tally `json:"tally,omitempty"` // the analysis in progress
 	// Waiting says what the step waits for (a pause, an inconclusive
 	// analysis), Last the last measurement, Reason why it aborted.
 	Waiting string `json:"waiting,omitempty"`
