@@ -88,9 +88,9 @@ func (m *Manifest) Deployment(svc string) (*appsv1.Deployment, error) {
 
 	r := s.Rollout
 	strategy := appsv1.DeploymentStrategy{Type: appsv1.DeploymentStrategyType(r.Strategy)}
-	if r.Strategy == StrategyCanary {
+	if r.Strategy == StrategyCanary || r.Strategy == StrategyBlueGreen {
 		// The steps go to the rollout beside the Deployment; each step's
-		// scaling uses the RollingUpdate limits.
+		// scaling (a blue-green's scale-down) uses the RollingUpdate limits.
 		strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
 	}
 	if strategy.Type == appsv1.RollingUpdateDeploymentStrategyType {
@@ -198,6 +198,14 @@ func (m *Manifest) ClusterIPServices() []*corev1.Service {
 			svc.Spec.Ports = append(svc.Spec.Ports, servicePort(p))
 		}
 		out = append(out, svc)
+		if s.Rollout.Strategy == StrategyBlueGreen {
+			// The active Service and the preview, each pinned to a version.
+			pinned(svc, RoleActive)
+			preview := svc.DeepCopy()
+			preview.Name = PreviewService(s.Name)
+			pinned(preview, RolePreview)
+			out = append(out, preview)
+		}
 	}
 	return out
 }
@@ -293,6 +301,9 @@ func (m *Manifest) LoadBalancerServices(ips map[string]string) ([]*corev1.Servic
 		for _, e := range s.ipEndpoints() {
 			svc := service(d.Lease, lbServiceName(s.Name, e), s.Name)
 			svc.Labels[IPEndpointLabel] = e
+			if s.Rollout.Strategy == StrategyBlueGreen {
+				pinned(svc, RoleActive)
+			}
 			svc.Annotations = map[string]string{DeclaredIPAnnotation: ips[e]}
 			svc.Spec.Type = corev1.ServiceTypeLoadBalancer
 			svc.Spec.LoadBalancerIP = ips[e]

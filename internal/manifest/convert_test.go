@@ -261,3 +261,28 @@ func TestLoadBalancerServicesNeedAnIPPerEndpoint(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, svcs)
 }
+
+// A blue-green service has two ClusterIP Services, the active one (its
+// name) and the preview, labelled with their role, selecting the service's
+// pods (the rollout pins each to one version); its LoadBalancer Services
+// are active ones.
+func TestBlueGreenServicesAreActiveAndPreview(t *testing.T) {
+	m, err := Parse([]byte("lease: shop-42\nservices:\n  - name: web\n    image: nginx:1.27\n    ports: [{port: 80, expose: {ip: public}}]\n    rollout: {strategy: BlueGreen}\n"))
+	require.NoError(t, err)
+	svcs := m.ClusterIPServices()
+	require.Len(t, svcs, 2)
+	assert.Equal(t, "web", svcs[0].Name)
+	assert.Equal(t, RoleActive, svcs[0].Labels[RoleLabel])
+	assert.Equal(t, "web-preview", svcs[1].Name)
+	assert.Equal(t, RolePreview, svcs[1].Labels[RoleLabel])
+	assert.Equal(t, svcs[0].Spec.Selector, svcs[1].Spec.Selector)
+	assert.Equal(t, svcs[0].Spec.Ports, svcs[1].Spec.Ports)
+	lbs, err := m.LoadBalancerServices(map[string]string{"public": "192.0.2.7"})
+	require.NoError(t, err)
+	require.Len(t, lbs, 1)
+	assert.Equal(t, RoleActive, lbs[0].Labels[RoleLabel])
+
+	d, err := m.Deployment("web")
+	require.NoError(t, err)
+	assert.Equal(t, "RollingUpdate", string(d.Spec.Strategy.Type), "the old version's scale-down after the switch is a RollingUpdate's")
+}

@@ -82,11 +82,17 @@ func (r *Rollout) withDefaults() *Rollout {
 		out.RevisionHistoryLimit = clonePtr(r.RevisionHistoryLimit)
 		out.AutoRollback = clonePtr(r.AutoRollback)
 		out.Steps = append([]CanaryStep(nil), r.Steps...)
+		if r.BlueGreen != nil {
+			b := *r.BlueGreen
+			b.ScaleDownDelaySeconds = clonePtr(b.ScaleDownDelaySeconds)
+			b.PreviewReplicaCount = clonePtr(b.PreviewReplicaCount)
+			out.BlueGreen = &b
+		}
 	}
 	if out.Strategy == "" {
 		out.Strategy = DefaultStrategy
 	}
-	if out.Strategy == StrategyRollingUpdate || out.Strategy == StrategyCanary {
+	if out.Strategy == StrategyRollingUpdate || out.Strategy == StrategyCanary || out.Strategy == StrategyBlueGreen {
 		if out.MaxSurge == nil {
 			v := intstr.FromString(DefaultMaxSurge)
 			out.MaxSurge = &v

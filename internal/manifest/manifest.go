@@ -168,7 +168,7 @@ type HTTPExpose struct {
 
 // Rollout tunes a service's Deployment strategy and the rollout engine.
 type Rollout struct {
-	// Strategy is RollingUpdate (the default), Recreate or Canary.
+	// Strategy is RollingUpdate (the default), Recreate, Canary or BlueGreen.
 	Strategy string `json:"strategy,omitempty"`
 	// MaxSurge is how many pods (an integer, or a percentage of replicas
 	// like "25%", the default) a rolling update may add above replicas.
@@ -191,6 +191,8 @@ type Rollout struct {
 	AutoRollback *bool `json:"autoRollback,omitempty"`
 	// Steps of a Canary (strategy Canary only).
 	Steps []CanaryStep `json:"steps,omitempty"`
+	// BlueGreen settings (strategy BlueGreen only).
+	BlueGreen *BlueGreen `json:"blueGreen,omitempty"`
 }
 
 // Namespace is the namespace of a lease's objects: "lease-" + the lease ID.

@@ -95,6 +95,7 @@ func (m *Manifest) Validate() error {
 		hostAt:     map[string]string{},
 		ipPortAt:   map[string]use{},
 		lbNameFrom: map[string]use{},
+		previewOf:  map[string]use{},
 	}
 	v.lease(m.Lease)
 	if len(m.Services) == 0 {
@@ -102,6 +103,12 @@ func (m *Manifest) Validate() error {
 	}
 	for i := range m.Services {
 		v.service(index("services", i), i, &m.Services[i])
+	}
+	// Preview Service names must not take a service's name either.
+	for _, name := range slices.Sorted(maps.Keys(v.previewOf)) {
+		if i, ok := v.serviceAt[name]; ok {
+			v.add(v.previewOf[name].path, "its blue-green preview Service, %q, has the same name as services[%d]: rename one of the two services", name, i)
+		}
 	}
 	// Generated LoadBalancer Service names must not take a service's name.
 	for _, name := range slices.Sorted(maps.Keys(v.lbNameFrom)) {
@@ -123,6 +130,7 @@ type validator struct {
 	hostAt     map[string]string // hostname -> path of its first use
 	ipPortAt   map[string]use    // "endpoint port/protocol" -> its first use
 	lbNameFrom map[string]use    // LoadBalancer Service name -> its first use
+	previewOf  map[string]use    // blue-green preview Service name -> its service
 }
 
 func (v *validator) lease(lease string) {
@@ -188,6 +196,19 @@ func (v *validator) service(path string, i int, s *Service) {
 
 	v.ports(path, s)
 	v.rollout(field(path, "rollout"), s.Rollout)
+	if r := s.Rollout; r != nil && r.Strategy == StrategyBlueGreen {
+		replicas := DefaultReplicas
+		if s.Replicas != nil {
+			replicas = *s.Replicas
+		}
+		v.blueGreen(field(path, "rollout.blueGreen"), r.BlueGreen, replicas)
+		if len(s.Ports) == 0 {
+			v.add(field(path, "rollout.strategy"), "BlueGreen switches the service's Services between versions, and %q has no ports: add a port, or use RollingUpdate", s.Name)
+		}
+		if s.Name != "" {
+			v.previewOf[PreviewService(s.Name)] = use{path: field(path, "name"), svc: s.Name}
+		}
+	}
 	v.podLabels(field(path, "podLabels"), s.PodLabels)
 	v.podAnnotations(field(path, "podAnnotations"), s.PodAnnotations)
 }
@@ -334,8 +355,11 @@ func (v *validator) rollout(path string, r *Rollout) {
 	if r.Strategy != StrategyCanary && len(r.Steps) > 0 {
 		v.add(field(path, "steps"), "are for strategy Canary: set strategy: Canary, or remove the steps")
 	}
+	if r.Strategy != StrategyBlueGreen && r.BlueGreen != nil {
+		v.add(field(path, "blueGreen"), "is for strategy BlueGreen: set strategy: BlueGreen, or remove blueGreen")
+	}
 	switch r.Strategy {
-	case "", StrategyRollingUpdate, StrategyCanary:
+	case "", StrategyRollingUpdate, StrategyCanary, StrategyBlueGreen:
 		if r.Strategy == StrategyCanary {
 			v.canarySteps(field(path, "steps"), r.Steps)
 		}
@@ -362,12 +386,12 @@ func (v *validator) rollout(path string, r *Rollout) {
 		}
 	default:
 		hint := ""
-		for _, s := range []string{StrategyRollingUpdate, StrategyRecreate, StrategyCanary} {
+		for _, s := range []string{StrategyRollingUpdate, StrategyRecreate, StrategyCanary, StrategyBlueGreen} {
 			if strings.EqualFold(r.Strategy, s) {
 				hint = fmt.Sprintf(" (write %q)", s)
 			}
 		}
-		v.add(field(path, "strategy"), "%q: want RollingUpdate, Recreate or Canary%s", r.Strategy, hint)
+		v.add(field(path, "strategy"), "%q: want RollingUpdate, Recreate, Canary or BlueGreen%s", r.Strategy, hint)
 	}
 	if r.MinReadySeconds < 0 {
 		v.add(field(path, "minReadySeconds"), "%d is negative: use 0 or more seconds", r.MinReadySeconds)
