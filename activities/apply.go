@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
 
@@ -207,6 +208,9 @@ func (a *Activities) apply(ctx context.Context, in ApplyObjectsInput, name strin
 	if in.DryRun {
 		return changed, nil
 	}
+	if svc, ok := obj.(*corev1.Service); ok && exists {
+		keepPin(svc, live)
+	}
 	meta.OwnerReferences = owners
 	if meta.Annotations == nil {
 		meta.Annotations = map[string]string{}
@@ -383,5 +387,20 @@ func (a *Activities) DeleteNamespace(ctx context.Context, name string) error {
 			return ctx.Err()
 		case <-time.After(250 * time.Millisecond):
 		}
+	}
+}
+
+// keepPin keeps the version a blue-green's live Service selects: the deploy
+// renders its selector without one, the rollout moves it
+// (PinServices). It is left out of the content hash, so a pin never counts
+// as a change of the Service.
+func keepPin(svc *corev1.Service, live metav1.Object) {
+	l, ok := live.(*corev1.Service)
+	if !ok || svc.Labels[manifest.RoleLabel] == "" {
+		return
+	}
+	if h := l.Spec.Selector[manifest.PodTemplateHashLabel]; h != "" {
+		svc.Spec.Selector = maps.Clone(svc.Spec.Selector)
+		svc.Spec.Selector[manifest.PodTemplateHashLabel] = h
 	}
 }

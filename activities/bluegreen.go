@@ -1,0 +1,61 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/deployflow/deployflow/internal/manifest"
+)
+
+// Where a blue-green touches the cluster (issue 12.4): its Services'
+// selectors. The rollout decides which version each selects
+// (workflows/rollout_bluegreen.go); the ReplicaSets scale as every
+// rollout's do (ApplyPlan).
+
+// PinInput pins a blue-green service's Services to versions, by
+// pod-template-hash: the active ones (the service's Service and its
+// LoadBalancer Services) to Active, the preview to Preview. An empty hash
+// leaves those Services as they are.
+type PinInput struct {
+	Namespace string `json:"namespace"`
+	Service   string `json:"service"`
+	Active    string `json:"active,omitempty"`
+	Preview   string `json:"preview,omitempty"`
+}
+
+// PinResult is what PinServices changed: "Service/web → 5d4f…".
+type PinResult struct {
+	Changed []string `json:"changed,omitempty"`
+}
+
+// PinServices sets the pod-template-hash in the selector of the service's
+// Services by role (manifest.RoleLabel). It is idempotent: a Service that
+// already selects its version is left alone.
+func (a *Activities) PinServices(ctx context.Context, in PinInput) (*PinResult, error) {
+	list, err := a.Kube.CoreV1().Services(in.Namespace).List(ctx, metav1.ListOptions{LabelSelector: ServiceLabel + "=" + in.Service + "," + manifest.RoleLabel})
+	if err != nil {
+		return nil, fmt.Errorf("list services of %s/%s: %w", in.Namespace, in.Service, err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	out := &PinResult{}
+	for _, s := range list.Items {
+		want := in.Active
+		if s.Labels[manifest.RoleLabel] == manifest.RolePreview {
+			want = in.Preview
+		}
+		if want == "" || s.Spec.Selector[manifest.PodTemplateHashLabel] == want {
+			continue
+		}
+		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"selector": map[string]string{manifest.PodTemplateHashLabel: want}}})
+		if _, err := a.Kube.CoreV1().Services(in.Namespace).Patch(ctx, s.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager + "-rollout"}); err != nil {
+			return nil, fmt.Errorf("pin service %s/%s to %s: %w", in.Namespace, s.Name, want, err)
+		}
+		out.Changed = append(out.Changed, fmt.Sprintf("Service/%s → %s", s.Name, want))
+	}
+	return out, nil
+}
