@@ -256,7 +256,18 @@ func ServiceNode(c Classification, m *manifest.Manifest) *plan.Node {
 	}
 	n := plan.New(plan.OpRollOut, c.Service, text)
 	s, ok := m.Lookup(c.Service)
-	if !ok || s.Rollout == nil || s.Rollout.Strategy != manifest.StrategyCanary || len(s.Rollout.Steps) == 0 || c.CurrentImage == "" {
+	if !ok || s.Rollout == nil || c.CurrentImage == "" {
+		return n // a first deploy has nothing to compare with or switch from
+	}
+	if s.Rollout.Strategy == manifest.StrategyBlueGreen {
+		steps := s.Rollout.BlueGreen.Steps(c.Service, c.DesiredImage, c.DesiredReplicas)
+		n.Text += " (blue-green)"
+		for i, step := range steps {
+			n.Add(plan.New(plan.OpBlueGreenStep, strconv.Itoa(i+1), fmt.Sprintf("step %d/%d: %s", i+1, len(steps), step)))
+		}
+		return n
+	}
+	if s.Rollout.Strategy != manifest.StrategyCanary || len(s.Rollout.Steps) == 0 {
 		return n
 	}
 	n.Text += fmt.Sprintf(" (canary, %d steps)", len(s.Rollout.Steps))

@@ -121,3 +121,44 @@ func TestCanaryCommands(t *testing.T) {
 	assert.Equal(t, 1, code, "nothing left to promote")
 	assert.Contains(t, stderr, "promote acts on a rollout in progress")
 }
+
+// Blue-green from the CLI: status shows the preview awaiting promotion,
+// promote switches, undo within the scale-down delay switches back.
+func TestBlueGreenCommands(t *testing.T) {
+	env, tq, lease := newLease(t, "bluegreen")
+	dir := t.TempDir()
+	write := func(name, image string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte("lease: "+lease+"\nservices:\n  - name: web\n    image: "+image+"\n    replicas: 2\n"+
+			"    ports: [{port: 80}]\n    rollout:\n      strategy: BlueGreen\n      blueGreen: {scaleDownDelaySeconds: 600}\n"), 0o644))
+		return p
+	}
+	cli(t, env, tq, "lease", "create", lease, "--owner", "acme")
+	cli(t, env, tq, "deploy", "-f", write("v1.yaml", "nginx:1.26"), "--wait")
+	out, _ := cli(t, env, tq, "deploy", "-f", write("v2.yaml", "nginx:1.27"), "--plan", "--yes")
+	assert.Contains(t, out, "├─ roll out web: nginx:1.26 → nginx:1.27, 2 → 2 replicas (blue-green)")
+	assert.Contains(t, out, "│  ├─ step 2/5: await promotion (deployflow promote)")
+	var mu sync.Mutex
+	seen := assert.Eventually(t, func() bool {
+		_, stdout, stderr := runCLI("status", lease, "--temporal-address", devstack.TemporalAddress)
+		mu.Lock()
+		defer mu.Unlock()
+		out = stdout + stderr
+		return strings.Contains(out, "web: blue-green step 2/5: await promotion (deployflow promote) (active selects ")
+	}, 60*time.Second, 300*time.Millisecond, "the status never showed the preview awaiting promotion")
+	mu.Lock()
+	t.Log(out)
+	mu.Unlock()
+	require.True(t, seen)
+
+	out, _ = cli(t, env, tq, "promote", lease, "web")
+	assert.Contains(t, out, "web of lease "+lease+": promoted: switching the active Service to the new version")
+	require.Eventually(t, func() bool {
+		_, stdout, _ := runCLI("status", lease, "--temporal-address", devstack.TemporalAddress)
+		return strings.Contains(stdout, "web: blue-green step 5/5: keep the old version 600s for undo")
+	}, 60*time.Second, 300*time.Millisecond, "the status never showed the scale-down delay")
+	cli(t, env, tq, "undo", lease, "web")
+	code, stdout, stderr := runCLI("status", lease, "--watch", "--temporal-address", devstack.TemporalAddress)
+	assert.Equal(t, 1, code, "the undone deploy failed: %s", stdout)
+	assert.Contains(t, stderr, "RolloutUndone: web: an operator undid the rollout (back to revision 1)")
+}

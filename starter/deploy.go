@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/plan"
 	"github.com/deployflow/deployflow/workflows"
 )
 
@@ -184,14 +185,21 @@ func runStatus(g *globals, fs *flag.FlagSet) runner {
 		if g.output == "json" {
 			return json.NewEncoder(stdout).Encode(st)
 		}
-		printStatus(stdout, st)
+		var rollouts map[string]workflows.RolloutStatus
 		if st.Phase == workflows.PhaseDeploying {
-			// A deploy in progress: where each of its canaries is.
-			rollouts := rolloutStatuses(ctx, c, st)
-			for _, svc := range st.Services {
-				if r, ok := rollouts[svc]; ok && r.Canary != nil {
-					fmt.Fprintf(stdout, "  %s: canary %s (weight %d%%; steps: %s)\n", svc, r.Canary.Summary, r.Canary.Weight, strings.Join(r.Canary.List, " → "))
-				}
+			rollouts = rolloutStatuses(ctx, c, st)
+			liveSteps(st.Tree, rollouts)
+		}
+		printStatus(stdout, st)
+		// A deploy in progress: where each of its canaries and blue-greens is.
+		for _, svc := range st.Services {
+			r, ok := rollouts[svc]
+			switch {
+			case !ok:
+			case r.Canary != nil:
+				fmt.Fprintf(stdout, "  %s: canary %s (weight %d%%; steps: %s)\n", svc, r.Canary.Summary, r.Canary.Weight, strings.Join(r.Canary.List, " → "))
+			case r.BlueGreen != nil:
+				fmt.Fprintf(stdout, "  %s: blue-green %s (active selects %s, preview %s)\n", svc, r.BlueGreen.Summary, orNone(r.BlueGreen.Active), orNone(r.BlueGreen.Preview))
 			}
 		}
 		fmt.Fprintf(stdout, "  %s\n", workflowURL(g.cfg, workflows.DeployWorkflowID(pos[0]), ""))
@@ -268,6 +276,38 @@ func printStatus(w io.Writer, st workflows.DeployStatus) {
 		st.Tree.Format(&b, true)
 		for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
 			fmt.Fprintln(w, "    "+l)
+		}
+	}
+}
+
+// liveSteps marks the steps of the tree's running rollouts by where their
+// RolloutWorkflows are (the lease's workflow learns it only when they end):
+// the steps before the current one done, the current one running.
+func liveSteps(tree *plan.Node, rollouts map[string]workflows.RolloutStatus) {
+	if tree == nil {
+		return
+	}
+	for svc, r := range rollouts {
+		n := tree.Find(plan.OpRollOut, svc)
+		if n == nil || n.State != plan.Running {
+			continue
+		}
+		current := 0
+		switch {
+		case r.Canary != nil:
+			current = r.Canary.Step
+		case r.BlueGreen != nil:
+			current = r.BlueGreen.Step
+		default:
+			continue
+		}
+		for i, step := range n.Children {
+			switch {
+			case i+1 < current:
+				step.Mark(plan.Done, nil)
+			case i+1 == current:
+				step.Mark(plan.Running, nil)
+			}
 		}
 	}
 }

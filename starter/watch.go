@@ -136,6 +136,9 @@ func renderTree(st workflows.DeployStatus, rollouts map[string]workflows.Rollout
 		if c := r.Canary; c != nil {
 			lines = append(lines, fmt.Sprintf("canary %s (weight %d%%; steps: %s)", c.Summary, c.Weight, strings.Join(c.List, " → ")))
 		}
+		if bg := r.BlueGreen; bg != nil {
+			lines = append(lines, fmt.Sprintf("blue-green %s (active selects %s, preview %s)", bg.Summary, orNone(bg.Active), orNone(bg.Preview)))
+		}
 		if r.Message != "" {
 			lines = append(lines, r.Message)
 		}

@@ -129,8 +129,16 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		w.serviceNode(c, m)
 		if c.Class == activities.ChangeScale || c.Class == activities.ChangeRollout {
 			in := RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.fewer}
-			if s, ok := m.Lookup(svc); ok && s.Rollout != nil && s.Rollout.Strategy == manifest.StrategyCanary && c.Class == activities.ChangeRollout {
-				in.Steps = s.Rollout.Steps
+			if s, ok := m.Lookup(svc); ok && s.Rollout != nil && c.Class == activities.ChangeRollout {
+				switch s.Rollout.Strategy {
+				case manifest.StrategyCanary:
+					in.Steps = s.Rollout.Steps
+				case manifest.StrategyBlueGreen:
+					in.BlueGreen = &manifest.BlueGreen{}
+					if b := s.Rollout.BlueGreen; b != nil {
+						in.BlueGreen = b
+					}
+				}
 			}
 			rollouts[svc] = in
 		}

@@ -121,12 +121,11 @@ func (w *deployRun) markRollout(svc string, res RolloutResult, err error) {
 	if n == nil {
 		return
 	}
-	canary := res.Canary
 	var appErr *temporal.ApplicationError
 	if err != nil && errors.As(err, &appErr) && appErr.HasDetails() {
 		var failed RolloutResult
 		if appErr.Details(&failed) == nil {
-			canary = failed.Canary
+			res = failed
 		}
 	}
 	if err != nil {
@@ -134,20 +133,30 @@ func (w *deployRun) markRollout(svc string, res RolloutResult, err error) {
 	} else {
 		n.Mark(plan.Done, nil)
 	}
-	steps := n.ByOp(plan.OpCanaryStep)
+	if err == nil && res.UndoneTo != 0 {
+		n.Mark(plan.Failed, fmt.Errorf("an operator undid it: back to revision %d", res.UndoneTo))
+	}
+	markSteps(n.ByOp(plan.OpCanaryStep), res.Canary, res.UndoneTo, err)
+	markSteps(n.ByOp(plan.OpBlueGreenStep), res.BlueGreen, res.UndoneTo, err)
+}
+
+// markSteps marks a canary's or a blue-green's steps by how far they got.
+func markSteps(steps []*plan.Node, got *StepsResult, undoneTo int64, err error) {
 	for i, s := range steps {
 		switch {
-		case canary == nil:
-			// The rollout ran no canary (nothing stable to compare with).
+		case got == nil:
+			// The rollout ran no steps (nothing stable to compare with).
 			if err == nil {
-				s.Mark(plan.Skipped, errors.New("no canary: nothing stable to compare with"))
+				s.Mark(plan.Skipped, errors.New("not run: no stable version to compare with"))
 			}
-		case i < canary.Completed:
+		case i < got.Completed:
 			s.Mark(plan.Done, nil)
-		case canary.PromotedFull > 0:
-			s.Mark(plan.Skipped, fmt.Errorf("promote --full at step %d", canary.PromotedFull))
-		case err != nil && i == canary.Completed && canary.Reason != "":
-			s.Mark(plan.Failed, errors.New(canary.Reason))
+		case got.PromotedFull > 0:
+			s.Mark(plan.Skipped, fmt.Errorf("promote --full at step %d", got.PromotedFull))
+		case i == got.Completed && undoneTo != 0:
+			s.Mark(plan.Failed, fmt.Errorf("undone: back to revision %d", undoneTo))
+		case err != nil && i == got.Completed && got.Reason != "":
+			s.Mark(plan.Failed, errors.New(got.Reason))
 		}
 	}
 }

@@ -36,6 +36,9 @@ type RolloutInput struct {
 	// Steps make the rollout a canary (manifest strategy Canary): run them
 	// before the ordinary syncs finish the rollout.
 	Steps []manifest.CanaryStep `json:"steps,omitempty"`
+	// BlueGreen makes the rollout a blue-green (manifest strategy
+	// BlueGreen): preview, promotion, switch, scale-down delay.
+	BlueGreen *manifest.BlueGreen `json:"blueGreen,omitempty"`
 	// FewerEvents is set by the lease workflow (and the CLI) that starts the
 	// rollout: it takes versionFewerEvents without recording a marker. A
 	// rollout started without it asks the gate.
@@ -54,6 +57,7 @@ type RolloutCarry struct {
 	Outcome        string            `json:"outcome,omitempty"`
 	UndoneTo       int64             `json:"undoneTo,omitempty"`
 	Canary         *CanaryState      `json:"canary,omitempty"`
+	BlueGreen      *BlueGreenState   `json:"blueGreen,omitempty"`
 }
 
 // desired returns the Deployment with the API server's defaults applied, as

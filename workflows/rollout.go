@@ -46,13 +46,15 @@ type RolloutResult struct {
 	// UndoneTo is the revision an operator's undo returned the rollout to:
 	// it no longer runs the template it was started with.
 	UndoneTo int64 `json:"undoneTo,omitempty"`
-	// Canary is how far a canary's steps got.
-	Canary *CanaryResult `json:"canary,omitempty"`
+	// Canary and BlueGreen are how far a canary's or a blue-green's steps got.
+	Canary    *StepsResult `json:"canary,omitempty"`
+	BlueGreen *StepsResult `json:"blueGreen,omitempty"`
 }
 
-// CanaryResult is how far a canary's steps got: the first Completed steps
-// ran; a promote --full at step PromotedFull (1-based) skipped the rest.
-type CanaryResult struct {
+// StepsResult is how far a canary's (or a blue-green's) steps got: the
+// first Completed steps ran; a promote --full at step PromotedFull
+// (1-based) skipped the rest.
+type StepsResult struct {
 	Steps        int    `json:"steps"`
 	Completed    int    `json:"completed"`
 	PromotedFull int    `json:"promotedFull,omitempty"`
@@ -92,11 +94,26 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (*RolloutResult, err
 		if r.isCanary() {
 			r.canary = &CanaryState{}
 		}
+		if r.isBlueGreen() {
+			r.blueGreen = &BlueGreenState{}
+		}
 	}
 
 	// 3. A canary's steps first.
 	if r.canary != nil {
 		continueAsNew, err := r.runCanary()
+		if err != nil {
+			return nil, err
+		}
+		if continueAsNew {
+			r.settleControls()
+			return nil, workflow.NewContinueAsNewError(ctx, RolloutWorkflow, r.carryOver())
+		}
+	}
+
+	// 3'. A blue-green's steps, to the switch and the scale-down delay.
+	if r.blueGreen != nil {
+		continueAsNew, err := r.runBlueGreen()
 		if err != nil {
 			return nil, err
 		}

@@ -129,7 +129,8 @@ func (r *rolloutRun) runCanary() (continueAsNew bool, err error) {
 	return false, nil
 }
 
-// notify tells the worker's webhook (if any) what the canary did; a
+// notify tells the worker's webhook (if any) what the canary (or
+// blue-green) did; a
 // webhook that does not answer delays the canary by its retries at most,
 // and never fails it.
 func (r *rolloutRun) notify(event, message string) {
@@ -139,10 +140,18 @@ func (r *rolloutRun) notify(event, message string) {
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 5},
 		Summary:     "notify " + event,
 	})
-	n := activities.Notification{Time: workflow.Now(r.ctx), Event: event, Namespace: r.in.Namespace, Service: r.in.Service,
-		Steps: len(r.in.Steps), Weight: r.canary.Weight, Message: message}
-	if r.canary.Step < len(r.in.Steps) {
-		n.Step = r.canary.Step + 1
+	n := activities.Notification{Time: workflow.Now(r.ctx), Event: event, Namespace: r.in.Namespace, Service: r.in.Service, Message: message}
+	switch {
+	case r.canary != nil:
+		n.Steps, n.Weight = len(r.in.Steps), r.canary.Weight
+		if r.canary.Step < len(r.in.Steps) {
+			n.Step = r.canary.Step + 1
+		}
+	case r.blueGreen != nil:
+		n.Steps = bgSteps
+		if r.blueGreen.Step < bgSteps {
+			n.Step = r.blueGreen.Step + 1
+		}
 	}
 	if err := workflow.ExecuteLocalActivity(ctx, a.Notify, n).Get(r.ctx, nil); err != nil {
 		workflow.GetLogger(r.ctx).Warn("canary notification not delivered", "event", event, "error", err)

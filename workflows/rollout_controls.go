@@ -114,6 +114,10 @@ func (r *rolloutRun) registerControls() error {
 			func(workflow.Context) error { return r.notFinishing() }},
 		{UpdatePromote, `Canary: end the step in progress (a pause, an analysis) and go on; {"full": true} skips every remaining step`,
 			func(_ workflow.Context, req PromoteRequest) (RolloutStatus, error) {
+				if b := r.blueGreen; b != nil {
+					b.promote = true
+					return r.changed("promoted: switching the active Service to the new version")
+				}
 				if req.Full {
 					r.canary.Promoted = true
 					return r.changed("promoted: skipping the remaining steps")
@@ -124,6 +128,12 @@ func (r *rolloutRun) registerControls() error {
 			func(_ workflow.Context, req PromoteRequest) error {
 				if err := r.notFinishing(); err != nil {
 					return err
+				}
+				if b := r.blueGreen; b != nil {
+					if b.Step > bgPromotion {
+						return errors.New("this blue-green is promoted already")
+					}
+					return nil
 				}
 				if r.canary == nil || r.canary.Promoted || r.canary.Step >= len(r.in.Steps) {
 					return errors.New("there is no canary step to promote: this rollout is not a canary, or its steps are done")
@@ -136,6 +146,9 @@ func (r *rolloutRun) registerControls() error {
 				if r.canary != nil && r.canary.Reason == "" {
 					r.canary.Reason = "by an operator"
 					r.canary.abortedByOperator = true
+				}
+				if r.blueGreen != nil && r.blueGreen.Reason == "" {
+					r.blueGreen.Reason = "by an operator"
 				}
 				return r.changed(fmt.Sprintf("aborted: rolling back to revision %d", r.stableRevision))
 			},

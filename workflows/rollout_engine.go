@@ -37,15 +37,18 @@ type rolloutRun struct {
 	step  rollout.Step
 	msg   string
 
-	stableRevision int64        // last-known-good revision, restored by abort/autoRollback
-	outcome        string       // set once abort or autoRollback took over
-	collisions     int          // hash collisions in a row
-	statusSyncs    int          // syncs in a row that only changed the status
-	unsettled      bool         // an operator control was handled and not yet settled
-	unsettledAt    int          // the history length of the task that handled it
-	fewer          bool         // this run takes versionFewerEvents
-	canary         *CanaryState // a canary's progress through its steps (nil: not a canary)
-	undoneTo       int64        // the revision an operator's undo returned to, if any
+	stableRevision int64           // last-known-good revision, restored by abort/autoRollback
+	outcome        string          // set once abort or autoRollback took over
+	collisions     int             // hash collisions in a row
+	statusSyncs    int             // syncs in a row that only changed the status
+	unsettled      bool            // an operator control was handled and not yet settled
+	unsettledAt    int             // the history length of the task that handled it
+	fewer          bool            // this run takes versionFewerEvents
+	canary         *CanaryState    // a canary's progress through its steps (nil: not a canary)
+	blueGreen      *BlueGreenState // a blue-green's progress (nil: not a blue-green)
+	active         string          // the version a blue-green's active Services select, once pinned
+	preview        string          // and its preview
+	undoneTo       int64           // the revision an operator's undo returned to, if any
 	wake           workflow.CancelFunc
 }
 
@@ -62,6 +65,7 @@ func newRolloutRun(ctx workflow.Context, in RolloutInput, d *appsv1.Deployment) 
 		r.outcome = in.Carry.Outcome
 		r.undoneTo = in.Carry.UndoneTo
 		r.canary = in.Carry.Canary
+		r.blueGreen = in.Carry.BlueGreen
 	}
 	return r
 }
@@ -412,7 +416,7 @@ func (r *rolloutRun) shouldContinueAsNew() bool {
 func (r *rolloutRun) carryOver() RolloutInput {
 	in := r.in
 	in.FewerEvents = r.fewer
-	in.Carry = &RolloutCarry{Deployment: *r.d.DeepCopy(), StableRevision: r.stableRevision, Outcome: r.outcome, UndoneTo: r.undoneTo, Canary: r.canary}
+	in.Carry = &RolloutCarry{Deployment: *r.d.DeepCopy(), StableRevision: r.stableRevision, Outcome: r.outcome, UndoneTo: r.undoneTo, Canary: r.canary, BlueGreen: r.blueGreen}
 	return in
 }
 
@@ -431,8 +435,11 @@ func (r *rolloutRun) result() *RolloutResult {
 		res.NewReplicaSet = newRS.Name
 		res.Revision, _ = rollout.Revision(newRS)
 	}
+	if b := r.blueGreen; b != nil {
+		res.BlueGreen = &StepsResult{Steps: bgSteps, Completed: min(b.Step, bgSteps), Reason: b.Reason}
+	}
 	if c := r.canary; c != nil {
-		res.Canary = &CanaryResult{Steps: len(r.in.Steps), Completed: min(c.Step, len(r.in.Steps)), PromotedFull: c.PromotedFull, Reason: c.Reason}
+		res.Canary = &StepsResult{Steps: len(r.in.Steps), Completed: min(c.Step, len(r.in.Steps)), PromotedFull: c.PromotedFull, Reason: c.Reason}
 		if c.PromotedFull > 0 {
 			res.Canary.Completed = c.PromotedFull - 1
 		}
@@ -461,6 +468,8 @@ type RolloutStatus struct {
 	ReplicaSets       []ReplicaSetStatus           `json:"replicaSets"`
 	// Canary is a canary's step, weight and what it waits for.
 	Canary *CanaryStatus `json:"canary,omitempty"`
+	// BlueGreen is a blue-green's step and the versions its Services select.
+	BlueGreen *BlueGreenStatus `json:"blueGreen,omitempty"`
 }
 
 // ReplicaSetStatus is one line of RolloutStatus.ReplicaSets.
@@ -492,6 +501,7 @@ func (r *rolloutRun) status() RolloutStatus {
 		Outcome:           r.outcome,
 		Conditions:        r.d.Status.Conditions,
 		Canary:            r.canaryStatus(),
+		BlueGreen:         r.blueGreenStatus(),
 	}
 	if r.state == nil {
 		return st

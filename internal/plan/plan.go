@@ -28,6 +28,7 @@ const (
 	OpRollOut         Op = "rollOut"         // one service's new template (a RolloutWorkflow)
 	OpScale           Op = "scale"           // one service's replicas only (a RolloutWorkflow)
 	OpCanaryStep      Op = "canaryStep"      // one of a canary rollout's steps
+	OpBlueGreenStep   Op = "blueGreenStep"   // one of a blue-green rollout's steps
 	OpRelease         Op = "release"         // what the manifest dropped, once healthy
 	OpReleaseHostname Op = "releaseHostname"
 	OpReleaseIP       Op = "releaseIP"

@@ -1,0 +1,328 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/k8s/rollout"
+)
+
+// A blue-green rollout (issue 12.4): the new version comes up beside the
+// stable one, serving only the preview Service; promotion scales it to
+// full size and switches the active Service to it in one selector change;
+// the stable version stays up for the scale-down delay, during which undo
+// (or abort) switches the active Service back without creating a pod. The
+// ordinary syncs then scale the version no longer selected down.
+
+// The steps of a blue-green, in order (manifest.BlueGreen.Steps says them).
+const (
+	bgPreview        = iota // the new version at previewReplicaCount, available; the preview Service selects it
+	bgPromotion             // autoPromotionSeconds, or deployflow promote
+	bgScaleUp               // the new version at full size, available
+	bgSwitch                // the active Services select the new version
+	bgScaleDownDelay        // scaleDownDelaySeconds: undo switches back; then the old version is scaled down
+	bgSteps
+)
+
+// BlueGreenState is a blue-green's progress, carried across
+// continue-as-new.
+type BlueGreenState struct {
+	Step    int       `json:"step"`
+	Started time.Time `json:"started"` // when the step in progress started
+	Pinned  bool      `json:"pinned"`  // the active Services select the stable version
+	Reason  string    `json:"reason,omitempty"`
+	promote bool      // an operator's promote
+}
+
+// BlueGreenStatus is the status query's view of a blue-green.
+type BlueGreenStatus struct {
+	Step    int      `json:"step"` // 1-based; Steps+1 once done
+	Steps   int      `json:"steps"`
+	Summary string   `json:"summary"` // "step 2/5: await promotion (automatic in 12s)"
+	List    []string `json:"list"`
+	Active  string   `json:"active,omitempty"`  // the pod-template-hash the active Services select
+	Preview string   `json:"preview,omitempty"` // and the preview
+	Reason  string   `json:"reason,omitempty"`
+}
+
+// isBlueGreen reports whether this rollout runs blue-green: the manifest
+// asks for it, and there is a stable version, other than the desired one,
+// to switch from.
+func (r *rolloutRun) isBlueGreen() bool {
+	if r.in.BlueGreen == nil || r.stableRevision == 0 {
+		return false
+	}
+	if newRS := rollout.FindNewReplicaSet(r.d, r.state.ReplicaSets); newRS != nil {
+		if rev, _ := rollout.Revision(newRS); rev == r.stableRevision {
+			return false
+		}
+	}
+	return true
+}
+
+// runBlueGreen runs the steps until they are done, an abort or undo
+// returns to the stable version, or the history is long (continue as new).
+func (r *rolloutRun) runBlueGreen() (continueAsNew bool, err error) {
+	b := r.blueGreen
+	for b.Step < bgSteps && r.outcome == "" && r.undoneTo == 0 {
+		if r.shouldContinueAsNew() {
+			return true, nil
+		}
+		if b.Started.IsZero() {
+			b.Started = workflow.Now(r.ctx)
+		}
+		var done bool
+		switch b.Step {
+		case bgPreview:
+			done, err = r.scaleBlueGreen(r.in.BlueGreen.PreviewReplicas(*r.d.Spec.Replicas), true)
+		case bgPromotion:
+			done, err = r.awaitPromotion()
+		case bgScaleUp:
+			done, err = r.scaleBlueGreen(*r.d.Spec.Replicas, false)
+		case bgSwitch:
+			hash := r.newHash()
+			done, err = true, r.pin(hash, hash)
+		case bgScaleDownDelay:
+			done, err = r.scaleDownDelay()
+		}
+		if err != nil {
+			return false, err
+		}
+		if done && r.outcome == "" && r.undoneTo == 0 {
+			steps := r.blueGreenSteps()
+			r.notify("StepCompleted", fmt.Sprintf("step %d/%d (%s) completed", b.Step+1, bgSteps, steps[b.Step]))
+			b.Step++
+			b.Started, b.promote = time.Time{}, false
+		}
+	}
+	if r.outcome != "" || r.undoneTo != 0 {
+		// Abort or undo: the version they made the desired one again (the
+		// stable one) serves at once, with the pods it has; the ordinary
+		// syncs scale the other one down.
+		back := r.newHash()
+		return false, r.pin(back, back)
+	}
+	return false, nil
+}
+
+// scaleBlueGreen is one sync of a scaling step: the new version toward n
+// replicas beside the stable version at full size (the preview step first
+// pins the active Services to the stable version, then points the preview
+// at the new one once its n pods are available). Done once they are.
+func (r *rolloutRun) scaleBlueGreen(n int32, preview bool) (bool, error) {
+	b := r.blueGreen
+	if !b.Pinned {
+		// Before a pod of the new version exists: the active Services
+		// select only the stable version from now until the switch.
+		if err := r.pin(r.stableHash(), r.stableHash()); err != nil {
+			return false, err
+		}
+		b.Pinned = true
+	}
+	replicas := *r.d.Spec.Replicas
+	surge, _, err := rollout.ResolveFenceposts(r.d.Spec.Strategy.RollingUpdate.MaxSurge, r.d.Spec.Strategy.RollingUpdate.MaxUnavailable, replicas)
+	if err != nil {
+		return false, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
+	}
+	newRS := rollout.FindNewReplicaSet(r.d, r.state.ReplicaSets)
+	_, oldRSs := rollout.FindOldReplicaSets(r.d, r.state.ReplicaSets)
+	if newRS == nil {
+		rs, err := rollout.NewReplicaSetFor(r.d, oldRSs)
+		if err != nil {
+			return false, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
+		}
+		zero := int32(0)
+		rs.Spec.Replicas = &zero
+		rollout.SetReplicasAnnotations(rs, replicas, replicas+surge)
+		return false, r.apply(rollout.Plan{Create: rs})
+	}
+	stable := r.stableReplicaSet(oldRSs)
+	if stable == nil {
+		return false, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s: the stable revision %d has no ReplicaSet any more", r.in.Service, r.stableRevision), ErrInvalidInput, nil)
+	}
+	var scales []rollout.ScaleOp
+	for _, rs := range oldRSs {
+		if rs.UID != stable.UID && *rs.Spec.Replicas > 0 { // left by an interrupted rollout
+			scales = append(scales, r.canaryScale(rs, 0, replicas, surge, "old"))
+		}
+	}
+	if *stable.Spec.Replicas != replicas {
+		scales = append(scales, r.canaryScale(stable, replicas, replicas, surge, "stable"))
+	}
+	if *newRS.Spec.Replicas != n {
+		scales = append(scales, r.canaryScale(newRS, n, replicas, surge, "new"))
+	}
+	what := "preview"
+	if !preview {
+		what = "new version"
+	}
+	r.step, r.msg = rollout.Step("BlueGreen"), fmt.Sprintf("%s: %d of %d replicas of the new version available; stable at %d", what, newRS.Status.AvailableReplicas, n, stable.Status.AvailableReplicas)
+	if len(scales) > 0 {
+		return false, r.apply(rollout.Plan{Scales: scales})
+	}
+	if newRS.Status.AvailableReplicas >= n && newRS.Status.Replicas == n {
+		if preview {
+			return true, r.pin("", r.newHash())
+		}
+		return true, nil
+	}
+	// Pods on their way: wait, within the progress deadline.
+	deadline := time.Duration(*r.d.Spec.ProgressDeadlineSeconds) * time.Second
+	left := b.Started.Add(deadline).Sub(workflow.Now(r.ctx))
+	if left <= 0 {
+		b.Reason = fmt.Sprintf("%s: no progress within %ds", what, *r.d.Spec.ProgressDeadlineSeconds)
+		r.rollBackToStable(OutcomeRolledBack)
+		r.notify("Failed", b.Reason+"; returning to the stable revision")
+		return false, nil
+	}
+	before := r.state.Digest
+	if err := r.waitForChange(left); err != nil {
+		return false, err
+	}
+	if r.state.Digest != before {
+		b.Started = workflow.Now(r.ctx) // progress restarts the deadline, as upstream's
+	}
+	return false, nil
+}
+
+// awaitPromotion waits for autoPromotionSeconds (0: for promote), or for
+// promote, abort or undo.
+func (r *rolloutRun) awaitPromotion() (bool, error) {
+	b := r.blueGreen
+	r.step, r.msg = rollout.Step("BlueGreen"), "preview up: awaiting promotion"
+	woken := func() bool { return b.promote || r.outcome != "" || r.undoneTo != 0 }
+	auto := time.Duration(r.in.BlueGreen.AutoPromotionSeconds) * time.Second
+	if auto <= 0 {
+		r.notify("Paused", fmt.Sprintf("step %d/%d: the preview is up; paused until promoted (deployflow promote)", b.Step+1, bgSteps))
+		err := workflow.Await(r.ctx, woken)
+		return err == nil, err
+	}
+	left := b.Started.Add(auto).Sub(workflow.Now(r.ctx))
+	if left <= 0 {
+		return true, nil
+	}
+	_, err := workflow.AwaitWithTimeout(r.ctx, left, woken)
+	return err == nil, err
+}
+
+// scaleDownDelay keeps the old version up for the delay; an undo or abort
+// in it ends the steps (runBlueGreen switches back).
+func (r *rolloutRun) scaleDownDelay() (bool, error) {
+	b := r.blueGreen
+	delay := time.Duration(r.in.BlueGreen.ScaleDownDelay()) * time.Second
+	left := b.Started.Add(delay).Sub(workflow.Now(r.ctx))
+	r.step, r.msg = rollout.Step("BlueGreen"), "switched: the old version stays up until the scale-down delay ends (undo switches back)"
+	if left <= 0 {
+		return true, nil
+	}
+	_, err := workflow.AwaitWithTimeout(r.ctx, left, func() bool { return r.outcome != "" || r.undoneTo != 0 })
+	return err == nil, err
+}
+
+// pin points the service's active Services at version active and its
+// preview at preview (pod-template-hashes; "" leaves them).
+func (r *rolloutRun) pin(active, preview string) error {
+	var a *activities.Activities
+	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second, ScheduleToCloseTimeout: 5 * time.Minute, RetryPolicy: kubeRetry,
+		Summary: fmt.Sprintf("pin %s: active %s, preview %s", r.in.Service, orDash(active), orDash(preview)),
+	})
+	var res activities.PinResult
+	if err := workflow.ExecuteLocalActivity(ctx, a.PinServices, activities.PinInput{
+		Namespace: r.in.Namespace, Service: r.in.Service, Active: active, Preview: preview,
+	}).Get(r.ctx, &res); err != nil {
+		return err
+	}
+	if active != "" {
+		r.active = active
+	}
+	if preview != "" {
+		r.preview = preview
+	}
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// stableReplicaSet is the stable revision's ReplicaSet among olds, or nil.
+func (r *rolloutRun) stableReplicaSet(olds []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
+	for _, rs := range olds {
+		if rev, _ := rollout.Revision(rs); rev == r.stableRevision {
+			return rs
+		}
+	}
+	return nil
+}
+
+// stableHash is the stable revision's pod-template-hash.
+func (r *rolloutRun) stableHash() string {
+	for _, rs := range r.state.ReplicaSets {
+		if rev, _ := rollout.Revision(rs); rev == r.stableRevision {
+			return rs.Labels[manifest.PodTemplateHashLabel]
+		}
+	}
+	return ""
+}
+
+// newHash is the desired template's pod-template-hash, as its ReplicaSet
+// carries it.
+func (r *rolloutRun) newHash() string {
+	if rs := rollout.FindNewReplicaSet(r.d, r.state.ReplicaSets); rs != nil {
+		return rs.Labels[manifest.PodTemplateHashLabel]
+	}
+	return rollout.ComputeHash(&r.d.Spec.Template, r.d.Status.CollisionCount)
+}
+
+// blueGreenSteps are the steps as the plan and status say them.
+func (r *rolloutRun) blueGreenSteps() []string {
+	image := ""
+	if cs := r.d.Spec.Template.Spec.Containers; len(cs) > 0 {
+		image = cs[0].Image
+	}
+	return r.in.BlueGreen.Steps(r.in.Service, image, *r.d.Spec.Replicas)
+}
+
+// blueGreenStatus is the status query's blue-green view.
+func (r *rolloutRun) blueGreenStatus() *BlueGreenStatus {
+	b := r.blueGreen
+	if b == nil {
+		return nil
+	}
+	st := &BlueGreenStatus{Step: b.Step + 1, Steps: bgSteps, List: r.blueGreenSteps(), Active: r.active, Preview: r.preview, Reason: b.Reason}
+	switch {
+	case b.Reason != "":
+		st.Summary = "aborted: " + b.Reason
+	case r.undoneTo != 0:
+		st.Summary = fmt.Sprintf("undone: the active Service selects revision %d again", r.undoneTo)
+	case r.outcome != "":
+		st.Summary = "aborted: the active Service selects the stable version again"
+	case b.Step >= bgSteps:
+		st.Summary = "switched: scaling the old version down"
+	default:
+		st.Summary = fmt.Sprintf("step %d/%d: %s", st.Step, st.Steps, st.List[b.Step])
+		var d time.Duration
+		switch b.Step {
+		case bgPromotion:
+			d = time.Duration(r.in.BlueGreen.AutoPromotionSeconds) * time.Second
+		case bgScaleDownDelay:
+			d = time.Duration(r.in.BlueGreen.ScaleDownDelay()) * time.Second
+		}
+		if d > 0 && !b.Started.IsZero() {
+			left := b.Started.Add(d).Sub(workflow.Now(r.ctx)).Round(time.Second)
+			st.Summary += fmt.Sprintf(" (%s left)", max(left, 0))
+		}
+	}
+	return st
+}
