@@ -263,7 +263,7 @@ func ServiceNode(c Classification, m *manifest.Manifest) *plan.Node {
 		steps := s.Rollout.BlueGreen.Steps(c.Service, c.DesiredImage, c.DesiredReplicas)
 		n.Text += " (blue-green)"
 		for i, step := range steps {
-			n.Add(plan.New(plan.OpBlueGreenStep, strconv.Itoa(i+1), fmt.Sprintf("step %d/%d: %s", i+1, len(steps), step)))
+			n.Add(plan.New(plan.OpBlueGreenStep, strconv.Itoa(i+1), fmt.Sprintf("step %d/%d: %s", i+1, len(steps), step.Text)))
 		}
 		return n
 	}

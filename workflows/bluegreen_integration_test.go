@@ -3,8 +3,11 @@ package workflows_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,4 +163,57 @@ func TestBlueGreenPromotesItself(t *testing.T) {
 	require.NotNil(t, last.Tree)
 	assert.Len(t, last.Tree.Find(plan.OpRollOut, "web").ByOp(plan.OpBlueGreenStep), 5)
 	last.Tree.Walk(func(n *plan.Node, _ int) { assert.Equal(t, plan.Done, n.State, n.Text) })
+}
+
+// A pre-promotion HTTP check passes (promotion then comes by itself); the
+// post-promotion check finds a high error rate: the active Service
+// switches back to the old version, still up, and the lease records why.
+func TestBlueGreenPostPromotionAnalysisSwitchesBack(t *testing.T) {
+	var checks atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		checks.Add(1)
+		if r.URL.Path == "/metrics.json" {
+			_, _ = w.Write([]byte(`{"errorRate": 0.5}`))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	dt := newDeployTest(t)
+	delay := int32(600)
+	bg := &manifest.BlueGreen{
+		AutoPromotionSeconds: 1, ScaleDownDelaySeconds: &delay,
+		PrePromotionAnalysis:  &manifest.Analysis{HTTP: &manifest.HTTPCheck{URL: srv.URL + "/healthz"}, SuccessCondition: "result == 200"},
+		PostPromotionAnalysis: &manifest.Analysis{HTTP: &manifest.HTTPCheck{URL: srv.URL + "/metrics.json", JSONField: "errorRate"}, SuccessCondition: "result < 0.05", Interval: "1s", Count: 2},
+	}
+	dt.deploy(blueGreenManifest(dt.lease, "nginx:1.26", bg))
+	dt.waitRevision(dt.lease, 1)
+	blue := dt.hashOf("nginx:1.26")
+	pods := dt.pods()
+
+	dt.deploy(blueGreenManifest(dt.lease, "nginx:1.27", bg))
+	lease := dt.waitRevision(dt.lease, 2)
+	assert.Equal(t, workflows.PhaseFailed, lease.Phase)
+	assert.Contains(t, lease.History[len(lease.History)-1].Outcome, "post-promotion analysis failed: 1 measured: 0 successful, 1 failed")
+	assert.Equal(t, blue, dt.selects()["web"], "the active Service selects the old version again")
+	_, available := dt.byImage()
+	assert.Equal(t, map[string]int32{"nginx:1.26": 4, "nginx:1.27": 0}, available)
+	assert.Equal(t, pods, dt.pods(), "the old version's pods are the ones it had: switching back created none")
+	assert.GreaterOrEqual(t, checks.Load(), int32(2), "both checks ran")
+
+	roll := lease.History[len(lease.History)-1].Tree.Find(plan.OpRollOut, "web")
+	require.NotNil(t, roll)
+	var texts []string
+	var states []plan.State
+	for _, s := range roll.Children {
+		texts, states = append(texts, s.Text), append(states, s.State)
+	}
+	assert.Equal(t, []string{
+		"step 1/7: bring up the preview: 4 replicas of nginx:1.27, Service/web-preview selecting them",
+		"step 2/7: pre-promotion http check " + srv.URL + "/healthz (1× every 10s)",
+		"step 3/7: await promotion (automatic after 1s, or deployflow promote)",
+		"step 4/7: scale the new version to 4 replicas",
+		"step 5/7: switch Service/web to the new version",
+		"step 6/7: post-promotion http check " + srv.URL + "/metrics.json (2× every 1s)",
+		"step 7/7: keep the old version 600s for undo, then scale it down",
+	}, texts)
+	assert.Equal(t, []plan.State{plan.Done, plan.Done, plan.Done, plan.Done, plan.Done, plan.Failed, plan.Skipped}, states)
 }

@@ -173,8 +173,11 @@ func (r *rolloutRun) finish() (*RolloutResult, error) {
 	switch r.outcome {
 	case OutcomeRolledBack:
 		why := fmt.Sprintf("no progress within %ds", *r.d.Spec.ProgressDeadlineSeconds)
-		if r.canary != nil && r.canary.Reason != "" {
+		switch {
+		case r.canary != nil && r.canary.Reason != "":
 			why = "canary " + r.canary.Reason
+		case r.blueGreen != nil && r.blueGreen.Reason != "":
+			why = "blue-green " + r.blueGreen.Reason
 		}
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("%s: %s; rolled back to revision %d, which is fully available again",
@@ -182,8 +185,11 @@ func (r *rolloutRun) finish() (*RolloutResult, error) {
 			ErrProgressDeadlineExceeded, nil, res)
 	case OutcomeAborted:
 		why := "rollout aborted"
-		if r.canary != nil && r.canary.Reason != "" {
+		switch {
+		case r.canary != nil && r.canary.Reason != "":
 			why = "canary aborted: " + r.canary.Reason
+		case r.blueGreen != nil && r.blueGreen.Reason != "":
+			why = "blue-green aborted: " + r.blueGreen.Reason
 		}
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("%s: %s; revision %d is fully available again", r.in.Service, why, r.stableRevision),

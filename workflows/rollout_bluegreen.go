@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/analysis"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
@@ -20,24 +21,24 @@ import (
 // (or abort) switches the active Service back without creating a pod. The
 // ordinary syncs then scale the version no longer selected down.
 
-// The steps of a blue-green, in order (manifest.BlueGreen.Steps says them).
-const (
-	bgPreview        = iota // the new version at previewReplicaCount, available; the preview Service selects it
-	bgPromotion             // autoPromotionSeconds, or deployflow promote
-	bgScaleUp               // the new version at full size, available
-	bgSwitch                // the active Services select the new version
-	bgScaleDownDelay        // scaleDownDelaySeconds: undo switches back; then the old version is scaled down
-	bgSteps
-)
+// The steps of a blue-green, in order (manifest.BlueGreen.Steps): the new
+// version at previewReplicaCount, the preview Service selecting it; the
+// pre-promotion analysis, if any; promotion (autoPromotionSeconds, or
+// deployflow promote); the new version at full size; the active Services
+// switched to it; the post-promotion analysis, if any; the scale-down
+// delay (undo switches back), after which the old version is scaled down.
 
 // BlueGreenState is a blue-green's progress, carried across
 // continue-as-new.
 type BlueGreenState struct {
-	Step    int       `json:"step"`
-	Started time.Time `json:"started"` // when the step in progress started
-	Pinned  bool      `json:"pinned"`  // the active Services select the stable version
-	Reason  string    `json:"reason,omitempty"`
-	promote bool      // an operator's promote
+	Step    int             `json:"step"`
+	Started time.Time       `json:"started"` // when the step in progress started
+	Pinned  bool            `json:"pinned"`  // the active Services select the stable version
+	Tally   *analysis.Tally `json:"tally,omitempty"`
+	Last    string          `json:"last,omitempty"`    // the analysis's last measurement
+	Waiting string          `json:"waiting,omitempty"` // an inconclusive analysis
+	Reason  string          `json:"reason,omitempty"`
+	promote bool            // an operator's promote
 }
 
 // BlueGreenStatus is the status query's view of a blue-green.
@@ -70,7 +71,8 @@ func (r *rolloutRun) isBlueGreen() bool {
 // returns to the stable version, or the history is long (continue as new).
 func (r *rolloutRun) runBlueGreen() (continueAsNew bool, err error) {
 	b := r.blueGreen
-	for b.Step < bgSteps && r.outcome == "" && r.undoneTo == 0 {
+	steps := r.blueGreenSteps()
+	for b.Step < len(steps) && r.outcome == "" && r.undoneTo == 0 {
 		if r.shouldContinueAsNew() {
 			return true, nil
 		}
@@ -78,27 +80,30 @@ func (r *rolloutRun) runBlueGreen() (continueAsNew bool, err error) {
 			b.Started = workflow.Now(r.ctx)
 		}
 		var done bool
-		switch b.Step {
-		case bgPreview:
+		switch steps[b.Step].Kind {
+		case manifest.BlueGreenPreview:
 			done, err = r.scaleBlueGreen(r.in.BlueGreen.PreviewReplicas(*r.d.Spec.Replicas), true)
-		case bgPromotion:
+		case manifest.BlueGreenPrePromotion:
+			done, err = r.blueGreenGate("pre-promotion", r.in.BlueGreen.PrePromotionAnalysis)
+		case manifest.BlueGreenPromotion:
 			done, err = r.awaitPromotion()
-		case bgScaleUp:
+		case manifest.BlueGreenScaleUp:
 			done, err = r.scaleBlueGreen(*r.d.Spec.Replicas, false)
-		case bgSwitch:
+		case manifest.BlueGreenSwitch:
 			hash := r.newHash()
 			done, err = true, r.pin(hash, hash)
-		case bgScaleDownDelay:
+		case manifest.BlueGreenPostPromo:
+			done, err = r.blueGreenGate("post-promotion", r.in.BlueGreen.PostPromotionAnalysis)
+		case manifest.BlueGreenScaleDown:
 			done, err = r.scaleDownDelay()
 		}
 		if err != nil {
 			return false, err
 		}
 		if done && r.outcome == "" && r.undoneTo == 0 {
-			steps := r.blueGreenSteps()
-			r.notify("StepCompleted", fmt.Sprintf("step %d/%d (%s) completed", b.Step+1, bgSteps, steps[b.Step]))
+			r.notify("StepCompleted", fmt.Sprintf("step %d/%d (%s) completed", b.Step+1, len(steps), steps[b.Step].Text))
 			b.Step++
-			b.Started, b.promote = time.Time{}, false
+			b.Started, b.promote, b.Tally, b.Last, b.Waiting = time.Time{}, false, nil, "", ""
 		}
 	}
 	if r.outcome != "" || r.undoneTo != 0 {
@@ -200,7 +205,7 @@ func (r *rolloutRun) awaitPromotion() (bool, error) {
 	woken := func() bool { return b.promote || r.outcome != "" || r.undoneTo != 0 }
 	auto := time.Duration(r.in.BlueGreen.AutoPromotionSeconds) * time.Second
 	if auto <= 0 {
-		r.notify("Paused", fmt.Sprintf("step %d/%d: the preview is up; paused until promoted (deployflow promote)", b.Step+1, bgSteps))
+		r.notify("Paused", fmt.Sprintf("step %d/%d: the preview is up; paused until promoted (deployflow promote)", b.Step+1, len(r.blueGreenSteps())))
 		err := workflow.Await(r.ctx, woken)
 		return err == nil, err
 	}
@@ -210,6 +215,40 @@ func (r *rolloutRun) awaitPromotion() (bool, error) {
 	}
 	_, err := workflow.AwaitWithTimeout(r.ctx, left, woken)
 	return err == nil, err
+}
+
+// blueGreenGate runs a pre- or post-promotion analysis: passed goes on;
+// failed aborts (the active Service selects the stable version again);
+// inconclusive waits for a human (promote goes on, abort returns). Promote
+// during the analysis skips it.
+func (r *rolloutRun) blueGreenGate(which string, a *manifest.Analysis) (bool, error) {
+	b := r.blueGreen
+	if b.Tally == nil {
+		b.Tally = &analysis.Tally{}
+	}
+	r.step, r.msg = rollout.Step("BlueGreen"), which+" analysis"
+	stop := func() bool { return b.promote || r.outcome != "" || r.undoneTo != 0 }
+	verdict, err := r.runGate(a, b.Tally, &b.Last, stop)
+	if err != nil {
+		return false, err
+	}
+	switch verdict {
+	case analysis.Running:
+		return b.promote, nil
+	case analysis.Failed:
+		b.Reason = fmt.Sprintf("%s analysis failed: %s (last: %s)", which, b.Tally, b.Last)
+		workflow.GetLogger(r.ctx).Warn("blue-green aborted", "service", r.in.Service, "reason", b.Reason)
+		r.rollBackToStable(OutcomeAborted)
+		r.msg = b.Reason
+		r.notify("Aborted", b.Reason+"; the active Service selects the stable version again")
+		return false, nil
+	case analysis.Inconclusive:
+		b.Waiting = fmt.Sprintf("%s analysis inconclusive: %s (last: %s); promote to go on, abort to return to stable", which, b.Tally, b.Last)
+		r.notify("Paused", b.Waiting)
+		err := workflow.Await(r.ctx, stop)
+		return b.promote, err
+	}
+	return true, nil
 }
 
 // scaleDownDelay keeps the old version up for the delay; an undo or abort
@@ -285,8 +324,8 @@ func (r *rolloutRun) newHash() string {
 	return rollout.ComputeHash(&r.d.Spec.Template, r.d.Status.CollisionCount)
 }
 
-// blueGreenSteps are the steps as the plan and status say them.
-func (r *rolloutRun) blueGreenSteps() []string {
+// blueGreenSteps are the steps, as the plan and status say them.
+func (r *rolloutRun) blueGreenSteps() []manifest.BlueGreenStep {
 	image := ""
 	if cs := r.d.Spec.Template.Spec.Containers; len(cs) > 0 {
 		image = cs[0].Image
@@ -300,7 +339,11 @@ func (r *rolloutRun) blueGreenStatus() *BlueGreenStatus {
 	if b == nil {
 		return nil
 	}
-	st := &BlueGreenStatus{Step: b.Step + 1, Steps: bgSteps, List: r.blueGreenSteps(), Active: r.active, Preview: r.preview, Reason: b.Reason}
+	steps := r.blueGreenSteps()
+	st := &BlueGreenStatus{Step: b.Step + 1, Steps: len(steps), Active: r.active, Preview: r.preview, Reason: b.Reason}
+	for _, s := range steps {
+		st.List = append(st.List, s.Text)
+	}
 	switch {
 	case b.Reason != "":
 		st.Summary = "aborted: " + b.Reason
@@ -308,15 +351,20 @@ func (r *rolloutRun) blueGreenStatus() *BlueGreenStatus {
 		st.Summary = fmt.Sprintf("undone: the active Service selects revision %d again", r.undoneTo)
 	case r.outcome != "":
 		st.Summary = "aborted: the active Service selects the stable version again"
-	case b.Step >= bgSteps:
+	case b.Step >= len(steps):
 		st.Summary = "switched: scaling the old version down"
 	default:
 		st.Summary = fmt.Sprintf("step %d/%d: %s", st.Step, st.Steps, st.List[b.Step])
+		if b.Waiting != "" {
+			st.Summary += ": " + b.Waiting
+		} else if b.Tally != nil && b.Tally.Measured > 0 {
+			st.Summary += fmt.Sprintf(": %s (last: %s)", b.Tally, b.Last)
+		}
 		var d time.Duration
-		switch b.Step {
-		case bgPromotion:
+		switch steps[b.Step].Kind {
+		case manifest.BlueGreenPromotion:
 			d = time.Duration(r.in.BlueGreen.AutoPromotionSeconds) * time.Second
-		case bgScaleDownDelay:
+		case manifest.BlueGreenScaleDown:
 			d = time.Duration(r.in.BlueGreen.ScaleDownDelay()) * time.Second
 		}
 		if d > 0 && !b.Started.IsZero() {

@@ -148,8 +148,8 @@ func (r *rolloutRun) notify(event, message string) {
 			n.Step = r.canary.Step + 1
 		}
 	case r.blueGreen != nil:
-		n.Steps = bgSteps
-		if r.blueGreen.Step < bgSteps {
+		n.Steps = len(r.blueGreenSteps())
+		if r.blueGreen.Step < n.Steps {
 			n.Step = r.blueGreen.Step + 1
 		}
 	}
@@ -261,18 +261,13 @@ func (r *rolloutRun) analyze(a *manifest.Analysis) (bool, error) {
 	if c.Tally == nil {
 		c.Tally = &analysis.Tally{}
 	}
-	for analysis.Verdict(a, *c.Tally) == analysis.Running {
-		if c.Tally.Measured > 0 {
-			if _, err := workflow.AwaitWithTimeout(r.ctx, a.IntervalDuration(), func() bool { return c.promote || c.Promoted || r.outcome != "" }); err != nil {
-				return false, err
-			}
-			if c.promote || c.Promoted || r.outcome != "" {
-				return false, nil // promoted past the analysis, or aborted
-			}
-		}
-		c.Tally.Add(r.measure(a))
+	verdict, err := r.runGate(a, c.Tally, &c.Last, func() bool { return c.promote || c.Promoted || r.outcome != "" })
+	if err != nil {
+		return false, err
 	}
-	switch analysis.Verdict(a, *c.Tally) {
+	switch verdict {
+	case analysis.Running:
+		return false, nil // promoted past the analysis, or aborted
 	case analysis.Failed:
 		r.abortCanary(OutcomeAborted, fmt.Sprintf("analysis failed: %s (last: %s)", c.Tally, c.Last))
 		return false, nil
@@ -283,27 +278,6 @@ func (r *rolloutRun) analyze(a *manifest.Analysis) (bool, error) {
 		return false, err
 	}
 	return true, nil
-}
-
-// measure is one measurement, judged. What could not be measured is
-// inconclusive, never a failure.
-func (r *rolloutRun) measure(a *manifest.Analysis) analysis.Phase {
-	var act *activities.Activities
-	var m activities.Measurement
-	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
-		Summary:     "measure " + a.Prometheus.Query,
-	})
-	if err := workflow.ExecuteLocalActivity(ctx, act.MeasurePrometheus, activities.MeasureInput{Query: a.Prometheus.Query}).Get(r.ctx, &m); err != nil {
-		m = activities.Measurement{Message: "not measured: " + err.Error()}
-	}
-	phase, err := analysis.Judge(a, m.Value)
-	if err != nil {
-		phase, m.Message = analysis.Inconclusive, err.Error()
-	}
-	r.canary.Last = fmt.Sprintf("%s %s", m.Message, phase)
-	return phase
 }
 
 // abortCanary makes the stable revision the desired one again; the

@@ -7,6 +7,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
 
@@ -130,8 +131,10 @@ func (r *rolloutRun) registerControls() error {
 					return err
 				}
 				if b := r.blueGreen; b != nil {
-					if b.Step > bgPromotion {
-						return errors.New("this blue-green is promoted already")
+					for i, s := range r.blueGreenSteps() {
+						if s.Kind == manifest.BlueGreenPromotion && b.Step > i {
+							return errors.New("this blue-green is promoted already")
+						}
 					}
 					return nil
 				}

@@ -436,7 +436,8 @@ func (r *rolloutRun) result() *RolloutResult {
 		res.Revision, _ = rollout.Revision(newRS)
 	}
 	if b := r.blueGreen; b != nil {
-		res.BlueGreen = &StepsResult{Steps: bgSteps, Completed: min(b.Step, bgSteps), Reason: b.Reason}
+		n := len(r.blueGreenSteps())
+		res.BlueGreen = &StepsResult{Steps: n, Completed: min(b.Step, n), Reason: b.Reason}
 	}
 	if c := r.canary; c != nil {
 		res.Canary = &StepsResult{Steps: len(r.in.Steps), Completed: min(c.Step, len(r.in.Steps)), PromotedFull: c.PromotedFull, Reason: c.Reason}

@@ -28,6 +28,30 @@ type BlueGreen struct {
 	// (default: the service's replicas); it is scaled to the service's
 	// replicas before the switch.
 	PreviewReplicaCount *int32 `json:"previewReplicaCount,omitempty"`
+	// PrePromotionAnalysis gates the promotion on the preview (a failure
+	// aborts; the active Service never moved). PostPromotionAnalysis runs
+	// after the switch (a failure switches back: the old version is still
+	// up).
+	PrePromotionAnalysis  *Analysis `json:"prePromotionAnalysis,omitempty"`
+	PostPromotionAnalysis *Analysis `json:"postPromotionAnalysis,omitempty"`
+}
+
+// The kinds of a blue-green's steps.
+const (
+	BlueGreenPreview      = "preview"
+	BlueGreenPrePromotion = "prePromotionAnalysis"
+	BlueGreenPromotion    = "promotion"
+	BlueGreenScaleUp      = "scaleUp"
+	BlueGreenSwitch       = "switch"
+	BlueGreenPostPromo    = "postPromotionAnalysis"
+	BlueGreenScaleDown    = "scaleDownDelay"
+)
+
+// BlueGreenStep is one step of a blue-green: its kind and how the plan and
+// the status say it.
+type BlueGreenStep struct {
+	Kind string `json:"kind"`
+	Text string `json:"text"`
 }
 
 // DefaultScaleDownDelaySeconds is a blue-green's scaleDownDelaySeconds when
@@ -72,20 +96,24 @@ func (b *BlueGreen) PreviewReplicas(replicas int32) int32 {
 	return *b.PreviewReplicaCount
 }
 
-// Steps are what a blue-green rollout does, in order, as the plan and the
-// status show them.
-func (b *BlueGreen) Steps(svc, image string, replicas int32) []string {
+// Steps are what a blue-green rollout does, in order.
+func (b *BlueGreen) Steps(svc, image string, replicas int32) []BlueGreenStep {
 	promote := "await promotion (deployflow promote)"
 	if b != nil && b.AutoPromotionSeconds > 0 {
 		promote = fmt.Sprintf("await promotion (automatic after %ds, or deployflow promote)", b.AutoPromotionSeconds)
 	}
-	return []string{
-		fmt.Sprintf("bring up the preview: %d replicas of %s, Service/%s selecting them", b.PreviewReplicas(replicas), image, PreviewService(svc)),
-		promote,
-		fmt.Sprintf("scale the new version to %d replicas", replicas),
-		fmt.Sprintf("switch Service/%s to the new version", svc),
-		fmt.Sprintf("keep the old version %ds for undo, then scale it down", b.ScaleDownDelay()),
+	out := []BlueGreenStep{{BlueGreenPreview, fmt.Sprintf("bring up the preview: %d replicas of %s, Service/%s selecting them", b.PreviewReplicas(replicas), image, PreviewService(svc))}}
+	if b != nil && b.PrePromotionAnalysis != nil {
+		out = append(out, BlueGreenStep{BlueGreenPrePromotion, "pre-promotion " + b.PrePromotionAnalysis.String()})
 	}
+	out = append(out,
+		BlueGreenStep{BlueGreenPromotion, promote},
+		BlueGreenStep{BlueGreenScaleUp, fmt.Sprintf("scale the new version to %d replicas", replicas)},
+		BlueGreenStep{BlueGreenSwitch, fmt.Sprintf("switch Service/%s to the new version", svc)})
+	if b != nil && b.PostPromotionAnalysis != nil {
+		out = append(out, BlueGreenStep{BlueGreenPostPromo, "post-promotion " + b.PostPromotionAnalysis.String()})
+	}
+	return append(out, BlueGreenStep{BlueGreenScaleDown, fmt.Sprintf("keep the old version %ds for undo, then scale it down", b.ScaleDownDelay())})
 }
 
 // pinned marks a service's Services as selecting one version: the deploy
@@ -107,5 +135,11 @@ func (v *validator) blueGreen(path string, b *BlueGreen, replicas int32) {
 	}
 	if n := b.PreviewReplicaCount; n != nil && (*n < 1 || *n > replicas) {
 		v.add(field(path, "previewReplicaCount"), "%d: want 1 to the service's replicas (%s)", *n, strconv.Itoa(int(replicas)))
+	}
+	if a := b.PrePromotionAnalysis; a != nil {
+		v.analysis(field(path, "prePromotionAnalysis"), a)
+	}
+	if a := b.PostPromotionAnalysis; a != nil {
+		v.analysis(field(path, "postPromotionAnalysis"), a)
 	}
 }

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/expr-lang/expr"
@@ -40,8 +41,11 @@ type Pause struct {
 // (promote goes on, abort returns to stable).
 type Analysis struct {
 	// Prometheus is the query measured, against the worker's Prometheus
-	// (--prometheus-url).
+	// (--prometheus-url). Or:
 	Prometheus *PrometheusQuery `json:"prometheus,omitempty"`
+	// HTTP is a GET whose status code (or a JSON field of its answer) is
+	// the result.
+	HTTP *HTTPCheck `json:"http,omitempty"`
 	// SuccessCondition / FailureCondition: at least one.
 	SuccessCondition string `json:"successCondition,omitempty"`
 	FailureCondition string `json:"failureCondition,omitempty"`
@@ -51,6 +55,14 @@ type Analysis struct {
 	Count             int32  `json:"count,omitempty"`
 	FailureLimit      int32  `json:"failureLimit,omitempty"`
 	InconclusiveLimit int32  `json:"inconclusiveLimit,omitempty"`
+}
+
+// HTTPCheck is an analysis by HTTP GET (a smoke test, a health endpoint):
+// the result is the answer's status code, or, with JSONField, the number
+// (true is 1, false 0) at that dotted path of its JSON body.
+type HTTPCheck struct {
+	URL       string `json:"url"`
+	JSONField string `json:"jsonField,omitempty"` // e.g. "checks.errorRate"
 }
 
 // PrometheusQuery is a PromQL query whose value is a scalar or a vector of
@@ -72,6 +84,15 @@ func (a *Analysis) IntervalDuration() time.Duration {
 
 // Measurements is how many measurements the analysis takes.
 func (a *Analysis) Measurements() int32 { return max(a.Count, 1) }
+
+// String is the analysis as the plan and status show it.
+func (a *Analysis) String() string {
+	what := "analysis"
+	if a.HTTP != nil {
+		what = "http check " + a.HTTP.URL
+	}
+	return fmt.Sprintf("%s (%d× every %s)", what, a.Measurements(), a.IntervalDuration())
+}
 
 // PauseDuration is the pause's duration; 0 waits for promote.
 func (p *Pause) PauseDuration() time.Duration {
@@ -119,8 +140,15 @@ func (v *validator) canarySteps(path string, steps []CanaryStep) {
 }
 
 func (v *validator) analysis(path string, a *Analysis) {
-	if a.Prometheus == nil || a.Prometheus.Query == "" {
-		v.add(field(path, "prometheus.query"), "is required: the PromQL query to measure, e.g. sum(rate(http_requests_total{code=~\"5..\"}[1m])) / sum(rate(http_requests_total[1m]))")
+	switch {
+	case a.Prometheus != nil && a.HTTP != nil:
+		v.add(path, "measures one thing: give prometheus or http, not both")
+	case a.HTTP != nil:
+		if u, err := url.Parse(a.HTTP.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.add(field(path, "http.url"), "%q: want an http:// or https:// URL, e.g. http://web-preview/healthz", a.HTTP.URL)
+		}
+	case a.Prometheus == nil || a.Prometheus.Query == "":
+		v.add(field(path, "prometheus.query"), "is required: the PromQL query to measure, e.g. sum(rate(http_requests_total{code=~\"5..\"}[1m])) / sum(rate(http_requests_total[1m])) (or give http: {url: ...})")
 	}
 	if a.SuccessCondition == "" && a.FailureCondition == "" {
 		v.add(path, "needs successCondition or failureCondition, e.g. successCondition: \"result < 0.05\"")
@@ -166,8 +194,8 @@ func (s CanaryStep) String() string {
 		return "pause " + s.Pause.Duration
 	case s.Pause != nil:
 		return "pause until promoted"
-	case s.Analysis != nil && s.Analysis.Prometheus != nil:
-		return fmt.Sprintf("analysis (%d× every %s)", s.Analysis.Measurements(), s.Analysis.IntervalDuration())
+	case s.Analysis != nil:
+		return s.Analysis.String()
 	}
 	return "?"
 }

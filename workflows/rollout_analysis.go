@@ -1,0 +1,70 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/analysis"
+	"github.com/deployflow/deployflow/internal/manifest"
+)
+
+// Analysis gates (issue 12.3): a canary's analysis steps, a blue-green's
+// pre- and post-promotion analyses and a background analysis all take
+// their measurements here, interval apart; internal/analysis judges them.
+
+// runGate takes a's measurements into t, interval apart, until its verdict
+// is in, and returns it; last is the last measurement, as the status shows
+// it. It returns Running if skip became true first (promoted past the
+// gate, or aborted).
+func (r *rolloutRun) runGate(a *manifest.Analysis, t *analysis.Tally, last *string, skip func() bool) (analysis.Phase, error) {
+	for analysis.Verdict(a, *t) == analysis.Running {
+		if t.Measured > 0 {
+			if _, err := workflow.AwaitWithTimeout(r.ctx, a.IntervalDuration(), skip); err != nil {
+				return "", err
+			}
+			if skip() {
+				return analysis.Running, nil
+			}
+		}
+		phase, msg := r.measure(a)
+		*last = msg
+		t.Add(phase)
+	}
+	return analysis.Verdict(a, *t), nil
+}
+
+// measure is one measurement, judged. What could not be measured is
+// inconclusive, never a failure.
+func (r *rolloutRun) measure(a *manifest.Analysis) (analysis.Phase, string) {
+	var act *activities.Activities
+	var m activities.Measurement
+	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+	})
+	var f workflow.Future
+	switch {
+	case a.HTTP != nil:
+		f = workflow.ExecuteLocalActivity(withSummary(ctx, "check "+a.HTTP.URL), act.MeasureHTTP, activities.HTTPCheckInput{URL: a.HTTP.URL, JSONField: a.HTTP.JSONField})
+	default:
+		f = workflow.ExecuteLocalActivity(withSummary(ctx, "measure "+a.Prometheus.Query), act.MeasurePrometheus, activities.MeasureInput{Query: a.Prometheus.Query})
+	}
+	if err := f.Get(r.ctx, &m); err != nil {
+		m = activities.Measurement{Message: "not measured: " + err.Error()}
+	}
+	phase, err := analysis.Judge(a, m.Value)
+	if err != nil {
+		phase, m.Message = analysis.Inconclusive, err.Error()
+	}
+	return phase, fmt.Sprintf("%s %s", m.Message, phase)
+}
+
+func withSummary(ctx workflow.Context, summary string) workflow.Context {
+	o := workflow.GetLocalActivityOptions(ctx)
+	o.Summary = summary
+	return workflow.WithLocalActivityOptions(ctx, o)
+}
