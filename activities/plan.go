@@ -271,6 +271,9 @@ func ServiceNode(c Classification, m *manifest.Manifest) *plan.Node {
 		return n
 	}
 	n.Text += fmt.Sprintf(" (canary, %d steps)", len(s.Rollout.Steps))
+	if a := s.Rollout.Analysis; a != nil {
+		n.Add(plan.New(plan.OpBackground, c.Service, "background "+a.String()+", while the steps run"))
+	}
 	for i, step := range s.Rollout.Steps {
 		n.Add(plan.New(plan.OpCanaryStep, strconv.Itoa(i+1), fmt.Sprintf("step %d/%d: %s", i+1, len(s.Rollout.Steps), step)))
 	}

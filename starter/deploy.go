@@ -292,16 +292,17 @@ func liveSteps(tree *plan.Node, rollouts map[string]workflows.RolloutStatus) {
 		if n == nil || n.State != plan.Running {
 			continue
 		}
-		current := 0
+		var current int
+		var steps []*plan.Node
 		switch {
 		case r.Canary != nil:
-			current = r.Canary.Step
+			current, steps = r.Canary.Step, n.ByOp(plan.OpCanaryStep)
 		case r.BlueGreen != nil:
-			current = r.BlueGreen.Step
+			current, steps = r.BlueGreen.Step, n.ByOp(plan.OpBlueGreenStep)
 		default:
 			continue
 		}
-		for i, step := range n.Children {
+		for i, step := range steps {
 			switch {
 			case i+1 < current:
 				step.Mark(plan.Done, nil)

@@ -389,3 +389,47 @@ func TestCanaryPauseWaitsUntilAbortReturnsToStable(t *testing.T) {
 		"Aborted: aborted by an operator; returning to the stable revision",
 	}, hook.received())
 }
+
+// A background analysis runs beside the steps: when the canary's error
+// rate rises during its pause, the canary aborts without waiting for the
+// pause to end, and the executed tree says the background analysis failed.
+func TestCanaryBackgroundAnalysisAbortsDuringAPause(t *testing.T) {
+	var rate atomic.Value
+	rate.Store("0.0")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"errorRate": ` + rate.Load().(string) + `}`))
+	}))
+	t.Cleanup(srv.Close)
+	dt := newDeployTest(t)
+	m := func(image string) manifest.Manifest {
+		m := canaryManifest(dt.lease, image, 2, 0, weight(50), pause(""))
+		m.Services[0].Rollout.Analysis = &manifest.Analysis{HTTP: &manifest.HTTPCheck{URL: srv.URL, JSONField: "errorRate"}, SuccessCondition: "result < 0.05", Interval: "1s"}
+		return m
+	}
+	dt.deploy(m("nginx:1.26"))
+	dt.waitRevision(dt.lease, 1)
+	dt.deploy(m("nginx:1.27"))
+	dt.waitCanary("step 2/2: pause until promoted", 60*time.Second)
+	time.Sleep(2 * time.Second)
+	st, err := dt.rolloutStatus()
+	require.NoError(t, err)
+	require.NotNil(t, st.Canary)
+	assert.Equal(t, "step 2/2: pause until promoted", st.Canary.Summary, "the background analysis passes while the rate is low")
+	rate.Store("0.5")
+
+	lease := dt.waitRevision(dt.lease, 2)
+	assert.Equal(t, workflows.PhaseFailed, lease.Phase)
+	last := lease.History[len(lease.History)-1]
+	assert.Contains(t, last.Outcome, "canary aborted: background analysis failed")
+	_, available := dt.byImage()
+	assert.Equal(t, map[string]int32{"nginx:1.26": 10, "nginx:1.27": 0}, available, "the stable version is back")
+	roll := last.Tree.Find(plan.OpRollOut, "web")
+	require.NotNil(t, roll)
+	bg := roll.ByOp(plan.OpBackground)
+	require.Len(t, bg, 1, roll.Children)
+	assert.Equal(t, plan.Failed, bg[0].State)
+	assert.Contains(t, bg[0].Error, "errorRate = 0.5 Failed")
+	steps := roll.ByOp(plan.OpCanaryStep)
+	assert.Equal(t, plan.Done, steps[0].State)
+	assert.Equal(t, plan.Failed, steps[1].State, "it stopped in the pause")
+}

@@ -132,7 +132,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 			if s, ok := m.Lookup(svc); ok && s.Rollout != nil && c.Class == activities.ChangeRollout {
 				switch s.Rollout.Strategy {
 				case manifest.StrategyCanary:
-					in.Steps = s.Rollout.Steps
+					in.Steps, in.Background = s.Rollout.Steps, s.Rollout.Analysis
 				case manifest.StrategyBlueGreen:
 					in.BlueGreen = &manifest.BlueGreen{}
 					if b := s.Rollout.BlueGreen; b != nil {

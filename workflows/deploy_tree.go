@@ -137,6 +137,15 @@ func (w *deployRun) markRollout(svc string, res RolloutResult, err error) {
 		n.Mark(plan.Failed, fmt.Errorf("an operator undid it: back to revision %d", res.UndoneTo))
 	}
 	markSteps(n.ByOp(plan.OpCanaryStep), res.Canary, res.UndoneTo, err)
+	for _, bg := range n.ByOp(plan.OpBackground) {
+		switch {
+		case res.Canary == nil:
+		case res.Canary.BackgroundFailed != "":
+			bg.Mark(plan.Failed, errors.New(res.Canary.BackgroundFailed))
+		default:
+			bg.Mark(plan.Done, nil)
+		}
+	}
 	markSteps(n.ByOp(plan.OpBlueGreenStep), res.BlueGreen, res.UndoneTo, err)
 }
 

@@ -36,6 +36,9 @@ type RolloutInput struct {
 	// Steps make the rollout a canary (manifest strategy Canary): run them
 	// before the ordinary syncs finish the rollout.
 	Steps []manifest.CanaryStep `json:"steps,omitempty"`
+	// Background is a canary's background analysis, measured beside its
+	// steps until they end.
+	Background *manifest.Analysis `json:"background,omitempty"`
 	// BlueGreen makes the rollout a blue-green (manifest strategy
 	// BlueGreen): preview, promotion, switch, scale-down delay.
 	BlueGreen *manifest.BlueGreen `json:"blueGreen,omitempty"`

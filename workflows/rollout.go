@@ -59,6 +59,8 @@ type StepsResult struct {
 	Completed    int    `json:"completed"`
 	PromotedFull int    `json:"promotedFull,omitempty"`
 	Reason       string `json:"reason,omitempty"` // why it aborted
+	// BackgroundFailed says why a canary's background analysis failed.
+	BackgroundFailed string `json:"backgroundFailed,omitempty"`
 }
 
 // RolloutWorkflow rolls one service's desired Deployment out onto the

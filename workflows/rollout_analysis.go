@@ -30,7 +30,7 @@ func (r *rolloutRun) runGate(a *manifest.Analysis, t *analysis.Tally, last *stri
 				return analysis.Running, nil
 			}
 		}
-		phase, msg := r.measure(a)
+		phase, msg := r.measure(r.ctx, a)
 		*last = msg
 		t.Add(phase)
 	}
@@ -39,21 +39,22 @@ func (r *rolloutRun) runGate(a *manifest.Analysis, t *analysis.Tally, last *stri
 
 // measure is one measurement, judged. What could not be measured is
 // inconclusive, never a failure.
-func (r *rolloutRun) measure(a *manifest.Analysis) (analysis.Phase, string) {
+// ctx is the calling coroutine's (a background analysis runs in its own).
+func (r *rolloutRun) measure(ctx workflow.Context, a *manifest.Analysis) (analysis.Phase, string) {
 	var act *activities.Activities
 	var m activities.Measurement
-	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+	laCtx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: 30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
 	})
 	var f workflow.Future
 	switch {
 	case a.HTTP != nil:
-		f = workflow.ExecuteLocalActivity(withSummary(ctx, "check "+a.HTTP.URL), act.MeasureHTTP, activities.HTTPCheckInput{URL: a.HTTP.URL, JSONField: a.HTTP.JSONField})
+		f = workflow.ExecuteLocalActivity(withSummary(laCtx, "check "+a.HTTP.URL), act.MeasureHTTP, activities.HTTPCheckInput{URL: a.HTTP.URL, JSONField: a.HTTP.JSONField})
 	default:
-		f = workflow.ExecuteLocalActivity(withSummary(ctx, "measure "+a.Prometheus.Query), act.MeasurePrometheus, activities.MeasureInput{Query: a.Prometheus.Query})
+		f = workflow.ExecuteLocalActivity(withSummary(laCtx, "measure "+a.Prometheus.Query), act.MeasurePrometheus, activities.MeasureInput{Query: a.Prometheus.Query})
 	}
-	if err := f.Get(r.ctx, &m); err != nil {
+	if err := f.Get(ctx, &m); err != nil {
 		m = activities.Measurement{Message: "not measured: " + err.Error()}
 	}
 	phase, err := analysis.Judge(a, m.Value)

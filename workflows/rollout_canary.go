@@ -52,6 +52,19 @@ type CanaryState struct {
 	promote bool   // an operator's promote of the step in progress
 	// abortedByOperator: the abort update was taken, not yet notified.
 	abortedByOperator bool
+	// Background is the background analysis's tally, BackgroundLast its
+	// last measurement; BackgroundFailed says why it aborts the canary,
+	// Held why it holds it (inconclusive) before its next step.
+	Background       *analysis.Tally `json:"background,omitempty"`
+	BackgroundLast   string          `json:"backgroundLast,omitempty"`
+	BackgroundFailed string          `json:"backgroundFailed,omitempty"`
+	Held             string          `json:"held,omitempty"`
+}
+
+// moveOn is what ends a canary's wait: a promote, an abort, or a failed
+// background analysis.
+func (c *CanaryState) moveOn(r *rolloutRun) func() bool {
+	return func() bool { return c.promote || c.Promoted || r.outcome != "" || c.BackgroundFailed != "" }
 }
 
 // CanaryStatus is the status query's view of a canary.
@@ -83,7 +96,25 @@ func (r *rolloutRun) isCanary() bool {
 // history is long.
 func (r *rolloutRun) runCanary() (continueAsNew bool, err error) {
 	c := r.canary
+	r.startBackground()
 	for c.Step < len(r.in.Steps) && !c.Promoted && r.outcome == "" {
+		if c.BackgroundFailed != "" {
+			r.abortCanary(OutcomeAborted, c.BackgroundFailed)
+			break
+		}
+		if c.Held != "" {
+			// An inconclusive background analysis: a human decides.
+			c.Waiting = c.Held
+			r.notify("Paused", fmt.Sprintf("step %d/%d: %s", c.Step+1, len(r.in.Steps), c.Held))
+			if err := workflow.Await(r.ctx, c.moveOn(r)); err != nil {
+				return false, err
+			}
+			if c.promote { // go on, with a fresh background tally
+				c.promote, c.Background = false, &analysis.Tally{}
+			}
+			c.Held, c.Waiting = "", ""
+			continue
+		}
 		if r.shouldContinueAsNew() {
 			return true, nil
 		}
@@ -106,6 +137,9 @@ func (r *rolloutRun) runCanary() (continueAsNew bool, err error) {
 		}
 		if r.outcome != "" {
 			break // aborted: abortCanary notified
+		}
+		if c.BackgroundFailed != "" {
+			continue // aborted at the top of the loop
 		}
 		if done || c.promote {
 			event, what := "StepCompleted", "completed"
@@ -242,7 +276,7 @@ func (r *rolloutRun) pause(p *manifest.Pause) (bool, error) {
 	if d == 0 {
 		r.canary.Waiting = "paused until promoted"
 		r.notify("Paused", fmt.Sprintf("step %d/%d: paused until promoted (deployflow promote)", r.canary.Step+1, len(r.in.Steps)))
-		err := workflow.Await(r.ctx, func() bool { return r.canary.promote || r.canary.Promoted || r.outcome != "" })
+		err := workflow.Await(r.ctx, r.canary.moveOn(r))
 		return err == nil, err
 	}
 	r.canary.Waiting = "paused"
@@ -250,7 +284,7 @@ func (r *rolloutRun) pause(p *manifest.Pause) (bool, error) {
 	if left <= 0 {
 		return true, nil
 	}
-	_, err := workflow.AwaitWithTimeout(r.ctx, left, func() bool { return r.canary.promote || r.canary.Promoted || r.outcome != "" })
+	_, err := workflow.AwaitWithTimeout(r.ctx, left, r.canary.moveOn(r))
 	return err == nil, err
 }
 
@@ -261,7 +295,7 @@ func (r *rolloutRun) analyze(a *manifest.Analysis) (bool, error) {
 	if c.Tally == nil {
 		c.Tally = &analysis.Tally{}
 	}
-	verdict, err := r.runGate(a, c.Tally, &c.Last, func() bool { return c.promote || c.Promoted || r.outcome != "" })
+	verdict, err := r.runGate(a, c.Tally, &c.Last, c.moveOn(r))
 	if err != nil {
 		return false, err
 	}
@@ -274,7 +308,7 @@ func (r *rolloutRun) analyze(a *manifest.Analysis) (bool, error) {
 	case analysis.Inconclusive:
 		c.Waiting = fmt.Sprintf("analysis inconclusive: %s (last: %s); promote to go on, abort to return to stable", c.Tally, c.Last)
 		r.notify("Paused", fmt.Sprintf("step %d/%d: %s", c.Step+1, len(r.in.Steps), c.Waiting))
-		err := workflow.Await(r.ctx, func() bool { return c.promote || c.Promoted || r.outcome != "" })
+		err := workflow.Await(r.ctx, c.moveOn(r))
 		return false, err
 	}
 	return true, nil
@@ -326,4 +360,42 @@ func (r *rolloutRun) canaryStatus() *CanaryStatus {
 		}
 	}
 	return st
+}
+
+// startBackground runs the canary's background analysis, if it has one,
+// beside its steps until they end: a failed verdict aborts the canary, an
+// inconclusive one holds it before its next step for a human (promote
+// goes on, abort returns to stable). What cannot be measured is never a
+// failure.
+func (r *rolloutRun) startBackground() {
+	a, c := r.in.Background, r.canary
+	if a == nil {
+		return
+	}
+	if c.Background == nil {
+		c.Background = &analysis.Tally{}
+	}
+	over := func() bool {
+		return c.Step >= len(r.in.Steps) || c.Promoted || r.outcome != "" || c.BackgroundFailed != ""
+	}
+	workflow.Go(r.ctx, func(ctx workflow.Context) {
+		for !over() {
+			if c.Background.Measured > 0 {
+				if _, err := workflow.AwaitWithTimeout(ctx, a.IntervalDuration(), over); err != nil || over() {
+					return
+				}
+			}
+			phase, msg := r.measure(ctx, a)
+			c.BackgroundLast = msg
+			c.Background.Add(phase)
+			switch {
+			case c.Background.Failed > a.FailureLimit:
+				c.BackgroundFailed = fmt.Sprintf("background analysis failed: %s (last: %s)", c.Background, msg)
+				r.wakeUp()
+				return
+			case c.Background.Inconclusive > a.InconclusiveLimit && c.Held == "":
+				c.Held = fmt.Sprintf("background analysis inconclusive: %s (last: %s); promote to go on, abort to return to stable", c.Background, msg)
+			}
+		}
+	})
 }

@@ -440,7 +440,8 @@ func (r *rolloutRun) result() *RolloutResult {
 		res.BlueGreen = &StepsResult{Steps: n, Completed: min(b.Step, n), Reason: b.Reason}
 	}
 	if c := r.canary; c != nil {
-		res.Canary = &StepsResult{Steps: len(r.in.Steps), Completed: min(c.Step, len(r.in.Steps)), PromotedFull: c.PromotedFull, Reason: c.Reason}
+		res.Canary = &StepsResult{Steps: len(r.in.Steps), Completed: min(c.Step, len(r.in.Steps)), PromotedFull: c.PromotedFull, Reason: c.Reason,
+			BackgroundFailed: c.BackgroundFailed}
 		if c.PromotedFull > 0 {
 			res.Canary.Completed = c.PromotedFull - 1
 		}

@@ -191,6 +191,10 @@ type Rollout struct {
 	AutoRollback *bool `json:"autoRollback,omitempty"`
 	// Steps of a Canary (strategy Canary only).
 	Steps []CanaryStep `json:"steps,omitempty"`
+	// Analysis is a Canary's background analysis: measured every interval
+	// while its steps run; a failed verdict aborts the canary, an
+	// inconclusive one holds it before its next step.
+	Analysis *Analysis `json:"analysis,omitempty"`
 	// BlueGreen settings (strategy BlueGreen only).
 	BlueGreen *BlueGreen `json:"blueGreen,omitempty"`
 }

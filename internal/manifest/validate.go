@@ -355,6 +355,13 @@ func (v *validator) rollout(path string, r *Rollout) {
 	if r.Strategy != StrategyCanary && len(r.Steps) > 0 {
 		v.add(field(path, "steps"), "are for strategy Canary: set strategy: Canary, or remove the steps")
 	}
+	if a := r.Analysis; a != nil {
+		if r.Strategy != StrategyCanary {
+			v.add(field(path, "analysis"), "a background analysis is for strategy Canary (a BlueGreen has blueGreen.prePromotionAnalysis and postPromotionAnalysis)")
+		} else {
+			v.analysis(field(path, "analysis"), a)
+		}
+	}
 	if r.Strategy != StrategyBlueGreen && r.BlueGreen != nil {
 		v.add(field(path, "blueGreen"), "is for strategy BlueGreen: set strategy: BlueGreen, or remove blueGreen")
 	}

@@ -29,6 +29,7 @@ const (
 	OpScale           Op = "scale"           // one service's replicas only (a RolloutWorkflow)
 	OpCanaryStep      Op = "canaryStep"      // one of a canary rollout's steps
 	OpBlueGreenStep   Op = "blueGreenStep"   // one of a blue-green rollout's steps
+	OpBackground      Op = "background"      // a canary's background analysis, beside its steps
 	OpRelease         Op = "release"         // what the manifest dropped, once healthy
 	OpReleaseHostname Op = "releaseHostname"
 	OpReleaseIP       Op = "releaseIP"
