@@ -433,3 +433,26 @@ func TestCanaryBackgroundAnalysisAbortsDuringAPause(t *testing.T) {
 	assert.Equal(t, plan.Done, steps[0].State)
 	assert.Equal(t, plan.Failed, steps[1].State, "it stopped in the pause")
 }
+
+// setCanaryScale runs the canary by count: 3 pods of the new version and 7
+// of the stable one, whatever the weight; matchTrafficWeight returns to
+// the last setWeight's split.
+func TestSetCanaryScaleSplitsByCount(t *testing.T) {
+	dt := newDeployTest(t)
+	three := int32(3)
+	steps := []manifest.CanaryStep{weight(20), {SetCanaryScale: &manifest.CanaryScale{Replicas: &three}}, pause(""),
+		{SetCanaryScale: &manifest.CanaryScale{MatchTrafficWeight: true}}, pause("")}
+	dt.deploy(canaryManifest(dt.lease, "nginx:1.26", 2, 0, steps...))
+	dt.waitRevision(dt.lease, 1)
+	dt.deploy(canaryManifest(dt.lease, "nginx:1.27", 2, 0, steps...))
+	dt.waitCanary("step 3/5: pause until promoted", 60*time.Second)
+	spec, available := dt.byImage()
+	assert.Equal(t, map[string]int32{"nginx:1.27": 3, "nginx:1.26": 7}, spec)
+	assert.Equal(t, map[string]int32{"nginx:1.27": 3, "nginx:1.26": 7}, available)
+	require.NoError(t, dt.promote(false))
+	dt.waitCanary("step 5/5: pause until promoted", 60*time.Second)
+	spec, _ = dt.byImage()
+	assert.Equal(t, map[string]int32{"nginx:1.27": 2, "nginx:1.26": 8}, spec, "back to setWeight 20%")
+	require.NoError(t, dt.promote(false))
+	assert.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 2).Phase)
+}

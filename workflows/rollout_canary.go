@@ -59,6 +59,8 @@ type CanaryState struct {
 	BackgroundLast   string          `json:"backgroundLast,omitempty"`
 	BackgroundFailed string          `json:"backgroundFailed,omitempty"`
 	Held             string          `json:"held,omitempty"`
+	// Scale is the last setCanaryScale, until matchTrafficWeight.
+	Scale *manifest.CanaryScale `json:"scale,omitempty"`
 }
 
 // moveOn is what ends a canary's wait: a promote, an abort, or a failed
@@ -126,6 +128,12 @@ func (r *rolloutRun) runCanary() (continueAsNew bool, err error) {
 		switch {
 		case step.SetWeight != nil:
 			c.Weight = *step.SetWeight
+			done, err = r.scaleCanary()
+		case step.SetCanaryScale != nil:
+			c.Scale = step.SetCanaryScale
+			if c.Scale.MatchTrafficWeight {
+				c.Scale = nil
+			}
 			done, err = r.scaleCanary()
 		case step.Pause != nil:
 			done, err = r.pause(step.Pause)
@@ -227,6 +235,9 @@ func (r *rolloutRun) scaleCanary() (bool, error) {
 			fmt.Sprintf("%s: the stable revision %d has no ReplicaSet any more", r.in.Service, r.stableRevision), ErrInvalidInput, nil)
 	}
 	want := canary.SplitFor(replicas, r.canary.Weight, surge)
+	if s := r.canary.Scale; s != nil {
+		want = canary.ScaleFor(replicas, s.Replicas, s.Weight)
+	}
 	next := canary.Step(replicas, surge, unavailable,
 		canary.ReplicaSet{Replicas: *newRS.Spec.Replicas, Available: newRS.Status.AvailableReplicas},
 		canary.ReplicaSet{Replicas: *stable.Spec.Replicas, Available: stable.Status.AvailableReplicas}, want)

@@ -25,6 +25,19 @@ type CanaryStep struct {
 	Pause *Pause `json:"pause,omitempty"`
 	// Analysis measures, and goes on only if the measurements pass.
 	Analysis *Analysis `json:"analysis,omitempty"`
+	// SetCanaryScale sets the canary's pods explicitly, apart from the
+	// weights. Without a traffic router a weight is the share of replicas,
+	// so this is the split by count: replicas N (or weight P% of the
+	// replicas) on the canary, the rest on the stable version, until
+	// matchTrafficWeight returns to the last setWeight's split.
+	SetCanaryScale *CanaryScale `json:"setCanaryScale,omitempty"`
+}
+
+// CanaryScale is a setCanaryScale step: exactly one of its fields.
+type CanaryScale struct {
+	Replicas           *int32 `json:"replicas,omitempty"`
+	Weight             *int32 `json:"weight,omitempty"`
+	MatchTrafficWeight bool   `json:"matchTrafficWeight,omitempty"`
 }
 
 // Pause is a canary step that waits.
@@ -133,8 +146,30 @@ func (v *validator) canarySteps(path string, steps []CanaryStep) {
 			n++
 			v.analysis(field(p, "analysis"), s.Analysis)
 		}
+		if cs := s.SetCanaryScale; cs != nil {
+			n++
+			k := 0
+			if cs.Replicas != nil {
+				k++
+				if *cs.Replicas < 0 {
+					v.add(field(p, "setCanaryScale.replicas"), "%d is negative: give 0 or more canary pods", *cs.Replicas)
+				}
+			}
+			if cs.Weight != nil {
+				k++
+				if *cs.Weight < 0 || *cs.Weight > 100 {
+					v.add(field(p, "setCanaryScale.weight"), "%d: want a percentage of replicas from 0 to 100", *cs.Weight)
+				}
+			}
+			if cs.MatchTrafficWeight {
+				k++
+			}
+			if k != 1 {
+				v.add(field(p, "setCanaryScale"), "give exactly one of replicas, weight or matchTrafficWeight: true (this one has %d)", k)
+			}
+		}
 		if n != 1 {
-			v.add(p, "a step is exactly one of setWeight, pause or analysis (this one has %d)", n)
+			v.add(p, "a step is exactly one of setWeight, setCanaryScale, pause or analysis (this one has %d)", n)
 		}
 	}
 }
@@ -190,6 +225,12 @@ func (s CanaryStep) String() string {
 	switch {
 	case s.SetWeight != nil:
 		return fmt.Sprintf("setWeight %d%%", *s.SetWeight)
+	case s.SetCanaryScale != nil && s.SetCanaryScale.Replicas != nil:
+		return fmt.Sprintf("setCanaryScale %d replicas", *s.SetCanaryScale.Replicas)
+	case s.SetCanaryScale != nil && s.SetCanaryScale.Weight != nil:
+		return fmt.Sprintf("setCanaryScale %d%%", *s.SetCanaryScale.Weight)
+	case s.SetCanaryScale != nil:
+		return "setCanaryScale matchTrafficWeight"
 	case s.Pause != nil && s.Pause.Duration != "":
 		return "pause " + s.Pause.Duration
 	case s.Pause != nil:

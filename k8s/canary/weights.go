@@ -110,3 +110,19 @@ func Step(replicas, maxSurge, maxUnavailable int32, canary, stable ReplicaSet, w
 	shrink(&next.Stable, stable, want.Stable)
 	return next
 }
+
+// ScaleFor is a setCanaryScale step's split: replicas pods on the canary
+// (or weight percent of the service's replicas, rounded up so a positive
+// weight runs a pod), capped at the service's replicas, and the rest on the
+// stable version. Set by count, so no share is chased with the surge.
+func ScaleFor(replicas int32, count, weight *int32) Split {
+	var c int32
+	switch {
+	case count != nil:
+		c = *count
+	case weight != nil:
+		c = (replicas**weight + 99) / 100
+	}
+	c = max(0, min(c, replicas))
+	return Split{Canary: c, Stable: replicas - c}
+}

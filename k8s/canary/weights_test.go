@@ -86,3 +86,26 @@ func TestStepsReachEveryWeightWithinTheLimits(t *testing.T) {
 		})
 	}
 }
+
+func TestScaleFor(t *testing.T) {
+	n := func(v int32) *int32 { return &v }
+	for _, c := range []struct {
+		name          string
+		replicas      int32
+		count, weight *int32
+		want          Split
+	}{
+		{"two replicas", 10, n(2), nil, Split{Canary: 2, Stable: 8}},
+		{"no canary", 10, n(0), nil, Split{Stable: 10}},
+		{"more than replicas is all of them", 4, n(9), nil, Split{Canary: 4}},
+		{"a weight rounds up to a pod", 10, nil, n(1), Split{Canary: 1, Stable: 9}},
+		{"half", 10, nil, n(50), Split{Canary: 5, Stable: 5}},
+		{"all", 3, nil, n(100), Split{Canary: 3}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := ScaleFor(c.replicas, c.count, c.weight); got != c.want {
+				t.Errorf("ScaleFor(%d, %v, %v) = %+v, want %+v", c.replicas, c.count, c.weight, got, c.want)
+			}
+		})
+	}
+}
