@@ -102,6 +102,16 @@ func runRestart(g *globals, fs *flag.FlagSet) runner {
 	}
 }
 
+// runRetry is `deployflow retry <lease>`.
+func runRetry(g *globals, fs *flag.FlagSet) runner {
+	return func(ctx context.Context, pos []string, out io.Writer) error {
+		if len(pos) != 1 {
+			return usageError{errors.New("usage: deployflow retry <lease>")}
+		}
+		return leaseUpdate(ctx, g, pos[0], workflows.UpdateRetry, nil, out, "retrying the failed deploy of lease "+pos[0])
+	}
+}
+
 func leaseUpdate(ctx context.Context, g *globals, lease, update string, arg any, out io.Writer, done string) error {
 	c, err := g.temporal(ctx)
 	if err != nil {

@@ -162,3 +162,44 @@ func TestBlueGreenCommands(t *testing.T) {
 	assert.Equal(t, 1, code, "the undone deploy failed: %s", stdout)
 	assert.Contains(t, stderr, "RolloutUndone: web: an operator undid the rollout (back to revision 1)")
 }
+
+// An aborted canary fails the deploy and the lease returns to its
+// last-known-good manifest; `retry` deploys the failed manifest again.
+func TestRetryRedeploysAnAbortedCanary(t *testing.T) {
+	env, tq, lease := newLease(t, "retry")
+	dir := t.TempDir()
+	write := func(name, image string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte("lease: "+lease+"\nservices:\n  - name: web\n    image: "+image+"\n    replicas: 2\n"+
+			"    rollout:\n      strategy: Canary\n      steps:\n        - setWeight: 50\n        - pause: {}\n"), 0o644))
+		return p
+	}
+	cli(t, env, tq, "lease", "create", lease, "--owner", "acme")
+	code, _, stderr := runCLI("retry", lease, "--temporal-address", devstack.TemporalAddress)
+	assert.NotEqual(t, 0, code, "no lease workflow yet")
+	cli(t, env, tq, "deploy", "-f", write("v1.yaml", "nginx:1.26"), "--wait")
+	code, _, stderr = runCLI("retry", lease, "--temporal-address", devstack.TemporalAddress)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "did not fail: there is nothing to retry")
+
+	cli(t, env, tq, "deploy", "-f", write("v2.yaml", "nginx:1.27"))
+	waitStatus := func(want string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			_, stdout, _ := runCLI("status", lease, "--temporal-address", devstack.TemporalAddress)
+			return strings.Contains(stdout, want)
+		}, 60*time.Second, 300*time.Millisecond, "the status never showed %q", want)
+	}
+	waitStatus("web: canary step 2/2: pause until promoted")
+	cli(t, env, tq, "abort", lease, "web")
+	code, _, _ = runCLI("status", lease, "--watch", "--temporal-address", devstack.TemporalAddress)
+	assert.Equal(t, 1, code, "the aborted deploy failed")
+
+	out, _ := cli(t, env, tq, "retry", lease)
+	assert.Contains(t, out, "retrying the failed deploy of lease "+lease)
+	waitStatus("web: canary step 2/2: pause until promoted")
+	cli(t, env, tq, "promote", lease, "web")
+	cli(t, env, tq, "status", lease, "--watch")
+	out, _ = cli(t, env, tq, "history", lease)
+	assert.Regexp(t, `#3\s+retry\s+\S+\s+\S+\s+web=nginx:1.27\s+Succeeded`, out)
+}

@@ -74,6 +74,8 @@ var commands = []command{
 		example: "  deployflow abort demo-shop web"},
 	{name: "undo", args: "<lease> <service> [--to-revision N]", short: "Roll a service back during its rollout", build: runUndo,
 		example: "  deployflow undo demo-shop web\n  deployflow undo demo-shop web --to-revision 2"},
+	{name: "retry", args: "<lease>", short: "Deploy a lease's last failed manifest again (an aborted canary or blue-green)", build: runRetry,
+		example: "  deployflow retry demo-shop"},
 	{name: "scale", args: "<lease> <service> <replicas>", short: "Scale a service of a lease", build: runScale,
 		example: "  deployflow scale demo-shop web 6"},
 	{name: "restart", args: "<lease>", short: "Restart every pod of a lease (a new revision)", build: runRestart,

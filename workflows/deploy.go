@@ -39,6 +39,7 @@ const (
 const (
 	UpdateDeploy   = "deploy"   // argument: a manifest; starts or supersedes a deploy
 	UpdateTeardown = "teardown" // tear the lease's workload down and release its reservations
+	UpdateRetry    = "retry"    // deploy the last failed manifest again (an aborted canary, a failed analysis)
 	SignalTeardown = "teardown"
 	// UpdateScaleService scales one service (a scale-only deploy); the lease
 	// workflow's "restart" update restarts every pod (UpdateRestart).
@@ -96,6 +97,9 @@ type DeployCarry struct {
 	FewerEvents bool `json:"fewerEvents,omitempty"`
 	// Published is the search attributes the run ended with (they carry over).
 	Published string `json:"published,omitempty"`
+	// LastFailed is the manifest of the last deploy, if it failed (retry
+	// deploys it again).
+	LastFailed *manifest.Manifest `json:"lastFailed,omitempty"`
 }
 
 // DeployWorkflow is one lease's durable deployment, the deploymentManager of
@@ -203,7 +207,7 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 		rec.Outcome = "Superseded by a newer manifest"
 	case err == nil:
 		rec.Outcome = "Succeeded"
-		w.lastGood = m
+		w.lastGood, w.lastFailed = m, nil
 		if res.ran != nil && !sameManifest(res.ran, m) {
 			// Operators scaled or restarted a rollout: the lease records what runs.
 			w.lastGood, w.current = res.ran, res.ran
@@ -216,6 +220,7 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 		w.setPhase(PhaseActive)
 	default:
 		rec.Outcome = "Failed: " + errorMessage(err)
+		w.lastFailed = m
 		w.lastErr = errorMessage(err)
 		w.lastFailure = err
 		w.setPhase(PhaseFailed)

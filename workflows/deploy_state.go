@@ -53,9 +53,10 @@ type deployRun struct {
 	plan           *activities.DeployPlan // of the deploy in progress or the last one
 	tree           *plan.Node             // the chain in progress's tree, as executed so far
 	approved       bool
-	objects        []string // the lease's Services and Ingress after the last apply
-	reverting      bool     // the chain runs for the last-known-good manifest after a failure
-	lastFailure    error    // why the last deploy failed, if it did
+	objects        []string           // the lease's Services and Ingress after the last apply
+	reverting      bool               // the chain runs for the last-known-good manifest after a failure
+	lastFailure    error              // why the last deploy failed, if it did
+	lastFailed     *manifest.Manifest // the manifest of the last deploy, if it failed
 	teardowns      workflow.ReceiveChannel
 	redeploys      workflow.ReceiveChannel
 	leaseGone      bool                    // the lease is unknown or closed and nothing of it is deployed
@@ -242,6 +243,7 @@ func newDeployRun(ctx workflow.Context, in DeployInput) *deployRun {
 		w.current = w.lastGood
 		w.published = c.Published
 		w.plan = c.Plan
+		w.lastFailed = c.LastFailed
 	} else {
 		m := in.Manifest
 		w.pending = &m
@@ -286,6 +288,29 @@ func (w *deployRun) registerControls() error {
 			return w.status(), nil
 		},
 		workflow.UpdateHandlerOptions{Description: "Tear the lease's workload down and release its hostnames and IPs"}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateRetry,
+		func(workflow.Context) (DeployStatus, error) {
+			m := *w.lastFailed
+			w.pending, w.pendingTrigger, w.pendingPlan = &m, "retry", ""
+			w.unsettle()
+			return w.status(), nil
+		},
+		workflow.UpdateHandlerOptions{
+			Description: "Deploy the manifest of the last deploy again, if it failed (an aborted canary, a failed analysis)",
+			Validator: func(workflow.Context) error {
+				switch {
+				case w.teardown || w.phase == PhaseTearingDown || w.phase == PhaseTornDown:
+					return errors.New("the lease is being torn down; start a new deploy once it is gone")
+				case w.lastFailed == nil:
+					return errors.New("the last deploy of lease " + w.lease + " did not fail: there is nothing to retry")
+				case w.pending != nil || w.phase == PhaseDeploying:
+					return errors.New("a deploy of lease " + w.lease + " is in progress or waiting: retry once it has ended")
+				}
+				return nil
+			},
+		}); err != nil {
 		return err
 	}
 	if err := w.registerObserve(); err != nil {
@@ -398,7 +423,7 @@ func (w *deployRun) carryOver() DeployInput {
 		Owner: w.owner, Phase: w.phase, LastGood: w.lastGood, Pending: w.pending, PendingTrigger: w.pendingTrigger, PendingPlan: w.pendingPlan,
 		Revision: w.revision, History: w.history, Teardown: w.teardown,
 		LastError: w.lastErr, Classes: w.classes, Hostnames: w.hostnames, Withheld: w.withheld, IPs: w.ips,
-		Objects: w.objects, Plan: w.plan, FewerEvents: w.fewer, Published: w.published,
+		Objects: w.objects, Plan: w.plan, FewerEvents: w.fewer, Published: w.published, LastFailed: w.lastFailed,
 	}
 	return in
 }
