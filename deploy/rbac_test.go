@@ -120,6 +120,13 @@ func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
 		`{"apiVersion":"v1","kind":"Service","metadata":{"name":"intruder","namespace":"kube-system"},"spec":{"ports":[{"port":80}]}}`)
 	require.Error(t, err)
 	assert.Contains(t, out, "not in kube-system", "the policy, not RBAC, refuses it")
+	// An analysis Job (batch/jobs create, for smoke tests) only in
+	// deployflow's namespaces too.
+	out, err = run(env.Stack.Bin("kubectl"), []string{"--kubeconfig", kubeconfig, "create", "-f", "-"},
+		`{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"intruder","namespace":"default"},
+		  "spec":{"template":{"spec":{"restartPolicy":"Never","containers":[{"name":"c","image":"busybox"}]}}}}`)
+	require.Error(t, err)
+	assert.Contains(t, out, "not in default", "the policy refuses a Job outside deployflow's namespaces")
 	_, err = asWorker("delete", "namespace", "kube-public", "--dry-run=server")
 	require.Error(t, err, "no namespace of others may be deleted")
 

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -455,4 +456,44 @@ func TestSetCanaryScaleSplitsByCount(t *testing.T) {
 	assert.Equal(t, map[string]int32{"nginx:1.27": 2, "nginx:1.26": 8}, spec, "back to setWeight 20%")
 	require.NoError(t, dt.promote(false))
 	assert.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 2).Phase)
+}
+
+// A Job check: the first smoke test exits 0 and the canary goes on; the
+// second exits 3 and the canary aborts. Each ran as a Job in the lease's
+// namespace.
+func TestCanaryJobChecksGateTheSteps(t *testing.T) {
+	dt := newDeployTest(t)
+	job := func(code string) manifest.CanaryStep {
+		return manifest.CanaryStep{Analysis: &manifest.Analysis{Job: &manifest.JobCheck{
+			Image: "ghcr.io/acme/smoke:1", Command: []string{"/smoke", "--target", "web"},
+			PodAnnotations: map[string]string{"deployflow.dev/exit-code": code}, // the local stack's pods exit with it
+		}}}
+	}
+	steps := []manifest.CanaryStep{weight(20), job("0"), weight(50), job("3"), pause("")}
+	dt.deploy(canaryManifest(dt.lease, "nginx:1.26", 2, 0, steps...))
+	dt.waitRevision(dt.lease, 1)
+	dt.deploy(canaryManifest(dt.lease, "nginx:1.27", 2, 0, steps...))
+	lease := dt.waitRevision(dt.lease, 2)
+	assert.Equal(t, workflows.PhaseFailed, lease.Phase)
+	last := lease.History[len(lease.History)-1]
+	assert.Contains(t, last.Outcome, "canary aborted: analysis failed: 1 measured: 0 successful, 1 failed")
+	assert.Contains(t, last.Outcome, "failed: BackoffLimitExceeded")
+	jobs, err := dt.env.Kube.BatchV1().Jobs(manifest.Namespace(dt.lease)).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var ends []string
+	for _, j := range jobs.Items {
+		assert.Equal(t, []string{"/smoke", "--target", "web"}, j.Spec.Template.Spec.Containers[0].Command)
+		for _, c := range j.Status.Conditions {
+			if c.Status == "True" && (c.Type == "Complete" || c.Type == "Failed") {
+				ends = append(ends, string(c.Type))
+			}
+		}
+	}
+	sort.Strings(ends)
+	assert.Equal(t, []string{"Complete", "Failed"}, ends, "two smoke-test Jobs ran: one passed, one failed")
+	states := []plan.State{}
+	for _, s := range last.Tree.Find(plan.OpRollOut, "web").ByOp(plan.OpCanaryStep) {
+		states = append(states, s.State)
+	}
+	assert.Equal(t, []plan.State{plan.Done, plan.Done, plan.Done, plan.Failed, plan.Skipped}, states)
 }

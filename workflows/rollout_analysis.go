@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -48,7 +50,24 @@ func (r *rolloutRun) measure(ctx workflow.Context, a *manifest.Analysis) (analys
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
 	})
 	var f workflow.Future
+	judge := a
 	switch {
+	case a.Job != nil:
+		// A Job runs for minutes: an activity that heartbeats while it waits.
+		r.jobs++
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: time.Duration(a.Job.Deadline())*time.Second + 2*time.Minute, HeartbeatTimeout: 30 * time.Second,
+			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+			Summary:     "job " + a.Job.Image,
+		})
+		f = workflow.ExecuteActivity(actx, act.RunJob, activities.JobCheckInput{
+			Namespace: r.in.Namespace, Service: r.in.Service, Name: analysisJobName(r.in.Service, workflow.GetInfo(ctx).WorkflowExecution.RunID, r.jobs), Job: *a.Job,
+		})
+		if a.SuccessCondition == "" && a.FailureCondition == "" {
+			c := *a
+			c.SuccessCondition = manifest.JobPassed
+			judge = &c
+		}
 	case a.HTTP != nil:
 		f = workflow.ExecuteLocalActivity(withSummary(laCtx, "check "+a.HTTP.URL), act.MeasureHTTP, activities.HTTPCheckInput{URL: a.HTTP.URL, JSONField: a.HTTP.JSONField})
 	default:
@@ -57,11 +76,18 @@ func (r *rolloutRun) measure(ctx workflow.Context, a *manifest.Analysis) (analys
 	if err := f.Get(ctx, &m); err != nil {
 		m = activities.Measurement{Message: "not measured: " + err.Error()}
 	}
-	phase, err := analysis.Judge(a, m.Value)
+	phase, err := analysis.Judge(judge, m.Value)
 	if err != nil {
 		phase, m.Message = analysis.Inconclusive, err.Error()
 	}
 	return phase, fmt.Sprintf("%s %s", m.Message, phase)
+}
+
+// analysisJobName is the name of a rollout run's n-th analysis Job:
+// <service>-check-<hash of the run and n>, the same on every attempt.
+func analysisJobName(svc, runID string, n int) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", runID, n)))
+	return svc + "-check-" + hex.EncodeToString(sum[:5])
 }
 
 func withSummary(ctx workflow.Context, summary string) workflow.Context {

@@ -48,6 +48,7 @@ type rolloutRun struct {
 	blueGreen      *BlueGreenState // a blue-green's progress (nil: not a blue-green)
 	active         string          // the version a blue-green's active Services select, once pinned
 	preview        string          // and its preview
+	jobs           int             // analysis Jobs this run started (their names)
 	undoneTo       int64           // the revision an operator's undo returned to, if any
 	wake           workflow.CancelFunc
 }

@@ -56,10 +56,12 @@ const (
 var Components = []string{Etcd, APIServer, ControllerManager, Scheduler, Kwok, Temporal, Prometheus}
 
 // Controllers run by our kube-controller-manager: everything a ReplicaSet
-// needs, and deliberately not the deployment controller — deployflow's
-// rollout engine does its job.
+// needs, the Job controller (an analysis's smoke-test Job), and
+// deliberately not the deployment controller — deployflow's rollout engine
+// does its job.
 const Controllers = "replicaset-controller,garbage-collector-controller,namespace-controller," +
-	"serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller"
+	"serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller," +
+	"job-controller,ttl-after-finished-controller"
 
 // Stack is the local stack rooted at a cache directory.
 type Stack struct {

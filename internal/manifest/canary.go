@@ -57,8 +57,12 @@ type Analysis struct {
 	// (--prometheus-url). Or:
 	Prometheus *PrometheusQuery `json:"prometheus,omitempty"`
 	// HTTP is a GET whose status code (or a JSON field of its answer) is
-	// the result.
+	// the result. Or:
 	HTTP *HTTPCheck `json:"http,omitempty"`
+	// Job is a Kubernetes Job (a smoke test) run in the lease's namespace:
+	// the result is 1 if it succeeds, 0 if it fails; without a condition,
+	// success passes.
+	Job *JobCheck `json:"job,omitempty"`
 	// SuccessCondition / FailureCondition: at least one.
 	SuccessCondition string `json:"successCondition,omitempty"`
 	FailureCondition string `json:"failureCondition,omitempty"`
@@ -77,6 +81,32 @@ type HTTPCheck struct {
 	URL       string `json:"url"`
 	JSONField string `json:"jsonField,omitempty"` // e.g. "checks.errorRate"
 }
+
+// JobCheck is an analysis by Kubernetes Job: one pod of Image running
+// Command, which passes by exiting 0.
+type JobCheck struct {
+	Image   string   `json:"image"`
+	Command []string `json:"command,omitempty"`
+	Args    []string `json:"args,omitempty"`
+	// PodAnnotations are set on the Job's pod.
+	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+	// ActiveDeadlineSeconds bounds the Job (default 600): past it, it fails.
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+}
+
+// DefaultJobDeadlineSeconds bounds an analysis Job when unset.
+const DefaultJobDeadlineSeconds = 600
+
+// Deadline is the Job's activeDeadlineSeconds, defaulted.
+func (j *JobCheck) Deadline() int64 {
+	if j.ActiveDeadlineSeconds == nil {
+		return DefaultJobDeadlineSeconds
+	}
+	return *j.ActiveDeadlineSeconds
+}
+
+// JobPassed is a Job check's condition when it has none: it succeeded.
+const JobPassed = "result == 1"
 
 // PrometheusQuery is a PromQL query whose value is a scalar or a vector of
 // one sample.
@@ -101,8 +131,11 @@ func (a *Analysis) Measurements() int32 { return max(a.Count, 1) }
 // String is the analysis as the plan and status show it.
 func (a *Analysis) String() string {
 	what := "analysis"
-	if a.HTTP != nil {
+	switch {
+	case a.HTTP != nil:
 		what = "http check " + a.HTTP.URL
+	case a.Job != nil:
+		what = "job " + a.Job.Image
 	}
 	return fmt.Sprintf("%s (%d× every %s)", what, a.Measurements(), a.IntervalDuration())
 }
@@ -175,9 +208,22 @@ func (v *validator) canarySteps(path string, steps []CanaryStep) {
 }
 
 func (v *validator) analysis(path string, a *Analysis) {
+	providers := 0
+	for _, set := range []bool{a.Prometheus != nil, a.HTTP != nil, a.Job != nil} {
+		if set {
+			providers++
+		}
+	}
 	switch {
-	case a.Prometheus != nil && a.HTTP != nil:
-		v.add(path, "measures one thing: give prometheus or http, not both")
+	case providers > 1:
+		v.add(path, "measures one thing: give one of prometheus, http or job")
+	case a.Job != nil:
+		if msg := imageProblem(a.Job.Image); msg != "" {
+			v.add(field(path, "job.image"), "%s", msg)
+		}
+		if d := a.Job.ActiveDeadlineSeconds; d != nil && *d <= 0 {
+			v.add(field(path, "job.activeDeadlineSeconds"), "%d: give a positive number of seconds (default %d)", *d, DefaultJobDeadlineSeconds)
+		}
 	case a.HTTP != nil:
 		if u, err := url.Parse(a.HTTP.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			v.add(field(path, "http.url"), "%q: want an http:// or https:// URL, e.g. http://web-preview/healthz", a.HTTP.URL)
@@ -185,7 +231,7 @@ func (v *validator) analysis(path string, a *Analysis) {
 	case a.Prometheus == nil || a.Prometheus.Query == "":
 		v.add(field(path, "prometheus.query"), "is required: the PromQL query to measure, e.g. sum(rate(http_requests_total{code=~\"5..\"}[1m])) / sum(rate(http_requests_total[1m])) (or give http: {url: ...})")
 	}
-	if a.SuccessCondition == "" && a.FailureCondition == "" {
+	if a.SuccessCondition == "" && a.FailureCondition == "" && a.Job == nil {
 		v.add(path, "needs successCondition or failureCondition, e.g. successCondition: \"result < 0.05\"")
 	}
 	for _, c := range []struct{ name, cond string }{{"successCondition", a.SuccessCondition}, {"failureCondition", a.FailureCondition}} {

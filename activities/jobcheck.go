@@ -1,0 +1,86 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/deployflow/deployflow/internal/manifest"
+)
+
+// JobCheckInput is one measurement of a Job check analysis: the Job Name
+// (deterministic, so a retried attempt finds the Job it created) in the
+// lease's Namespace, for Service.
+type JobCheckInput struct {
+	Namespace string            `json:"namespace"`
+	Service   string            `json:"service"`
+	Name      string            `json:"name"`
+	Job       manifest.JobCheck `json:"job"`
+}
+
+// jobTTL is how long a finished analysis Job stays for inspection.
+const jobTTL = int32(3600)
+
+// RunJob runs an analysis's smoke-test Job and waits for its end: the
+// result is 1 when it succeeded, 0 when it failed (or passed its
+// activeDeadlineSeconds). It heartbeats while it waits; a retry finds the
+// Job it created and waits on it.
+func (a *Activities) RunJob(ctx context.Context, in JobCheckInput) (*Measurement, error) {
+	jobs := a.Kube.BatchV1().Jobs(in.Namespace)
+	backoff, deadline, ttl := int32(0), in.Job.Deadline(), jobTTL
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: in.Name, Namespace: in.Namespace,
+			Labels: map[string]string{ServiceLabel: in.Service, manifest.ManagedByLabel: manifest.ManagedBy}},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: &backoff, ActiveDeadlineSeconds: &deadline, TTLSecondsAfterFinished: &ttl,
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Annotations: in.Job.PodAnnotations},
+				Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever,
+					Containers:    []corev1.Container{{Name: "check", Image: in.Job.Image, Command: in.Job.Command, Args: in.Job.Args}},
+				},
+			},
+		},
+	}
+	if _, err := jobs.Create(ctx, job, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if apierrors.IsInvalid(err) {
+			return nil, invalidInput("the API server rejects the analysis Job %s: %v", in.Name, err)
+		}
+		return nil, fmt.Errorf("create job %s/%s: %w", in.Namespace, in.Name, err)
+	}
+	var out *Measurement
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		activity.RecordHeartbeat(ctx, in.Name)
+		j, err := jobs.Get(ctx, in.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil // read again on the next tick; the heartbeat timeout bounds a lost API server
+		}
+		for _, c := range j.Status.Conditions {
+			if c.Status != corev1.ConditionTrue {
+				continue
+			}
+			switch c.Type {
+			case batchv1.JobComplete:
+				one := 1.0
+				out = &Measurement{Value: &one, Message: "job " + in.Name + " succeeded"}
+				return true, nil
+			case batchv1.JobFailed:
+				zero := 0.0
+				out = &Measurement{Value: &zero, Message: fmt.Sprintf("job %s failed: %s %s", in.Name, c.Reason, c.Message)}
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("wait for job %s/%s: %w", in.Namespace, in.Name, err)
+	}
+	return out, nil
+}
