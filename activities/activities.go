@@ -34,6 +34,9 @@ type Activities struct {
 	// Prometheus is what canary analyses query (--prometheus-url;
 	// optional: without it they are inconclusive).
 	Prometheus PrometheusAPI
+	// HTTPCheckAllow are the hosts analyses' HTTP checks may GET besides
+	// the lease's own Services (--http-check-allow).
+	HTTPCheckAllow []string
 	// Notifier posts canary events to a webhook (--notify-url; optional).
 	Notifier *Notifier
 

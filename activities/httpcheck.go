@@ -6,13 +6,47 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"strings"
+	"time"
 )
 
 // HTTPCheckInput is one measurement of an HTTP check analysis.
 type HTTPCheckInput struct {
+	// Namespace is the lease's: its Services may always be checked.
+	Namespace string `json:"namespace"`
 	URL       string `json:"url"`
 	JSONField string `json:"jsonField,omitempty"`
+}
+
+// HTTPCheckAllowed reports whether an HTTP check of a lease in namespace
+// may GET host: one of the lease's own Services (<svc>.<namespace>[.svc
+// [.<cluster domain>]]), or a host the worker allows (exact names, *.suffix
+// patterns, CIDRs). Anything else could let a lease owner make the worker
+// probe addresses that are not theirs.
+func HTTPCheckAllowed(host, namespace string, allow []string) bool {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if parts := strings.SplitN(host, ".", 3); len(parts) >= 2 && parts[1] == namespace &&
+		(len(parts) == 2 || parts[2] == "svc" || strings.HasPrefix(parts[2], "svc.")) {
+		return true
+	}
+	ip, ipErr := netip.ParseAddr(host)
+	for _, a := range allow {
+		a = strings.ToLower(a)
+		switch {
+		case strings.HasPrefix(a, "*."):
+			if strings.HasSuffix(host, a[1:]) {
+				return true
+			}
+		case strings.Contains(a, "/"):
+			if p, err := netip.ParsePrefix(a); err == nil && ipErr == nil && p.Contains(ip) {
+				return true
+			}
+		case a == host:
+			return true
+		}
+	}
+	return false
 }
 
 // maxCheckBody bounds what an HTTP check reads of an answer.
@@ -28,7 +62,16 @@ func (a *Activities) MeasureHTTP(ctx context.Context, in HTTPCheckInput) (*Measu
 	if err != nil {
 		return &Measurement{Message: "bad URL: " + err.Error()}, nil
 	}
-	resp, err := http.DefaultClient.Do(req)
+	if !HTTPCheckAllowed(req.URL.Hostname(), in.Namespace, a.HTTPCheckAllow) {
+		return &Measurement{Message: fmt.Sprintf("not checked: %s is not one of the lease's Services (<service>.%s) nor allowed by the worker's --http-check-allow", req.URL.Hostname(), in.Namespace)}, nil
+	}
+	client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(r *http.Request, _ []*http.Request) error {
+		if !HTTPCheckAllowed(r.URL.Hostname(), in.Namespace, a.HTTPCheckAllow) {
+			return fmt.Errorf("redirected to %s, which is not allowed", r.URL.Hostname())
+		}
+		return nil
+	}}
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", in.URL, err)
 	}

@@ -24,7 +24,7 @@ func TestMeasureHTTP(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	a := &Activities{}
+	a := &Activities{HTTPCheckAllow: []string{"127.0.0.1/32"}}
 	value := func(m *Measurement) any {
 		if m.Value == nil {
 			return nil
@@ -49,7 +49,38 @@ func TestMeasureHTTP(t *testing.T) {
 		assert.Equal(t, c.want, value(m), c.path+" "+c.field)
 		assert.Contains(t, m.Message, c.message)
 	}
+	m, err := (&Activities{}).MeasureHTTP(context.Background(), HTTPCheckInput{Namespace: "lease-a", URL: srv.URL})
+	require.NoError(t, err)
+	assert.Nil(t, m.Value, "a host the worker does not allow is not checked")
+	assert.Contains(t, m.Message, "not checked: 127.0.0.1 is not one of the lease's Services (<service>.lease-a)")
 	srv.Close()
-	_, err := a.MeasureHTTP(context.Background(), HTTPCheckInput{URL: srv.URL})
+	_, err = a.MeasureHTTP(context.Background(), HTTPCheckInput{URL: srv.URL})
 	assert.Error(t, err, "an unreachable URL is retried")
+}
+
+// A lease's HTTP checks reach its own Services and what the worker allows,
+// nothing else (the cloud's metadata address, another lease's Services).
+func TestHTTPCheckAllowed(t *testing.T) {
+	allow := []string{"*.monitoring.svc.cluster.local", "10.1.0.0/16", "status.example.com"}
+	for _, c := range []struct {
+		host string
+		want bool
+	}{
+		{"web-preview.lease-a", true},
+		{"web-preview.lease-a.svc", true},
+		{"web-preview.lease-a.svc.cluster.local", true},
+		{"WEB.lease-a.svc.cluster.local.", true},
+		{"web.lease-b.svc.cluster.local", false},
+		{"web.lease-a.example.com", false},
+		{"lease-a", false},
+		{"prometheus.monitoring.svc.cluster.local", true},
+		{"10.1.2.3", true},
+		{"10.2.0.1", false},
+		{"169.254.169.254", false},
+		{"status.example.com", true},
+		{"evil-status.example.com", false},
+		{"localhost", false},
+	} {
+		assert.Equal(t, c.want, HTTPCheckAllowed(c.host, "lease-a", allow), c.host)
+	}
 }

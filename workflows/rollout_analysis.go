@@ -69,7 +69,7 @@ func (r *rolloutRun) measure(ctx workflow.Context, a *manifest.Analysis) (analys
 			judge = &c
 		}
 	case a.HTTP != nil:
-		f = workflow.ExecuteLocalActivity(withSummary(laCtx, "check "+a.HTTP.URL), act.MeasureHTTP, activities.HTTPCheckInput{URL: a.HTTP.URL, JSONField: a.HTTP.JSONField})
+		f = workflow.ExecuteLocalActivity(withSummary(laCtx, "check "+a.HTTP.URL), act.MeasureHTTP, activities.HTTPCheckInput{Namespace: r.in.Namespace, URL: a.HTTP.URL, JSONField: a.HTTP.JSONField})
 	default:
 		f = workflow.ExecuteLocalActivity(withSummary(laCtx, "measure "+a.Prometheus.Query), act.MeasurePrometheus, activities.MeasureInput{Query: a.Prometheus.Query})
 	}

@@ -122,6 +122,7 @@ func NewActivities(cfg config.Config, kc kubernetes.Interface, dyn dynamic.Inter
 	}
 	acts := Activities(kc, dyn, pool, cfg.Blocked(), m)
 	acts.RolloutNamespaces = cfg.RolloutNamespaces()
+	acts.HTTPCheckAllow = cfg.HTTPCheckHosts()
 	if cfg.NotifyURL != "" {
 		acts.Notifier = &activities.Notifier{URL: cfg.NotifyURL, Client: &http.Client{Timeout: 10 * time.Second}}
 	}

@@ -75,7 +75,15 @@ type Config struct {
 	// NotifyURL (DEPLOYFLOW_NOTIFY_URL): a webhook that receives canary
 	// events as JSON POSTs; empty: none.
 	NotifyURL string
+	// HTTPCheckAllow (DEPLOYFLOW_HTTP_CHECK_ALLOW): the hosts an analysis's
+	// HTTP check may GET besides the lease's own Services (host names,
+	// *.suffix, or CIDRs); a lease owner must not make the worker probe
+	// anything else.
+	HTTPCheckAllow string
 }
+
+// HTTPCheckHosts splits HTTPCheckAllow.
+func (c Config) HTTPCheckHosts() []string { return list(c.HTTPCheckAllow) }
 
 // DefaultIPPool is the range declared IPs come from unless configured.
 const DefaultIPPool = "10.200.0.0/24"
@@ -104,6 +112,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.UnknownAfter, "unknown-after", unknownAfter, "worker: how long the observer's watches may fail before every lease is Unknown (env DEPLOYFLOW_UNKNOWN_AFTER)")
 	fs.StringVar(&c.PrometheusURL, "prometheus-url", os.Getenv("DEPLOYFLOW_PROMETHEUS_URL"), "worker: the Prometheus canary analyses query, e.g. http://prometheus:9090 (env DEPLOYFLOW_PROMETHEUS_URL)")
 	fs.StringVar(&c.NotifyURL, "notify-url", os.Getenv("DEPLOYFLOW_NOTIFY_URL"), "worker: a webhook receiving canary events (step completed, paused, promoted, aborted, failed) as JSON POSTs (env DEPLOYFLOW_NOTIFY_URL)")
+	fs.StringVar(&c.HTTPCheckAllow, "http-check-allow", os.Getenv("DEPLOYFLOW_HTTP_CHECK_ALLOW"), "worker: comma-separated hosts (names, *.suffix, CIDRs) analyses' HTTP checks may GET besides the lease's own Services, e.g. *.monitoring.svc.cluster.local (env DEPLOYFLOW_HTTP_CHECK_ALLOW)")
 	fs.StringVar(&c.BlockedHostnames, "blocked-hostnames", os.Getenv("DEPLOYFLOW_BLOCKED_HOSTNAMES"), "comma-separated hostnames (exact, or .suffix) no lease may reserve (env DEPLOYFLOW_BLOCKED_HOSTNAMES)")
 }
 
