@@ -26,10 +26,17 @@ type PinInput struct {
 	Service   string `json:"service"`
 	Active    string `json:"active,omitempty"`
 	Preview   string `json:"preview,omitempty"`
+	// Unpin removes the pin: the Services select every pod of the service
+	// (a rolling update of a blue-green service with nothing to switch
+	// from).
+	Unpin bool `json:"unpin,omitempty"`
 }
 
-// PinResult is what PinServices changed: "Service/web → 5d4f…".
+// PinResult is what PinServices found (the versions the active and the
+// preview Services selected before) and changed ("Service/web → 5d4f…").
 type PinResult struct {
+	Active  string   `json:"active,omitempty"`
+	Preview string   `json:"preview,omitempty"`
 	Changed []string `json:"changed,omitempty"`
 }
 
@@ -44,16 +51,29 @@ func (a *Activities) PinServices(ctx context.Context, in PinInput) (*PinResult, 
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
 	out := &PinResult{}
 	for _, s := range list.Items {
+		have := s.Spec.Selector[manifest.PodTemplateHashLabel]
 		want := in.Active
 		if s.Labels[manifest.RoleLabel] == manifest.RolePreview {
 			want = in.Preview
+			if out.Preview == "" {
+				out.Preview = have
+			}
+		} else if s.Name == in.Service {
+			out.Active = have
 		}
-		if want == "" || s.Spec.Selector[manifest.PodTemplateHashLabel] == want {
+		var value any = want
+		switch {
+		case in.Unpin && have != "":
+			value = nil // a JSON merge patch's null removes the key
+		case in.Unpin, want == "", have == want:
 			continue
 		}
-		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"selector": map[string]string{manifest.PodTemplateHashLabel: want}}})
+		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"selector": map[string]any{manifest.PodTemplateHashLabel: value}}})
 		if _, err := a.Kube.CoreV1().Services(in.Namespace).Patch(ctx, s.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager + "-rollout"}); err != nil {
 			return nil, fmt.Errorf("pin service %s/%s to %s: %w", in.Namespace, s.Name, want, err)
+		}
+		if value == nil {
+			want = "every version"
 		}
 		out.Changed = append(out.Changed, fmt.Sprintf("Service/%s → %s", s.Name, want))
 	}

@@ -101,6 +101,7 @@ func TestBlueGreenPreviewPromoteAndUndoWithinTheDelay(t *testing.T) {
 	dt.deploy(blueGreenManifest(dt.lease, "nginx:1.26", bg))
 	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase, "the first deploy has nothing to switch from")
 	blue := dt.hashOf("nginx:1.26")
+	assert.Equal(t, map[string]string{"web": blue, "web-preview": blue}, dt.selects(), "a first deploy's rolling update ends with both Services pinned to it")
 
 	dt.deploy(blueGreenManifest(dt.lease, "nginx:1.27", bg))
 	st := dt.waitBlueGreen("step 2/5: await promotion", 60*time.Second)
@@ -177,7 +178,7 @@ func TestBlueGreenPostPromotionAnalysisSwitchesBack(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	dt := newDeployTest(t)
+	dt := newDeployTestWith(t, func(a *activities.Activities) { a.HTTPCheckAllow = []string{"127.0.0.1/32"} }) // the test's own check endpoint
 	delay := int32(600)
 	bg := &manifest.BlueGreen{
 		AutoPromotionSeconds: 1, ScaleDownDelaySeconds: &delay,
@@ -216,4 +217,42 @@ func TestBlueGreenPostPromotionAnalysisSwitchesBack(t *testing.T) {
 		"step 7/7: keep the old version 600s for undo, then scale it down",
 	}, texts)
 	assert.Equal(t, []plan.State{plan.Done, plan.Done, plan.Done, plan.Done, plan.Done, plan.Failed, plan.Skipped}, states)
+}
+
+// A blue-green superseded during its preview: the next one switches from
+// the version the active Service selects, never from the unpromoted
+// preview (though it is the newest available ReplicaSet); operators' controls
+// that do not fit a blue-green are refused with the reason.
+func TestBlueGreenSupersededInItsPreviewSwitchesFromTheActiveVersion(t *testing.T) {
+	dt := newDeployTest(t)
+	zero := int32(0)
+	bg := &manifest.BlueGreen{ScaleDownDelaySeconds: &zero}
+	dt.deploy(blueGreenManifest(dt.lease, "nginx:1.26", bg))
+	dt.waitRevision(dt.lease, 1)
+	blue := dt.hashOf("nginx:1.26")
+
+	dt.deploy(blueGreenManifest(dt.lease, "nginx:1.27", bg))
+	dt.waitBlueGreen("step 2/5: await promotion", 60*time.Second)
+	dt.deploy(blueGreenManifest(dt.lease, "nginx:1.28", bg)) // supersedes the unpromoted 1.27
+	dt.waitBlueGreen("step 2/5: await promotion", 60*time.Second)
+	testenv.Eventually(t, 30*time.Second, 200*time.Millisecond, "the new preview never came up", func() (bool, string) {
+		_, available := dt.byImage()
+		return available["nginx:1.28"] == 4, fmt.Sprint(available)
+	})
+	assert.Equal(t, map[string]string{"web": blue, "web-preview": dt.hashOf("nginx:1.28")}, dt.selects(), "the active Service still selects 1.26, not the superseded preview")
+	spec, _ := dt.byImage()
+	assert.Equal(t, map[string]int32{"nginx:1.26": 4, "nginx:1.27": 0, "nginx:1.28": 4}, spec, "the superseded preview is scaled down")
+
+	err := dt.rolloutUpdate(workflows.UpdateRestart)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "a blue-green changes its template by a new deploy")
+	err = dt.rolloutUpdate(workflows.UpdateUndo, workflows.UndoRequest{ToRevision: 2})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "a blue-green switches back to its stable version, revision 1, which is still up")
+
+	require.NoError(t, dt.promote(false))
+	st := dt.waitRevision(dt.lease, 3)
+	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	green := dt.hashOf("nginx:1.28")
+	assert.Equal(t, map[string]string{"web": green, "web-preview": green}, dt.selects())
 }

@@ -401,7 +401,7 @@ func TestCanaryBackgroundAnalysisAbortsDuringAPause(t *testing.T) {
 		_, _ = w.Write([]byte(`{"errorRate": ` + rate.Load().(string) + `}`))
 	}))
 	t.Cleanup(srv.Close)
-	dt := newDeployTest(t)
+	dt := newDeployTestWith(t, func(a *activities.Activities) { a.HTTPCheckAllow = []string{"127.0.0.1/32"} }) // the test's own check endpoint
 	m := func(image string) manifest.Manifest {
 		m := canaryManifest(dt.lease, image, 2, 0, weight(50), pause(""))
 		m.Services[0].Rollout.Analysis = &manifest.Analysis{HTTP: &manifest.HTTPCheck{URL: srv.URL, JSONField: "errorRate"}, SuccessCondition: "result < 0.05", Interval: "1s"}

@@ -182,6 +182,7 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 	w.revision++
 	rec := DeployRecord{Revision: w.revision, Trigger: w.trigger, Started: workflow.Now(w.ctx), Image: images(m)}
 	w.deployStarted = rec.Started
+	w.lastFailed = nil // set again if this deploy fails: retry is of the last deploy only
 	before := w.phase
 	w.setPhase(PhaseDeploying)
 	w.current = m

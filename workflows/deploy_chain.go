@@ -41,7 +41,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	res := chainResult{classes: map[string]string{}}
 	m = m.WithDefaults()
 	ns := manifest.Namespace(m.Lease)
-	w.tree = nil // set from the plan, below
+	w.tree, w.nodes = nil, nil // set from the plan, below
 
 	// 1. The lease must be active, and 2. the plan, read from the cluster
 	// with the code `deploy --plan` runs; another owner's hostname fails the
@@ -128,11 +128,13 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		}
 		w.serviceNode(c, m)
 		if c.Class == activities.ChangeScale || c.Class == activities.ChangeRollout {
-			in := RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.fewer}
+			in := RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.fewer, Revert: w.reverting}
 			if s, ok := m.Lookup(svc); ok && s.Rollout != nil && c.Class == activities.ChangeRollout {
 				switch s.Rollout.Strategy {
 				case manifest.StrategyCanary:
-					in.Steps, in.Background = s.Rollout.Steps, s.Rollout.Analysis
+					if !w.reverting {
+						in.Steps, in.Background = s.Rollout.Steps, s.Rollout.Analysis
+					}
 				case manifest.StrategyBlueGreen:
 					in.BlueGreen = &manifest.BlueGreen{}
 					if b := s.Rollout.BlueGreen; b != nil {
@@ -224,12 +226,8 @@ func (w *deployRun) rollOut(rollouts map[string]RolloutInput) (map[string]Rollou
 			StaticSummary:       fmt.Sprintf("rollout %s to %s", svc, firstImage(in)),
 		}
 		f := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(childCtx, opts), RolloutWorkflow, in)
-		if w.tree != nil {
-			for _, op := range []planpkg.Op{planpkg.OpRollOut, planpkg.OpScale} {
-				if n := w.tree.Find(op, svc); n != nil {
-					n.Mark(planpkg.Running, nil)
-				}
-			}
+		if n := w.nodes[svc]; n != nil {
+			n.Mark(planpkg.Running, nil)
 		}
 		workflow.Go(w.ctx, func(gctx workflow.Context) {
 			var r RolloutResult

@@ -52,6 +52,7 @@ type deployRun struct {
 	unsettled      bool
 	plan           *activities.DeployPlan // of the deploy in progress or the last one
 	tree           *plan.Node             // the chain in progress's tree, as executed so far
+	nodes          map[string]*plan.Node  // the tree's node of each service's rollout
 	approved       bool
 	objects        []string           // the lease's Services and Ingress after the last apply
 	reverting      bool               // the chain runs for the last-known-good manifest after a failure
@@ -292,6 +293,9 @@ func (w *deployRun) registerControls() error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateRetry,
 		func(workflow.Context) (DeployStatus, error) {
+			if w.lastFailed == nil { // a deploy ended between the validator and here
+				return w.status(), errors.New("the last deploy of lease " + w.lease + " did not fail: there is nothing to retry")
+			}
 			m := *w.lastFailed
 			w.pending, w.pendingTrigger, w.pendingPlan = &m, "retry", ""
 			w.unsettle()
@@ -305,7 +309,7 @@ func (w *deployRun) registerControls() error {
 					return errors.New("the lease is being torn down; start a new deploy once it is gone")
 				case w.lastFailed == nil:
 					return errors.New("the last deploy of lease " + w.lease + " did not fail: there is nothing to retry")
-				case w.pending != nil || w.phase == PhaseDeploying:
+				case w.pending != nil || w.phase == PhaseDeploying || w.phase == PhaseAwaitingApproval:
 					return errors.New("a deploy of lease " + w.lease + " is in progress or waiting: retry once it has ended")
 				}
 				return nil

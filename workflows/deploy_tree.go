@@ -29,6 +29,7 @@ func (w *deployRun) startTree(p *activities.DeployPlan) {
 	}
 	w.tree = p.Tree.Clone()
 	w.tree.State = plan.Running
+	w.nodes = map[string]*plan.Node{}
 	if n := w.tree.ByOp(plan.OpCheckLease); len(n) > 0 {
 		n[0].Mark(plan.Done, nil)
 	}
@@ -82,18 +83,19 @@ func (w *deployRun) markStep(op plan.Op, ran []string, add func(text string) *pl
 	step.Mark(plan.Done, nil)
 }
 
-// serviceNode is the deploy's node for svc's change c: the plan's, or, if
-// the plan did not have it, one added and marked so.
-func (w *deployRun) serviceNode(c activities.Classification, m *manifest.Manifest) *plan.Node {
+// serviceNode finds the deploy's node for svc's change c (w.nodes): the
+// plan's, or, if the plan did not have it, one added and marked so.
+func (w *deployRun) serviceNode(c activities.Classification, m *manifest.Manifest) {
 	if w.tree == nil {
-		return nil
+		return
 	}
 	want := activities.ServiceNode(c, m)
 	if want == nil {
-		return nil
+		return
 	}
 	if n := w.tree.Find(want.Op, c.Service); n != nil {
-		return n
+		w.nodes[c.Service] = n
+		return
 	}
 	want.Text += notInPlan
 	// Before the release step: the tree stays in execution order.
@@ -103,21 +105,13 @@ func (w *deployRun) serviceNode(c activities.Classification, m *manifest.Manifes
 	} else {
 		w.tree.Add(want)
 	}
-	return want
+	w.nodes[c.Service] = want
 }
 
 // markRollout marks svc's rollout node by how its RolloutWorkflow ended,
 // and a canary's steps by how far they got.
 func (w *deployRun) markRollout(svc string, res RolloutResult, err error) {
-	if w.tree == nil {
-		return
-	}
-	var n *plan.Node
-	for _, op := range []plan.Op{plan.OpRollOut, plan.OpScale} {
-		if n = w.tree.Find(op, svc); n != nil {
-			break
-		}
-	}
+	n := w.nodes[svc]
 	if n == nil {
 		return
 	}
@@ -156,7 +150,7 @@ func markSteps(steps []*plan.Node, got *StepsResult, undoneTo int64, err error) 
 		case got == nil:
 			// The rollout ran no steps (nothing stable to compare with).
 			if err == nil {
-				s.Mark(plan.Skipped, errors.New("not run: no stable version to compare with"))
+				s.Mark(plan.Skipped, errors.New("not run: nothing stable to compare with, or a return to the last-known-good manifest"))
 			}
 		case i < got.Completed:
 			s.Mark(plan.Done, nil)

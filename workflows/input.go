@@ -36,6 +36,11 @@ type RolloutInput struct {
 	// Steps make the rollout a canary (manifest strategy Canary): run them
 	// before the ordinary syncs finish the rollout.
 	Steps []manifest.CanaryStep `json:"steps,omitempty"`
+	// Revert: the rollout returns a lease to its last-known-good manifest
+	// after a failed deploy. It takes no canary steps, and a blue-green
+	// switches without waiting for promotion, analyses or a scale-down
+	// delay: getting back is urgent, and that version was good.
+	Revert bool `json:"revert,omitempty"`
 	// Background is a canary's background analysis, measured beside its
 	// steps until they end.
 	Background *manifest.Analysis `json:"background,omitempty"`

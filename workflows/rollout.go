@@ -96,8 +96,10 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (*RolloutResult, err
 		if r.isCanary() {
 			r.canary = &CanaryState{}
 		}
-		if r.isBlueGreen() {
-			r.blueGreen = &BlueGreenState{}
+		if in.BlueGreen != nil {
+			if err := r.startBlueGreen(); err != nil {
+				return nil, err
+			}
 		}
 	}
 
@@ -159,6 +161,9 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (*RolloutResult, err
 			return nil, r.deadlineExceeded()
 		}
 		if r.complete() {
+			if err := r.pinRolledOut(); err != nil {
+				return nil, err
+			}
 			r.settleControls()
 			return r.finish()
 		}

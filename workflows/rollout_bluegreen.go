@@ -1,12 +1,11 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/analysis"
@@ -38,7 +37,14 @@ type BlueGreenState struct {
 	Last    string          `json:"last,omitempty"`    // the analysis's last measurement
 	Waiting string          `json:"waiting,omitempty"` // an inconclusive analysis
 	Reason  string          `json:"reason,omitempty"`
-	promote bool            // an operator's promote
+	// Active and Preview are the versions (pod-template-hashes) the
+	// Services were last pinned to.
+	Active  string `json:"active,omitempty"`
+	Preview string `json:"preview,omitempty"`
+	// PromotedEarly: a promote during the pre-promotion analysis promotes
+	// too.
+	PromotedEarly bool `json:"promotedEarly,omitempty"`
+	promote       bool // an operator's promote
 }
 
 // BlueGreenStatus is the status query's view of a blue-green.
@@ -67,6 +73,46 @@ func (r *rolloutRun) isBlueGreen() bool {
 	return true
 }
 
+// startBlueGreen decides, for a blue-green service, what to switch from:
+// the version its active Service selects (not the newest available one: a
+// superseded preview is not promoted by being newest). With a version to
+// switch from, the blue-green steps run; without one (a first deploy), the
+// Services are unpinned for an ordinary rolling update, and pinned to the
+// new version once it is done (pinRolledOut).
+func (r *rolloutRun) startBlueGreen() error {
+	pins, err := r.pinServices(activities.PinInput{})
+	if err != nil {
+		return err
+	}
+	if pins.Active != "" {
+		for _, rs := range r.state.ReplicaSets {
+			if rs.Labels[manifest.PodTemplateHashLabel] == pins.Active && rs.Status.AvailableReplicas > 0 {
+				r.stableRevision, _ = rollout.Revision(rs)
+			}
+		}
+	}
+	if r.isBlueGreen() {
+		r.blueGreen = &BlueGreenState{Active: pins.Active, Preview: pins.Preview}
+		return nil
+	}
+	if pins.Active != "" || pins.Preview != "" {
+		_, err = r.pinServices(activities.PinInput{Unpin: true})
+	}
+	return err
+}
+
+// pinRolledOut pins a blue-green service's Services to the version a
+// rollout without blue-green steps (a first deploy, a scale, a rollback)
+// ended on, so the next blue-green knows what it switches from.
+func (r *rolloutRun) pinRolledOut() error {
+	if r.in.BlueGreen == nil || r.blueGreen != nil {
+		return nil
+	}
+	h := r.newHash()
+	_, err := r.pinServices(activities.PinInput{Active: h, Preview: h})
+	return err
+}
+
 // runBlueGreen runs the steps until they are done, an abort or undo
 // returns to the stable version, or the history is long (continue as new).
 func (r *rolloutRun) runBlueGreen() (continueAsNew bool, err error) {
@@ -83,19 +129,26 @@ func (r *rolloutRun) runBlueGreen() (continueAsNew bool, err error) {
 		switch steps[b.Step].Kind {
 		case manifest.BlueGreenPreview:
 			done, err = r.scaleBlueGreen(r.in.BlueGreen.PreviewReplicas(*r.d.Spec.Replicas), true)
-		case manifest.BlueGreenPrePromotion:
-			done, err = r.blueGreenGate("pre-promotion", r.in.BlueGreen.PrePromotionAnalysis)
-		case manifest.BlueGreenPromotion:
-			done, err = r.awaitPromotion()
+		case manifest.BlueGreenPrePromotion, manifest.BlueGreenPromotion, manifest.BlueGreenPostPromo, manifest.BlueGreenScaleDown:
+			if r.in.Revert {
+				done = true // back to the last-known-good version: no waits
+				break
+			}
+			switch steps[b.Step].Kind {
+			case manifest.BlueGreenPrePromotion:
+				done, err = r.blueGreenGate("pre-promotion", r.in.BlueGreen.PrePromotionAnalysis)
+			case manifest.BlueGreenPromotion:
+				done, err = r.awaitPromotion()
+			case manifest.BlueGreenPostPromo:
+				done, err = r.blueGreenGate("post-promotion", r.in.BlueGreen.PostPromotionAnalysis)
+			default:
+				done, err = r.scaleDownDelay()
+			}
 		case manifest.BlueGreenScaleUp:
 			done, err = r.scaleBlueGreen(*r.d.Spec.Replicas, false)
 		case manifest.BlueGreenSwitch:
 			hash := r.newHash()
 			done, err = true, r.pin(hash, hash)
-		case manifest.BlueGreenPostPromo:
-			done, err = r.blueGreenGate("post-promotion", r.in.BlueGreen.PostPromotionAnalysis)
-		case manifest.BlueGreenScaleDown:
-			done, err = r.scaleDownDelay()
 		}
 		if err != nil {
 			return false, err
@@ -130,39 +183,17 @@ func (r *rolloutRun) scaleBlueGreen(n int32, preview bool) (bool, error) {
 		}
 		b.Pinned = true
 	}
-	replicas := *r.d.Spec.Replicas
-	surge, _, err := rollout.ResolveFenceposts(r.d.Spec.Strategy.RollingUpdate.MaxSurge, r.d.Spec.Strategy.RollingUpdate.MaxUnavailable, replicas)
-	if err != nil {
-		return false, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
+	s, created, err := r.readSides()
+	if created || err != nil {
+		return false, err
 	}
-	newRS := rollout.FindNewReplicaSet(r.d, r.state.ReplicaSets)
-	_, oldRSs := rollout.FindOldReplicaSets(r.d, r.state.ReplicaSets)
-	if newRS == nil {
-		rs, err := rollout.NewReplicaSetFor(r.d, oldRSs)
-		if err != nil {
-			return false, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
-		}
-		zero := int32(0)
-		rs.Spec.Replicas = &zero
-		rollout.SetReplicasAnnotations(rs, replicas, replicas+surge)
-		return false, r.apply(rollout.Plan{Create: rs})
-	}
-	stable := r.stableReplicaSet(oldRSs)
-	if stable == nil {
-		return false, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%s: the stable revision %d has no ReplicaSet any more", r.in.Service, r.stableRevision), ErrInvalidInput, nil)
-	}
-	var scales []rollout.ScaleOp
-	for _, rs := range oldRSs {
-		if rs.UID != stable.UID && *rs.Spec.Replicas > 0 { // left by an interrupted rollout
-			scales = append(scales, r.canaryScale(rs, 0, replicas, surge, "old"))
-		}
-	}
-	if *stable.Spec.Replicas != replicas {
-		scales = append(scales, r.canaryScale(stable, replicas, replicas, surge, "stable"))
+	newRS, stable := s.newRS, s.stable
+	scales := r.scaleOthersDown(s)
+	if *stable.Spec.Replicas != s.replicas {
+		scales = append(scales, r.sideScale(stable, s.replicas, s, "stable"))
 	}
 	if *newRS.Spec.Replicas != n {
-		scales = append(scales, r.canaryScale(newRS, n, replicas, surge, "new"))
+		scales = append(scales, r.sideScale(newRS, n, s, "new"))
 	}
 	what := "preview"
 	if !preview {
@@ -179,22 +210,13 @@ func (r *rolloutRun) scaleBlueGreen(n int32, preview bool) (bool, error) {
 		return true, nil
 	}
 	// Pods on their way: wait, within the progress deadline.
-	deadline := time.Duration(*r.d.Spec.ProgressDeadlineSeconds) * time.Second
-	left := b.Started.Add(deadline).Sub(workflow.Now(r.ctx))
-	if left <= 0 {
+	waited, err := r.waitForPods(&b.Started)
+	if err == nil && !waited {
 		b.Reason = fmt.Sprintf("%s: no progress within %ds", what, *r.d.Spec.ProgressDeadlineSeconds)
 		r.rollBackToStable(OutcomeRolledBack)
 		r.notify("Failed", b.Reason+"; returning to the stable revision")
-		return false, nil
 	}
-	before := r.state.Digest
-	if err := r.waitForChange(left); err != nil {
-		return false, err
-	}
-	if r.state.Digest != before {
-		b.Started = workflow.Now(r.ctx) // progress restarts the deadline, as upstream's
-	}
-	return false, nil
+	return false, err
 }
 
 // awaitPromotion waits for autoPromotionSeconds (0: for promote), or for
@@ -202,6 +224,9 @@ func (r *rolloutRun) scaleBlueGreen(n int32, preview bool) (bool, error) {
 func (r *rolloutRun) awaitPromotion() (bool, error) {
 	b := r.blueGreen
 	r.step, r.msg = rollout.Step("BlueGreen"), "preview up: awaiting promotion"
+	if b.PromotedEarly {
+		return true, nil
+	}
 	woken := func() bool { return b.promote || r.outcome != "" || r.undoneTo != 0 }
 	auto := time.Duration(r.in.BlueGreen.AutoPromotionSeconds) * time.Second
 	if auto <= 0 {
@@ -234,6 +259,9 @@ func (r *rolloutRun) blueGreenGate(which string, a *manifest.Analysis) (bool, er
 	}
 	switch verdict {
 	case analysis.Running:
+		if b.promote && which == "pre-promotion" {
+			b.PromotedEarly = true // one promote: past the analysis and the promotion
+		}
 		return b.promote, nil
 	case analysis.Failed:
 		b.Reason = fmt.Sprintf("%s analysis failed: %s (last: %s)", which, b.Tally, b.Last)
@@ -268,24 +296,37 @@ func (r *rolloutRun) scaleDownDelay() (bool, error) {
 // pin points the service's active Services at version active and its
 // preview at preview (pod-template-hashes; "" leaves them).
 func (r *rolloutRun) pin(active, preview string) error {
-	var a *activities.Activities
-	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 30 * time.Second, ScheduleToCloseTimeout: 5 * time.Minute, RetryPolicy: kubeRetry,
-		Summary: fmt.Sprintf("pin %s: active %s, preview %s", r.in.Service, orDash(active), orDash(preview)),
-	})
-	var res activities.PinResult
-	if err := workflow.ExecuteLocalActivity(ctx, a.PinServices, activities.PinInput{
-		Namespace: r.in.Namespace, Service: r.in.Service, Active: active, Preview: preview,
-	}).Get(r.ctx, &res); err != nil {
+	if _, err := r.pinServices(activities.PinInput{Active: active, Preview: preview}); err != nil {
 		return err
 	}
-	if active != "" {
-		r.active = active
-	}
-	if preview != "" {
-		r.preview = preview
+	if b := r.blueGreen; b != nil {
+		if active != "" {
+			b.Active = active
+		}
+		if preview != "" {
+			b.Preview = preview
+		}
 	}
 	return nil
+}
+
+// pinServices runs PinServices for this rollout's service.
+func (r *rolloutRun) pinServices(in activities.PinInput) (*activities.PinResult, error) {
+	in.Namespace, in.Service = r.in.Namespace, r.in.Service
+	summary := fmt.Sprintf("pin %s: active %s, preview %s", r.in.Service, orDash(in.Active), orDash(in.Preview))
+	switch {
+	case in.Unpin:
+		summary = "unpin " + r.in.Service
+	case in.Active == "" && in.Preview == "":
+		summary = "read the pins of " + r.in.Service
+	}
+	var a *activities.Activities
+	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second, ScheduleToCloseTimeout: 5 * time.Minute, RetryPolicy: kubeRetry, Summary: summary,
+	})
+	var res activities.PinResult
+	err := workflow.ExecuteLocalActivity(ctx, a.PinServices, in).Get(r.ctx, &res)
+	return &res, err
 }
 
 func orDash(s string) string {
@@ -295,11 +336,38 @@ func orDash(s string) string {
 	return s
 }
 
-// stableReplicaSet is the stable revision's ReplicaSet among olds, or nil.
-func (r *rolloutRun) stableReplicaSet(olds []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
-	for _, rs := range olds {
-		if rev, _ := rollout.Revision(rs); rev == r.stableRevision {
-			return rs
+// blueGreenControl says why an operator's control does not apply to this
+// blue-green now, or nil. Undo and abort switch back to the stable version
+// while it is still up (until the scale-down delay ends), and only to it;
+// a new template comes by a new deploy, not restart; promote acts on the
+// promotion and the analyses around it.
+func (r *rolloutRun) blueGreenControl(control string, toRevision int64) error {
+	b := r.blueGreen
+	if b == nil {
+		return nil
+	}
+	steps := r.blueGreenSteps()
+	kind := ""
+	if b.Step < len(steps) {
+		kind = steps[b.Step].Kind
+	}
+	switch control {
+	case UpdateRestart:
+		return errors.New("a blue-green changes its template by a new deploy (deployflow deploy), not restart")
+	case UpdateUndo, UpdateAbort:
+		if kind == "" {
+			return fmt.Errorf("the scale-down delay is over and revision %d is scaled down: deploy its manifest again (it runs as a new blue-green)", r.stableRevision)
+		}
+		if control == UpdateUndo && toRevision != 0 && toRevision != r.stableRevision {
+			return fmt.Errorf("toRevision: a blue-green switches back to its stable version, revision %d, which is still up; leave toRevision out or give %d", r.stableRevision, r.stableRevision)
+		}
+	case UpdatePromote:
+		switch kind {
+		case manifest.BlueGreenPrePromotion, manifest.BlueGreenPromotion, manifest.BlueGreenPostPromo:
+		case manifest.BlueGreenPreview:
+			return errors.New("nothing to promote yet: the preview is coming up")
+		default:
+			return errors.New("this blue-green is promoted already")
 		}
 	}
 	return nil
@@ -340,7 +408,7 @@ func (r *rolloutRun) blueGreenStatus() *BlueGreenStatus {
 		return nil
 	}
 	steps := r.blueGreenSteps()
-	st := &BlueGreenStatus{Step: b.Step + 1, Steps: len(steps), Active: r.active, Preview: r.preview, Reason: b.Reason}
+	st := &BlueGreenStatus{Step: b.Step + 1, Steps: len(steps), Active: b.Active, Preview: b.Preview, Reason: b.Reason}
 	for _, s := range steps {
 		st.List = append(st.List, s.Text)
 	}

@@ -6,7 +6,6 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/analysis"
@@ -82,7 +81,7 @@ type CanaryStatus struct {
 // isCanary reports whether this rollout runs canary steps: it has steps,
 // something stable to compare with, and a template that is not it.
 func (r *rolloutRun) isCanary() bool {
-	if len(r.in.Steps) == 0 || r.stableRevision == 0 {
+	if len(r.in.Steps) == 0 || r.stableRevision == 0 || r.in.Revert {
 		return false
 	}
 	if newRS := rollout.FindNewReplicaSet(r.d, r.state.ReplicaSets); newRS != nil {
@@ -204,48 +203,24 @@ func (r *rolloutRun) notify(event, message string) {
 // ReplicaSet if needed, scale toward the step's split, or wait for pods.
 // Done once both sides are at the split with every pod available.
 func (r *rolloutRun) scaleCanary() (bool, error) {
-	replicas := *r.d.Spec.Replicas
-	surge, unavailable, err := rollout.ResolveFenceposts(r.d.Spec.Strategy.RollingUpdate.MaxSurge, r.d.Spec.Strategy.RollingUpdate.MaxUnavailable, replicas)
-	if err != nil {
-		return false, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
+	s, created, err := r.readSides()
+	if created || err != nil {
+		return false, err
 	}
-	newRS := rollout.FindNewReplicaSet(r.d, r.state.ReplicaSets)
-	_, oldRSs := rollout.FindOldReplicaSets(r.d, r.state.ReplicaSets)
-	if newRS == nil {
-		rs, err := rollout.NewReplicaSetFor(r.d, oldRSs)
-		if err != nil {
-			return false, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
-		}
-		zero := int32(0)
-		rs.Spec.Replicas = &zero
-		rollout.SetReplicasAnnotations(rs, replicas, replicas+surge)
-		return false, r.apply(rollout.Plan{Create: rs})
+	newRS, stable := s.newRS, s.stable
+	scales := r.scaleOthersDown(s)
+	want := canary.SplitFor(s.replicas, r.canary.Weight, s.surge)
+	if c := r.canary.Scale; c != nil {
+		want = canary.ScaleFor(s.replicas, c.Replicas, c.Weight)
 	}
-	var stable *appsv1.ReplicaSet
-	var scales []rollout.ScaleOp
-	for _, rs := range oldRSs {
-		if rev, _ := rollout.Revision(rs); rev == r.stableRevision {
-			stable = rs
-		} else if *rs.Spec.Replicas > 0 { // left by an interrupted rollout
-			scales = append(scales, r.canaryScale(rs, 0, replicas, surge, "old"))
-		}
-	}
-	if stable == nil {
-		return false, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%s: the stable revision %d has no ReplicaSet any more", r.in.Service, r.stableRevision), ErrInvalidInput, nil)
-	}
-	want := canary.SplitFor(replicas, r.canary.Weight, surge)
-	if s := r.canary.Scale; s != nil {
-		want = canary.ScaleFor(replicas, s.Replicas, s.Weight)
-	}
-	next := canary.Step(replicas, surge, unavailable,
+	next := canary.Step(s.replicas, s.surge, s.unavailable,
 		canary.ReplicaSet{Replicas: *newRS.Spec.Replicas, Available: newRS.Status.AvailableReplicas},
 		canary.ReplicaSet{Replicas: *stable.Spec.Replicas, Available: stable.Status.AvailableReplicas}, want)
 	if next.Canary != *newRS.Spec.Replicas {
-		scales = append(scales, r.canaryScale(newRS, next.Canary, replicas, surge, "canary"))
+		scales = append(scales, r.sideScale(newRS, next.Canary, s, "canary"))
 	}
 	if next.Stable != *stable.Spec.Replicas {
-		scales = append(scales, r.canaryScale(stable, next.Stable, replicas, surge, "stable"))
+		scales = append(scales, r.sideScale(stable, next.Stable, s, "stable"))
 	}
 	r.step, r.msg = rollout.Step("Canary"), fmt.Sprintf("setWeight %d%%: %d canary, %d stable", r.canary.Weight, want.Canary, want.Stable)
 	if len(scales) > 0 {
@@ -256,29 +231,11 @@ func (r *rolloutRun) scaleCanary() (bool, error) {
 		return true, nil
 	}
 	// Pods on their way: wait, within the progress deadline.
-	deadline := time.Duration(*r.d.Spec.ProgressDeadlineSeconds) * time.Second
-	left := r.canary.Started.Add(deadline).Sub(workflow.Now(r.ctx))
-	if left <= 0 {
+	waited, err := r.waitForPods(&r.canary.Started)
+	if err == nil && !waited {
 		r.abortCanary(OutcomeRolledBack, fmt.Sprintf("setWeight %d%%: no progress within %ds", r.canary.Weight, *r.d.Spec.ProgressDeadlineSeconds))
-		return false, nil
 	}
-	before := r.state.Digest
-	if err := r.waitForChange(left); err != nil {
-		return false, err
-	}
-	if r.state.Digest != before {
-		r.canary.Started = workflow.Now(r.ctx) // progress restarts the deadline, as upstream's
-	}
-	return false, nil
-}
-
-func (r *rolloutRun) canaryScale(rs *appsv1.ReplicaSet, to, replicas, surge int32, side string) rollout.ScaleOp {
-	verb := "up"
-	if to < *rs.Spec.Replicas {
-		verb = "down"
-	}
-	return rollout.ScaleOp{ReplicaSet: rs.Name, From: *rs.Spec.Replicas, To: to, DesiredReplicas: replicas, MaxReplicas: replicas + surge,
-		Reason: fmt.Sprintf("Scaled %s %s replica set %s from %d to %d", verb, side, rs.Name, *rs.Spec.Replicas, to)}
+	return false, err
 }
 
 // pause waits for its duration, or for promote (or abort).

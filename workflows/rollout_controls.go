@@ -7,7 +7,6 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
 
@@ -83,6 +82,9 @@ func (r *rolloutRun) registerControls() error {
 			}},
 		{UpdateUndo, `Roll back to a revision, reusing its ReplicaSet (kubectl rollout undo). Argument: {"toRevision": N}, 0 for the previous one`,
 			func(_ workflow.Context, req UndoRequest) (RolloutStatus, error) {
+				if r.blueGreen != nil {
+					req.ToRevision = r.stableRevision // still up: the switch back needs no pod
+				}
 				res := rollout.RollbackToRevision(r.d, r.state.ReplicaSets, req.ToRevision)
 				status := r.d.Status
 				r.d = res.Deployment
@@ -99,6 +101,9 @@ func (r *rolloutRun) registerControls() error {
 				if req.ToRevision < 0 {
 					return fmt.Errorf("toRevision: %d is negative; give a revision from the status query, or 0 for the previous one", req.ToRevision)
 				}
+				if err := r.blueGreenControl(UpdateUndo, req.ToRevision); err != nil {
+					return err
+				}
 				if res := rollout.RollbackToRevision(r.d, r.state.ReplicaSets, req.ToRevision); res.Reason == rollout.RollbackRevisionNotFound {
 					return fmt.Errorf("toRevision %d: %s; the status query lists the revisions", req.ToRevision, res.Message)
 				}
@@ -112,7 +117,12 @@ func (r *rolloutRun) registerControls() error {
 				r.d.Spec.Template.Annotations[RestartedAtAnnotation] = workflow.Now(ctx).UTC().Format(time.RFC3339)
 				return r.changed("restarted")
 			},
-			func(workflow.Context) error { return r.notFinishing() }},
+			func(workflow.Context) error {
+				if err := r.notFinishing(); err != nil {
+					return err
+				}
+				return r.blueGreenControl(UpdateRestart, 0)
+			}},
 		{UpdatePromote, `Canary: end the step in progress (a pause, an analysis) and go on; {"full": true} skips every remaining step`,
 			func(_ workflow.Context, req PromoteRequest) (RolloutStatus, error) {
 				if b := r.blueGreen; b != nil {
@@ -130,13 +140,8 @@ func (r *rolloutRun) registerControls() error {
 				if err := r.notFinishing(); err != nil {
 					return err
 				}
-				if b := r.blueGreen; b != nil {
-					for i, s := range r.blueGreenSteps() {
-						if s.Kind == manifest.BlueGreenPromotion && b.Step > i {
-							return errors.New("this blue-green is promoted already")
-						}
-					}
-					return nil
+				if r.blueGreen != nil {
+					return r.blueGreenControl(UpdatePromote, 0)
 				}
 				if r.canary == nil || r.canary.Promoted || r.canary.Step >= len(r.in.Steps) {
 					return errors.New("there is no canary step to promote: this rollout is not a canary, or its steps are done")
@@ -162,7 +167,7 @@ func (r *rolloutRun) registerControls() error {
 				if !r.canRollBack() {
 					return errors.New("there is no other fully available revision to go back to; use undo or scale instead")
 				}
-				return nil
+				return r.blueGreenControl(UpdateAbort, 0)
 			}},
 	}
 	for _, c := range controls {

@@ -46,8 +46,6 @@ type rolloutRun struct {
 	fewer          bool            // this run takes versionFewerEvents
 	canary         *CanaryState    // a canary's progress through its steps (nil: not a canary)
 	blueGreen      *BlueGreenState // a blue-green's progress (nil: not a blue-green)
-	active         string          // the version a blue-green's active Services select, once pinned
-	preview        string          // and its preview
 	jobs           int             // analysis Jobs this run started (their names)
 	undoneTo       int64           // the revision an operator's undo returned to, if any
 	wake           workflow.CancelFunc
