@@ -234,12 +234,22 @@ func TestBlueGreenSupersededInItsPreviewSwitchesFromTheActiveVersion(t *testing.
 	dt.deploy(blueGreenManifest(dt.lease, "nginx:1.27", bg))
 	dt.waitBlueGreen("step 2/5: await promotion", 60*time.Second)
 	dt.deploy(blueGreenManifest(dt.lease, "nginx:1.28", bg)) // supersedes the unpromoted 1.27
-	dt.waitBlueGreen("step 2/5: await promotion", 60*time.Second)
-	testenv.Eventually(t, 30*time.Second, 200*time.Millisecond, "the new preview never came up", func() (bool, string) {
-		_, available := dt.byImage()
-		return available["nginx:1.28"] == 4, fmt.Sprint(available)
+	testenv.Eventually(t, 60*time.Second, 100*time.Millisecond, "the new preview never came up", func() (bool, string) {
+		list, err := dt.env.Kube.AppsV1().ReplicaSets(manifest.Namespace(dt.lease)).List(context.Background(), metav1.ListOptions{LabelSelector: activities.ServiceLabel + "=web"})
+		if err != nil {
+			return false, err.Error()
+		}
+		hash := ""
+		for _, rs := range list.Items {
+			if rs.Spec.Template.Spec.Containers[0].Image == "nginx:1.28" {
+				hash = rs.Labels[manifest.PodTemplateHashLabel]
+			}
+		}
+		s := dt.selects()
+		return hash != "" && s["web-preview"] == hash, fmt.Sprint(s)
 	})
-	assert.Equal(t, map[string]string{"web": blue, "web-preview": dt.hashOf("nginx:1.28")}, dt.selects(), "the active Service still selects 1.26, not the superseded preview")
+	dt.waitBlueGreen("step 2/5: await promotion", 30*time.Second)
+	assert.Equal(t, blue, dt.selects()["web"], "the active Service still selects 1.26, not the superseded preview")
 	spec, _ := dt.byImage()
 	assert.Equal(t, map[string]int32{"nginx:1.26": 4, "nginx:1.27": 0, "nginx:1.28": 4}, spec, "the superseded preview is scaled down")
 
