@@ -18,7 +18,7 @@ PKGS ?= ./...
 # Packages with tests that stop parts of the local stack (run alone).
 DISRUPTIVE_PKGS ?= ./workflows/
 
-.PHONY: all build tools dev-up dev-down dev-status demo test unit lint bench clean record-histories
+.PHONY: all build tools dev-up dev-down dev-status demo test unit lint bench chaos clean record-histories
 
 all: build
 
@@ -60,6 +60,16 @@ SERIAL_TESTS ?= Disruptive|Alone
 test: build tools lint
 	hack/with-stack.sh bash -c '$(GO) test $(TEST_FLAGS) -v -skip "$(SERIAL_TESTS)" $(PKGS) && \
 	  $(GO) test $(TEST_FLAGS) -v -p 1 -run "$(SERIAL_TESTS)" $(DISRUPTIVE_PKGS)'
+
+# The fault-injection suite (issue 13, worker/chaos_test.go): each scenario
+# x fault x step boundary, invariants checked, a report table printed and
+# written to $(CHAOS_REPORT). CHAOS_BOUNDARIES=one: one random boundary per
+# fault (the seed is printed; DEPLOYFLOW_CHAOS_SEED reruns it).
+CHAOS_REPORT ?= $(CURDIR)/bin/chaos-report.txt
+CHAOS_BOUNDARIES ?= every
+chaos: build tools
+	DEPLOYFLOW_CHAOS_REPORT=$(CHAOS_REPORT) DEPLOYFLOW_CHAOS_BOUNDARIES=$(CHAOS_BOUNDARIES) \
+	  hack/with-stack.sh $(GO) test -tags chaos -count=1 -timeout 120m -v -run '^TestChaos$$' ./worker/
 
 # The same rollout by deployflow's engine and by the native Deployment
 # controller (a second kube-controller-manager running only that controller).

@@ -94,7 +94,7 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (*RolloutResult, err
 	if in.Carry == nil {
 		r.stableRevision = stableRevision(r.state.ReplicaSets)
 		if r.isCanary() {
-			r.canary = &CanaryState{}
+			r.canary = &CanaryState{Counted: gate(ctx, versionCanaryCounted)}
 		}
 		if in.BlueGreen != nil {
 			if err := r.startBlueGreen(); err != nil {

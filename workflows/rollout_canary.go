@@ -58,6 +58,8 @@ type CanaryState struct {
 	BackgroundLast   string          `json:"backgroundLast,omitempty"`
 	BackgroundFailed string          `json:"backgroundFailed,omitempty"`
 	Held             string          `json:"held,omitempty"`
+	// Counted: this canary takes versionCanaryCounted.
+	Counted bool `json:"counted,omitempty"`
 	// Scale is the last setCanaryScale, until matchTrafficWeight.
 	Scale *manifest.CanaryScale `json:"scale,omitempty"`
 }
@@ -213,9 +215,12 @@ func (r *rolloutRun) scaleCanary() (bool, error) {
 	if c := r.canary.Scale; c != nil {
 		want = canary.ScaleFor(s.replicas, c.Replicas, c.Weight)
 	}
-	next := canary.Step(s.replicas, s.surge, s.unavailable,
-		canary.ReplicaSet{Replicas: *newRS.Spec.Replicas, Available: newRS.Status.AvailableReplicas},
-		canary.ReplicaSet{Replicas: *stable.Spec.Replicas, Available: stable.Status.AvailableReplicas}, want)
+	canarySide := canary.ReplicaSet{Replicas: *newRS.Spec.Replicas, Available: newRS.Status.AvailableReplicas}
+	stableSide := canary.ReplicaSet{Replicas: *stable.Spec.Replicas, Available: stable.Status.AvailableReplicas}
+	if r.canary.Counted {
+		canarySide, stableSide = canary.Counted(canarySide), canary.Counted(stableSide)
+	}
+	next := canary.Step(s.replicas, s.surge, s.unavailable, canarySide, stableSide, want)
 	if next.Canary != *newRS.Spec.Replicas {
 		scales = append(scales, r.sideScale(newRS, next.Canary, s, "canary"))
 	}

@@ -42,6 +42,10 @@ const (
 	// hands that on to its continued runs and rollouts in their input, so
 	// they record no version marker of their own.
 	versionFewerEvents = "fewer-events"
+	// versionCanaryCounted: a canary's step counts no more available pods
+	// on a side than its replicas (canary.Counted): a status stale after a
+	// scale-down no longer lets the stable drop below maxUnavailable.
+	versionCanaryCounted = "canary-counted"
 	// versionUpgradeTest: only in the live upgrade test's build B
 	// (upgradeTestBuild), which marks the deploys it finishes.
 	versionUpgradeTest = "upgrade-test-build-b"

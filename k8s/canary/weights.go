@@ -126,3 +126,12 @@ func ScaleFor(replicas int32, count, weight *int32) Split {
 	c = max(0, min(c, replicas))
 	return Split{Canary: c, Stable: replicas - c}
 }
+
+// Counted is rs as Step should count it: no more available pods than its
+// replicas. A ReplicaSet's status not yet updated after a scale-down still
+// counts the pods on their way out; counted as available, they would be
+// spent a second time.
+func Counted(rs ReplicaSet) ReplicaSet {
+	rs.Available = min(rs.Available, rs.Replicas)
+	return rs
+}

@@ -60,6 +60,16 @@ func TestStep(t *testing.T) {
 	}
 }
 
+// Found by make chaos: a canary without a fault fell to 3 available pods
+// of 4 with maxUnavailable 0. The stable's status still counted a pod its
+// last scale-down removed, and Step spent that pod a second time; counted
+// (Counted), a stale status spares nothing.
+func TestAStatusStaleAfterAScaleDownSparesNothing(t *testing.T) {
+	canary, stable := ReplicaSet{Replicas: 2, Available: 1}, ReplicaSet{Replicas: 3, Available: 4}
+	assert.Equal(t, Split{Canary: 2, Stable: 2}, Step(4, 1, 0, canary, stable, Split{2, 2}), "uncounted: the stale pod is spent")
+	assert.Equal(t, Split{Canary: 2, Stable: 3}, Step(4, 1, 0, Counted(canary), Counted(stable), Split{2, 2}), "counted: the stable waits")
+}
+
 // Stepping through a canary's weights (and an abort back to 0) with pods
 // becoming available between syncs reaches every split, never runs more
 // than replicas+maxSurge pods, and never leaves fewer than
