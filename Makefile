@@ -56,10 +56,14 @@ unit:
 # Two phases: everything in parallel, then, alone, the tests that stop parts
 # of the local stack (TestDisruptive*: an API server outage) or need no
 # other test's worker around (TestAlone*: a change no observer reports).
+# Then the fault-injection suite's reduced sweep: one random boundary per
+# fault (its seed printed; `make chaos` runs every boundary).
 SERIAL_TESTS ?= Disruptive|Alone
 test: build tools lint
 	hack/with-stack.sh bash -c '$(GO) test $(TEST_FLAGS) -v -skip "$(SERIAL_TESTS)" $(PKGS) && \
-	  $(GO) test $(TEST_FLAGS) -v -p 1 -run "$(SERIAL_TESTS)" $(DISRUPTIVE_PKGS)'
+	  $(GO) test $(TEST_FLAGS) -v -p 1 -run "$(SERIAL_TESTS)" $(DISRUPTIVE_PKGS) && \
+	  DEPLOYFLOW_CHAOS_BOUNDARIES=one DEPLOYFLOW_CHAOS_REPORT=$(CURDIR)/bin/chaos-report-reduced.txt \
+	    $(GO) test -tags chaos $(TEST_FLAGS) -v -run "^TestChaos$$" ./worker/'
 
 # The fault-injection suite (issue 13, worker/chaos_test.go): each scenario
 # x fault x step boundary, invariants checked, a report table printed and
