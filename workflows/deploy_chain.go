@@ -113,6 +113,9 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	w.objects = applied.Applied.Kept
 	res.changed = len(applied.Applied.Changed)+len(applied.Applied.Pruned) > 0
 	rollouts := map[string]RolloutInput{}
+	// A return to the last-known-good manifest runs no canary steps and no
+	// blue-green waits (runs that started before that change replay without).
+	fastRevert := w.reverting && gate(w.ctx, versionRevertWithoutWaits)
 	for _, c := range applied.Classes {
 		svc := c.Service
 		d, err := m.Deployment(svc)
@@ -128,11 +131,11 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		}
 		w.serviceNode(c, m)
 		if c.Class == activities.ChangeScale || c.Class == activities.ChangeRollout {
-			in := RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.fewer, Revert: w.reverting}
+			in := RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.fewer, Revert: fastRevert}
 			if s, ok := m.Lookup(svc); ok && s.Rollout != nil && c.Class == activities.ChangeRollout {
 				switch s.Rollout.Strategy {
 				case manifest.StrategyCanary:
-					if !w.reverting {
+					if !fastRevert {
 						in.Steps, in.Background = s.Rollout.Steps, s.Rollout.Analysis
 					}
 				case manifest.StrategyBlueGreen:

@@ -46,6 +46,11 @@ const (
 	// on a side than its replicas (canary.Counted): a status stale after a
 	// scale-down no longer lets the stable drop below maxUnavailable.
 	versionCanaryCounted = "canary-counted"
+	// versionRevertWithoutWaits: the rollouts that return a lease to its
+	// last-known-good manifest after a failed deploy take no canary steps,
+	// and a blue-green among them switches without waiting for promotion,
+	// analyses or its scale-down delay (RolloutInput.Revert).
+	versionRevertWithoutWaits = "revert-without-waits"
 	// versionUpgradeTest: only in the live upgrade test's build B
 	// (upgradeTestBuild), which marks the deploys it finishes.
 	versionUpgradeTest = "upgrade-test-build-b"
