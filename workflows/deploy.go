@@ -68,6 +68,8 @@ type DeployInput struct {
 	ApprovalTimeoutSeconds int `json:"approvalTimeoutSeconds,omitempty"`
 	// Carry is the state handed to a continued run; leave it empty.
 	Carry *DeployCarry `json:"carry,omitempty"`
+
+	invalid error // what is wrong with an input typed by hand (UnmarshalJSON)
 }
 
 // DeployCarry is what a lease's workflow carries across continue-as-new.
@@ -113,6 +115,9 @@ type DeployCarry struct {
 // except by teardown. After each finished deploy it continues as new.
 // Replaying it after a worker restart writes nothing to the cluster.
 func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error) {
+	if in.invalid != nil && gate(ctx, versionStrictInput) {
+		return nil, temporal.NewNonRetryableApplicationError(in.invalid.Error(), inputErrorType(in.invalid, "manifest"), nil)
+	}
 	if err := in.Manifest.Validate(); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
 	}

@@ -110,6 +110,11 @@ func (w *deployRun) base() *manifest.Manifest {
 // redeploy queues the lease's last-known-good manifest again, restarted if
 // asked. A lease with nothing deployed yet has nothing to redeploy.
 func (w *deployRun) redeploy(req RedeployRequest) {
+	if req.Action != RedeployRestart && req.Action != RedeployReapply && gate(w.ctx, versionStrictInput) {
+		// A signal has no answer: what is wrong goes to the worker's log.
+		workflow.GetLogger(w.ctx).Warn(fmt.Sprintf("redeploy signal ignored: action %q: want %s or %s", req.Action, RedeployRestart, RedeployReapply), "lease", w.lease)
+		return
+	}
 	base := w.base()
 	if base == nil || w.teardown {
 		workflow.GetLogger(w.ctx).Warn("redeploy ignored: nothing deployed", "lease", w.lease, "action", req.Action)
@@ -168,6 +173,8 @@ type DeployRequest struct {
 	PlanFingerprint string `json:"planFingerprint,omitempty"`
 	// Trigger says who asked: cli, ui, schedule, api (the default).
 	Trigger string `json:"trigger,omitempty"`
+
+	invalid error // what is wrong with a request typed by hand (UnmarshalJSON)
 }
 
 func (r DeployRequest) trigger() string {
@@ -271,6 +278,9 @@ func (w *deployRun) registerControls() error {
 		workflow.UpdateHandlerOptions{
 			Description: `Deploy a manifest to this lease (supersedes a deploy in progress). Argument: {"manifest": {...}, "trigger": "ui"}`,
 			Validator: func(_ workflow.Context, req DeployRequest) error {
+				if req.invalid != nil {
+					return req.invalid
+				}
 				if req.Manifest.Lease != w.lease {
 					return errors.New("manifest.lease: the manifest is for lease " + req.Manifest.Lease + ", this workflow deploys lease " + w.lease)
 				}

@@ -54,6 +54,8 @@ type RolloutInput struct {
 	// Carry is set by the workflow itself when it continues as new; leave it
 	// empty when starting a rollout.
 	Carry *RolloutCarry `json:"carry,omitempty"`
+
+	invalid error // what is wrong with an input typed by hand (UnmarshalJSON)
 }
 
 // RolloutCarry is the state a rollout hands to its continued run.

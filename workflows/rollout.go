@@ -74,6 +74,9 @@ type StepsResult struct {
 // fails with ProgressDeadlineExceeded, after restoring the last-known-good
 // revision when autoRollback is set.
 func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (*RolloutResult, error) {
+	if in.invalid != nil && gate(ctx, versionStrictInput) {
+		return nil, temporal.NewNonRetryableApplicationError(in.invalid.Error(), ErrInvalidInput, nil)
+	}
 	d, err := in.desired()
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)

@@ -3,13 +3,18 @@ package workflows_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/testenv"
@@ -69,4 +74,79 @@ func TestRolloutStartedWithTheTemporalCLI(t *testing.T) {
 	require.NoError(t, dt.env.Temporal.GetWorkflow(context.Background(), id, "").Get(context.Background(), &res))
 	assert.Equal(t, workflows.OutcomeComplete, res.Outcome)
 	assert.Equal(t, int32(3), res.AvailableReplicas)
+}
+
+// Issue 13.4: malformed inputs typed into the `temporal` CLI (or the UI's
+// JSON box) end the workflow at once with a typed failure naming the field;
+// none leaves a workflow task failing in a loop. Before, an unknown field
+// was dropped (a misspelt "replica": 3 deployed one replica) and a wrong
+// type failed the workflow with a Go type name.
+func TestMalformedInputsFromTheTemporalCLIFailTypedNamingTheField(t *testing.T) {
+	dt := newDeployTest(t)
+	ctx := context.Background()
+	svc := func(extra string) string {
+		return `{"manifest": {"lease": "` + dt.lease + `", "services": [{"name": "web", "image": "nginx:1.27"` + extra + `}]}}`
+	}
+	for i, c := range []struct {
+		workflowType, input, typ, want string
+	}{
+		{"DeployWorkflow", svc(`, "replica": 3`), workflows.ErrInvalidManifest, "manifest.services[0].replica: unknown field; did you mean replicas?"},
+		{"DeployWorkflow", svc(`, "replicas": "three"`), workflows.ErrInvalidManifest, `manifest.services[0].replicas: want a whole number, got the string "three"`},
+		{"DeployWorkflow", svc(`, "replicas": 1e12`), workflows.ErrInvalidManifest, "manifest.services[0].replicas: want a whole number, got the number 1e12"},
+		{"DeployWorkflow", svc(`, "replicas": 100000`), workflows.ErrInvalidManifest, "manifest.services[0].replicas: 100000 is too many"},
+		{"DeployWorkflow", svc(`, "podAnnotations": {"huge": "` + strings.Repeat("x", 300<<10) + `"}`), workflows.ErrInvalidManifest, "manifest.services[0].podAnnotations: are 307204 bytes in all, more than Kubernetes' 262144"},
+		{"DeployWorkflow", `{"manifest": {"services": []}}`, workflows.ErrInvalidManifest, "lease"},
+		{"DeployWorkflow", `{"manifset": {}}`, workflows.ErrInvalidInput, "manifset: unknown field; did you mean manifest?"},
+		{"DeployWorkflow", `"` + dt.lease + `"`, workflows.ErrInvalidInput, "the input must be a JSON object"},
+		{"RolloutWorkflow", `{"namespace": "shop", "service": "web", "deployment": {"spec": {"replicas": "3"}}}`, workflows.ErrInvalidInput, "deployment.spec.replicas: want int32, got string"},
+		{"RolloutWorkflow", `{"namespace": "shop", "servce": "web"}`, workflows.ErrInvalidInput, "servce: unknown field; did you mean service?"},
+	} {
+		id := fmt.Sprintf("%s-malformed-%d", workflows.DeployWorkflowID(dt.lease), i)
+		file := filepath.Join(t.TempDir(), "input.json") // --input-file: a 300 KB argument is too long for exec
+		require.NoError(t, os.WriteFile(file, []byte(c.input), 0o600))
+		dt.temporalCLI("workflow", "start", "--type", c.workflowType, "--task-queue", dt.tq, "--workflow-id", id, "--input-file", file)
+		err := dt.env.Temporal.GetWorkflow(ctx, id, "").Get(ctx, nil)
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr, "%s %s", c.workflowType, c.want)
+		assert.Equal(t, c.typ, appErr.Type(), appErr.Error())
+		assert.True(t, appErr.NonRetryable())
+		assert.Contains(t, appErr.Error(), c.want)
+		it := dt.env.Temporal.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			require.NoError(t, err)
+			assert.NotEqual(t, enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, ev.GetEventType(), "%s: a workflow task failed: %v", c.want, ev)
+		}
+	}
+
+	// A running lease: a deploy update with a bad manifest is refused by the
+	// validator, naming the field; the lease goes on as it was.
+	dt.temporalCLI("workflow", "start", "--type", "DeployWorkflow", "--task-queue", dt.tq,
+		"--workflow-id", workflows.DeployWorkflowID(dt.lease), "--input", svc(`, "replicas": 1`))
+	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	for input, want := range map[string]string{
+		svc(`, "replica": 3`):        "manifest.services[0].replica: unknown field; did you mean replicas?",
+		svc(`, "replicas": "3"`):     "manifest.services[0].replicas: want a whole number, got the string",
+		`{"manifest": {"lease": 1}}`: "manifest.lease: want a string",
+	} {
+		out, err := exec.Command(dt.env.Stack.Bin(devstack.Temporal), "workflow", "update", "execute", "--address", devstack.TemporalAddress,
+			"--workflow-id", workflows.DeployWorkflowID(dt.lease), "--name", workflows.UpdateDeploy, "--input", input).CombinedOutput()
+		require.Error(t, err, "the update was accepted: %s", out)
+		assert.Contains(t, string(out), want)
+	}
+	// A redeploy signal with a payload of the wrong type, or an unknown
+	// action, changes nothing (a signal has no answer: the worker logs it).
+	dt.temporalCLI("workflow", "signal", "--workflow-id", workflows.DeployWorkflowID(dt.lease), "--name", workflows.SignalRedeploy, "--input", `"restart"`)
+	dt.temporalCLI("workflow", "signal", "--workflow-id", workflows.DeployWorkflowID(dt.lease), "--name", workflows.SignalRedeploy, "--input", `{"action": "restrat"}`)
+	time.Sleep(2 * time.Second)
+	st, err := dt.status(dt.lease)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), st.Revision, "a bad signal deployed again")
+	assert.Equal(t, workflows.PhaseActive, st.Phase)
+	it := dt.env.Temporal.GetWorkflowHistory(ctx, workflows.DeployWorkflowID(dt.lease), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		assert.NotEqual(t, enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, ev.GetEventType(), "a workflow task failed: %v", ev)
+	}
 }

@@ -51,6 +51,12 @@ const (
 	// and a blue-green among them switches without waiting for promotion,
 	// analyses or its scale-down delay (RolloutInput.Revert).
 	versionRevertWithoutWaits = "revert-without-waits"
+	// versionStrictInput: a workflow input typed by hand with an unknown
+	// field or a value of the wrong type fails at once, typed
+	// (InvalidInput, InvalidManifest), naming each field; runs that started
+	// before it went on with what encoding/json made of it. A redeploy
+	// signal with an unknown action is ignored (it reapplied).
+	versionStrictInput = "strict-input"
 	// versionUpgradeTest: only in the live upgrade test's build B
 	// (upgradeTestBuild), which marks the deploys it finishes.
 	versionUpgradeTest = "upgrade-test-build-b"

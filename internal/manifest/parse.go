@@ -465,6 +465,16 @@ func unknownField(k string, t reflect.Type) string {
 }
 
 // nearest is the name in names closest to k by edit distance, ignoring case.
+// Nearest is the name among names closest to k (a misspelt field), if one
+// is close enough to suggest, else "".
+func Nearest(k string, names []string) string {
+	best, dist := nearest(k, names)
+	if best != "" && (dist <= 2 || dist*3 <= len(best)) {
+		return best
+	}
+	return ""
+}
+
 func nearest(k string, names []string) (string, int) {
 	best, dist := "", math.MaxInt
 	if len(k) > 64 {

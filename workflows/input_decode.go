@@ -1,0 +1,154 @@
+package workflows
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/deployflow/deployflow/internal/manifest"
+)
+
+// Inputs typed by hand (the Temporal UI's JSON, `temporal workflow start
+// --input`, `temporal workflow update execute --input`) are decoded
+// strictly: an unknown field or a value of the wrong type is reported with
+// its path, never dropped. encoding/json would ignore "replica": 3 and
+// deploy one replica; the SDK would fail the workflow with a Go type name.
+// The inputs' UnmarshalJSON never fails for such input: it keeps what is
+// wrong, and the workflow (or the update's validator) refuses it with a
+// typed failure naming each field.
+
+// inputProblems checks data, a JSON object meant for a value of v's struct
+// type, and returns a *manifest.ValidationError naming every unknown field
+// and every value of the wrong type, or nil. The field manifestField, if
+// any, is checked as a manifest (manifest.Parse: its problems come back
+// under "<manifestField>.", with the field probably meant).
+func inputProblems(data []byte, v any, manifestField string) error {
+	t := reflect.TypeOf(v)
+	fields := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			fields[name] = t.Field(i).Type
+		}
+	}
+	names := slices.Sorted(maps.Keys(fields))
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil || top == nil {
+		return &manifest.ValidationError{Problems: []manifest.Problem{{
+			Message: fmt.Sprintf("the input must be a JSON object with the fields %s, not %s", strings.Join(names, ", "), abbreviate(data))}}}
+	}
+	var ps []manifest.Problem
+	rest := map[string]json.RawMessage{}
+	for _, k := range slices.Sorted(maps.Keys(top)) {
+		if _, ok := fields[k]; !ok {
+			msg := "unknown field; the fields are " + strings.Join(names, ", ")
+			if f := manifest.Nearest(k, names); f != "" {
+				msg = fmt.Sprintf("unknown field; did you mean %s?", f)
+			}
+			ps = append(ps, manifest.Problem{Path: k, Message: msg})
+			continue
+		}
+		if k == manifestField && !bytes.Equal(bytes.TrimSpace(top[k]), []byte("null")) {
+			_, err := manifest.Parse(top[k])
+			var verr *manifest.ValidationError
+			switch {
+			case errors.As(err, &verr):
+				for _, p := range verr.Problems {
+					ps = append(ps, manifest.Problem{Path: strings.TrimSuffix(k+"."+p.Path, "."), Message: p.Message})
+				}
+			case err != nil:
+				ps = append(ps, manifest.Problem{Path: k, Message: err.Error()})
+			}
+			continue
+		}
+		rest[k] = top[k]
+	}
+	// The other fields: decoded strictly, unknown fields nested in them too.
+	b, _ := json.Marshal(rest)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var typeErr *json.UnmarshalTypeError
+	switch err := dec.Decode(reflect.New(t).Interface()); {
+	case errors.As(err, &typeErr):
+		ps = append(ps, manifest.Problem{Path: typeErr.Field, Message: fmt.Sprintf("want %s, got %s", typeErr.Type, typeErr.Value)})
+	case err != nil:
+		ps = append(ps, manifest.Problem{Message: strings.TrimPrefix(err.Error(), "json: ")})
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	return &manifest.ValidationError{Problems: ps}
+}
+
+// inputErrorType is the failure type of an input's problems: InvalidManifest
+// if all are in the manifest, else InvalidInput.
+func inputErrorType(err error, manifestField string) string {
+	var verr *manifest.ValidationError
+	if manifestField == "" || !errors.As(err, &verr) {
+		return ErrInvalidInput
+	}
+	for _, p := range verr.Problems {
+		if p.Path != manifestField && !strings.HasPrefix(p.Path, manifestField+".") {
+			return ErrInvalidInput
+		}
+	}
+	return ErrInvalidManifest
+}
+
+func abbreviate(data []byte) string {
+	s := strings.TrimSpace(string(data))
+	if len(s) > 40 {
+		s = s[:40] + "..."
+	}
+	if s == "" {
+		return "nothing"
+	}
+	return s
+}
+
+// UnmarshalJSON decodes a DeployInput; one typed by hand (no carry) is
+// checked strictly, and what is wrong is kept for the workflow to refuse.
+func (in *DeployInput) UnmarshalJSON(data []byte) error {
+	type plain DeployInput
+	err := json.Unmarshal(data, (*plain)(in))
+	if in.Carry != nil {
+		return err // written by a run of ours
+	}
+	in.invalid = inputProblems(data, plain{}, "manifest")
+	if in.invalid == nil && err != nil {
+		in.invalid = err
+	}
+	return nil
+}
+
+// UnmarshalJSON decodes a DeployRequest (the deploy update's argument)
+// strictly; the update's validator refuses what is wrong.
+func (r *DeployRequest) UnmarshalJSON(data []byte) error {
+	type plain DeployRequest
+	err := json.Unmarshal(data, (*plain)(r))
+	r.invalid = inputProblems(data, plain{}, "manifest")
+	if r.invalid == nil && err != nil {
+		r.invalid = err
+	}
+	return nil
+}
+
+// UnmarshalJSON decodes a RolloutInput; one typed by hand (no carry) is
+// checked strictly, and what is wrong is kept for the workflow to refuse.
+func (in *RolloutInput) UnmarshalJSON(data []byte) error {
+	type plain RolloutInput
+	err := json.Unmarshal(data, (*plain)(in))
+	if in.Carry != nil {
+		return err
+	}
+	in.invalid = inputProblems(data, plain{}, "")
+	if in.invalid == nil && err != nil {
+		in.invalid = err
+	}
+	return nil
+}

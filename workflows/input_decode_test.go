@@ -1,0 +1,85 @@
+package workflows
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Issue 13.4: inputs typed by hand (the Temporal UI's JSON, `temporal
+// workflow start --input`) are checked strictly. Before, encoding/json
+// dropped unknown fields: {"replica": 3} deployed one replica, silently.
+func TestHandTypedInputsNameWhatIsWrong(t *testing.T) {
+	svc := func(extra string) string {
+		return `{"manifest": {"lease": "shop", "services": [{"name": "web", "image": "nginx:1.27"` + extra + `}]}}`
+	}
+	for _, c := range []struct {
+		name, input string
+		want        []string // each in the error, in order
+		typ         string
+	}{
+		{"valid", svc(`, "replicas": 3`), nil, ""},
+		{"unknown field in the manifest", svc(`, "replica": 3`), []string{"manifest.services[0].replica: unknown field; did you mean replicas?"}, ErrInvalidManifest},
+		{"wrong type in the manifest", svc(`, "replicas": "three"`), []string{`manifest.services[0].replicas: want a whole number, got the string "three"`}, ErrInvalidManifest},
+		{"huge value", svc(`, "replicas": 1e12`), []string{"manifest.services[0].replicas: want a whole number, got the number 1e12"}, ErrInvalidManifest},
+		{"unknown top-level field", `{"manifset": {"lease": "shop"}}`, []string{"manifset: unknown field; did you mean manifest?"}, ErrInvalidInput},
+		{"wrong top-level type", `{"manifest": {"lease": "shop", "services": [{"name": "web", "image": "nginx"}]}, "degradedAfterSeconds": "30"}`,
+			[]string{"degradedAfterSeconds: want int, got string"}, ErrInvalidInput},
+		{"unknown top-level field, nothing near", `{"manifest": {"lease": "shop", "services": [{"name": "web", "image": "nginx"}]}, "zzz": 1}`,
+			[]string{"zzz: unknown field; the fields are approvalTimeoutSeconds, carry"}, ErrInvalidInput},
+		{"not an object", `["shop"]`, []string{"the input must be a JSON object with the fields"}, ErrInvalidInput},
+		{"manifest not a mapping", `{"manifest": "shop"}`, []string{"manifest: the manifest must be a mapping"}, ErrInvalidManifest},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var in DeployInput
+			require.NoError(t, json.Unmarshal([]byte(c.input), &in), "a hand-typed input never fails to decode: the workflow refuses it, typed")
+			if c.want == nil {
+				assert.NoError(t, in.invalid)
+				return
+			}
+			require.Error(t, in.invalid)
+			msg := in.invalid.Error()
+			for _, w := range c.want {
+				assert.Contains(t, msg, w)
+				msg = msg[strings.Index(msg, w)+len(w):]
+			}
+			assert.Equal(t, c.typ, inputErrorType(in.invalid, "manifest"))
+
+			// The deploy update's argument is checked the same way.
+			var req DeployRequest
+			require.NoError(t, json.Unmarshal([]byte(c.input), &req))
+			if !strings.Contains(c.name, "top-level") {
+				assert.Error(t, req.invalid)
+			}
+		})
+	}
+}
+
+// A continued run's input (with its carry) is ours: decoded as it always was.
+func TestACarriedInputIsNotRechecked(t *testing.T) {
+	var in DeployInput
+	require.NoError(t, json.Unmarshal([]byte(`{"manifest": {"lease": "shop"}, "carry": {"phase": "Active", "revision": 3, "retired": true}}`), &in))
+	assert.NoError(t, in.invalid)
+	assert.Equal(t, int64(3), in.Carry.Revision)
+}
+
+func TestHandTypedRolloutInputsNameWhatIsWrong(t *testing.T) {
+	for input, want := range map[string]string{
+		`{"namespace": "shop", "service": "web", "deployment": {"spec": {"replica": 3}}}`:     `unknown field "replica"`,
+		`{"namespace": "shop", "service": "web", "deployment": {"spec": {"replicas": "3"}}}`:  "deployment.spec.replicas: want int32, got string",
+		`{"namespace": "shop", "service": "web", "autoRollback": "yes"}`:                      "autoRollback: want bool, got string",
+		`{"namespace": "shop", "servce": "web"}`:                                              "servce: unknown field; did you mean service?",
+		`{"namespace": "shop", "service": "web", "deployment": {"spec": {"replicas": 1e12}}}`: "deployment.spec.replicas: want int32, got number 1e12",
+	} {
+		var in RolloutInput
+		require.NoError(t, json.Unmarshal([]byte(input), &in))
+		require.Error(t, in.invalid, input)
+		assert.Contains(t, in.invalid.Error(), want, input)
+	}
+	var ok RolloutInput
+	require.NoError(t, json.Unmarshal([]byte(`{"namespace": "shop", "service": "web", "deployment": {"spec": {"replicas": 3}}}`), &ok))
+	assert.NoError(t, ok.invalid)
+}
