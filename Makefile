@@ -63,17 +63,20 @@ test: build tools lint
 	hack/with-stack.sh bash -c '$(GO) test $(TEST_FLAGS) -v -skip "$(SERIAL_TESTS)" $(PKGS) && \
 	  $(GO) test $(TEST_FLAGS) -v -p 1 -run "$(SERIAL_TESTS)" $(DISRUPTIVE_PKGS) && \
 	  DEPLOYFLOW_CHAOS_BOUNDARIES=one DEPLOYFLOW_CHAOS_REPORT=$(CURDIR)/bin/chaos-report-reduced.txt \
-	    $(GO) test -tags chaos $(TEST_FLAGS) -v -run "^TestChaos$$" ./worker/'
+	    $(GO) test -tags chaos $(TEST_FLAGS) -parallel $(CHAOS_PARALLEL) -v -run "^TestChaos$$" ./worker/'
 
 # The fault-injection suite (issue 13, worker/chaos_test.go): each scenario
 # x fault x step boundary, invariants checked, a report table printed and
 # written to $(CHAOS_REPORT). CHAOS_BOUNDARIES=one: one random boundary per
 # fault (the seed is printed; DEPLOYFLOW_CHAOS_SEED reruns it).
 CHAOS_REPORT ?= $(CURDIR)/bin/chaos-report.txt
+# CHAOS_PARALLEL runs go side by side (each with its own lease, task
+# queue and workers; a fault of the whole stack hits a batch at once).
 CHAOS_BOUNDARIES ?= every
+CHAOS_PARALLEL ?= 6
 chaos: build tools
 	DEPLOYFLOW_CHAOS_REPORT=$(CHAOS_REPORT) DEPLOYFLOW_CHAOS_BOUNDARIES=$(CHAOS_BOUNDARIES) \
-	  hack/with-stack.sh $(GO) test -tags chaos -count=1 -timeout 120m -v -run '^TestChaos$$' ./worker/
+	  hack/with-stack.sh $(GO) test -tags chaos -count=1 -timeout 180m -parallel $(CHAOS_PARALLEL) -v -run '^TestChaos$$' ./worker/
 
 # The same rollout by deployflow's engine and by the native Deployment
 # controller (a second kube-controller-manager running only that controller).

@@ -4,14 +4,23 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"text/tabwriter"
@@ -19,14 +28,23 @@ import (
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/testenv"
 	"github.com/deployflow/deployflow/k8s/crds"
+	"github.com/deployflow/deployflow/k8s/rollout"
 	"github.com/deployflow/deployflow/workflows"
 )
 
@@ -34,11 +52,30 @@ import (
 // probe run without a fault finds the deploy's step boundaries (each
 // completion in the histories of the lease's workflow and its rollouts);
 // then one run per (fault, boundary) injects the fault right after that
-// boundary and checks the invariants on what the deploy touched.
+// boundary and checks the invariants on what the deploy touched:
 //
-// DEPLOYFLOW_CHAOS_SEED fixes the random choices (restart delays; with
-// DEPLOYFLOW_CHAOS_BOUNDARIES=one, the one boundary per fault); the seed is
-// printed. DEPLOYFLOW_CHAOS_REPORT names the report file.
+//   - the deploy ends as it does without the fault (phase, deploy number),
+//     within 3 minutes of it;
+//   - every object exists once, and no ReplicaSet's spec was written more
+//     often than the rollouts decided (generation against the writes in
+//     their histories);
+//   - web's available pods never fell below the floor nor its pods above
+//     the ceiling (sampled every 50ms), unless the fault took them itself;
+//   - the lease holds exactly its reservations (none once torn down);
+//   - a failed update leaves the last-known-good version fully available;
+//   - after a conflicting write, the lease runs what it should or says it
+//     does not (Degraded).
+//
+// Each run has its own lease, task queue and workers, so runs go side by
+// side (go test -parallel: CHAOS_PARALLEL). A fault of the whole stack
+// (the API server, etcd, Temporal) hits a batch at once: each run's workers
+// are frozen (SIGSTOP) at its boundary until the batch is there.
+//
+// DEPLOYFLOW_CHAOS_SEED fixes the random choices (restart delays, the
+// victim worker; with DEPLOYFLOW_CHAOS_BOUNDARIES=one, the one boundary per
+// fault); the seed is printed. DEPLOYFLOW_CHAOS_SCENARIO and
+// DEPLOYFLOW_CHAOS_FAULT (a substring) narrow the sweep;
+// DEPLOYFLOW_CHAOS_REPORT names the report file.
 
 // chaosRun is one run's harness: a lease, its workers, what is sampled.
 type chaosRun struct {
@@ -47,7 +84,10 @@ type chaosRun struct {
 	tq      string
 	lease   string
 	workers []*workerProcess
+	args    []string  // the workers' extra flags
+	proxy   *apiProxy // the run's own way to the API server, if its fault needs one
 	rng     *rand.Rand
+	wrote   string // what the conflicting writer did
 }
 
 // scenario is a deploy the suite breaks.
@@ -63,16 +103,33 @@ type scenario struct {
 	// floor is the fewest available web pods allowed while it runs (for a
 	// RollingUpdate: replicas - maxUnavailable); ceiling the most pods.
 	floor, ceiling int32
+	// image is what web runs at the end.
+	image string
 	// after checks what else must hold at the end.
 	after func(r *chaosRun) []string
 }
 
-// fault is one way to break a run right after a boundary.
+// fault is one way to break a run right after a boundary. A fault of one
+// run (inject) breaks only that run's workers or its view of the cluster, so
+// a batch's runs go side by side; a fault of the stack (begin and end)
+// breaks everything at once, so each run of a batch waits at its boundary,
+// its workers frozen, until all are there: then the fault begins, the
+// workers go on, and it ends hold later.
 type fault struct {
 	name    string
-	workers int // workers the run starts with
+	workers int  // workers the run starts with
+	proxy   bool // the run's workers reach the API server through a proxy the test drives
 	inject  func(r *chaosRun)
+	begin   func(env *testenv.Env) error
+	end     func(env *testenv.Env) error
+	hold    time.Duration
+	// writes: the fault writes to our ReplicaSets itself, so pods it took
+	// away are not held against the floor, nor its writes against the
+	// workflow's (the outcome checked instead: undone or reported).
+	writes bool
 }
+
+func (f fault) global() bool { return f.begin != nil }
 
 const chaosHost = ".chaos.example.com"
 
@@ -104,22 +161,22 @@ func scenarios() []scenario {
 	deadline := int32(6)
 	return []scenario{
 		{name: "first deploy", setup: none, run: func(r *chaosRun) { r.deploy(webManifest(r.lease, "nginx:1.26", rolling(), false)) },
-			phase: workflows.PhaseActive, revision: 1, floor: 0, ceiling: 5},
+			phase: workflows.PhaseActive, revision: 1, image: "nginx:1.26", floor: 0, ceiling: 5},
 		{name: "rolling update", setup: deployed("nginx:1.26", rolling),
 			run:   func(r *chaosRun) { r.deploy(webManifest(r.lease, "nginx:1.27", rolling(), false)) },
-			phase: workflows.PhaseActive, revision: 2, floor: 4, ceiling: 5},
+			phase: workflows.PhaseActive, revision: 2, image: "nginx:1.27", floor: 4, ceiling: 5},
 		{name: "recreate", setup: deployed("nginx:1.26", func() *manifest.Rollout { return &manifest.Rollout{Strategy: manifest.StrategyRecreate} }),
 			run: func(r *chaosRun) {
 				r.deploy(webManifest(r.lease, "nginx:1.27", &manifest.Rollout{Strategy: manifest.StrategyRecreate}, false))
 			},
-			phase: workflows.PhaseActive, revision: 2, floor: 0, ceiling: 4},
+			phase: workflows.PhaseActive, revision: 2, image: "nginx:1.27", floor: 0, ceiling: 4},
 		{name: "failed update, reverted", setup: deployed("nginx:1.26", rolling),
 			run: func(r *chaosRun) {
 				ro := rolling()
 				ro.ProgressDeadlineSeconds = &deadline
 				r.deploy(webManifest(r.lease, "nginx:1.27", ro, true))
 			},
-			phase: workflows.PhaseFailed, revision: 2, floor: 4, ceiling: 5,
+			phase: workflows.PhaseFailed, revision: 2, image: "nginx:1.26", floor: 4, ceiling: 5,
 			after: func(r *chaosRun) []string { return r.webRuns("nginx:1.26", 4) }},
 		{name: "canary", setup: deployed("nginx:1.26", rolling),
 			run: func(r *chaosRun) {
@@ -128,27 +185,36 @@ func scenarios() []scenario {
 				ro.Strategy, ro.Steps = manifest.StrategyCanary, []manifest.CanaryStep{{SetWeight: &w}, {Pause: &manifest.Pause{Duration: "2s"}}}
 				r.deploy(webManifest(r.lease, "nginx:1.27", ro, false))
 			},
-			phase: workflows.PhaseActive, revision: 2, floor: 4, ceiling: 5},
+			phase: workflows.PhaseActive, revision: 2, image: "nginx:1.27", floor: 4, ceiling: 5},
 		{name: "teardown", setup: deployed("nginx:1.26", rolling), run: func(r *chaosRun) { r.teardown() },
 			phase: workflows.PhaseTornDown, revision: 1, floor: 0, ceiling: 4,
 			after: func(r *chaosRun) []string { return r.nothingHeld() }},
 	}
 }
 
+// outage is how long the API server or etcd is stopped.
+const outage = 30 * time.Second
+
 func faults() []fault {
+	stop := func(name string) func(env *testenv.Env) error {
+		return func(env *testenv.Env) error { return env.Stack.Stop(name) }
+	}
+	start := func(name string) func(env *testenv.Env) error {
+		return func(env *testenv.Env) error { return env.Stack.Start(context.Background(), name) }
+	}
 	return []fault{
 		{name: "worker SIGKILL, restart in 0-5s", workers: 1, inject: func(r *chaosRun) {
-			w := r.workers[0]
-			_ = w.cmd.Process.Signal(syscall.SIGKILL)
-			<-w.exited
+			r.kill(0)
 			time.Sleep(time.Duration(r.rng.IntN(5001)) * time.Millisecond)
-			r.workers[0] = startWorker(r.t, r.env, r.tq, freeAddr(r.t))
+			r.workers[0] = r.startWorker()
 		}},
-		{name: "one of two workers SIGKILLed", workers: 2, inject: func(r *chaosRun) {
-			w := r.workers[r.rng.IntN(2)]
-			_ = w.cmd.Process.Signal(syscall.SIGKILL)
-			<-w.exited
-		}},
+		{name: "one of two workers SIGKILLed", workers: 2, inject: func(r *chaosRun) { r.kill(r.rng.IntN(2)) }},
+		{name: "kube-apiserver stopped 30s", workers: 1, begin: stop(devstack.APIServer), end: start(devstack.APIServer), hold: outage},
+		{name: "etcd stopped 30s", workers: 1, begin: stop(devstack.Etcd), end: start(devstack.Etcd), hold: outage},
+		{name: "Temporal SIGKILLed, restarted", workers: 1, hold: 2 * time.Second,
+			begin: func(env *testenv.Env) error { return env.Stack.Kill(devstack.Temporal) }, end: start(devstack.Temporal)},
+		{name: "API server answers 429/500 for 10s", workers: 1, proxy: true, inject: func(r *chaosRun) { r.proxy.failFor(10 * time.Second) }},
+		{name: "conflicting writer scales our ReplicaSet", workers: 1, writes: true, inject: func(r *chaosRun) { r.conflictingWrite() }},
 	}
 }
 
@@ -157,6 +223,13 @@ type result struct {
 	runs, passed int
 	worst        time.Duration
 	failures     []string
+}
+
+// plannedRun is one run of a fault: a scenario broken after boundary k of n.
+type plannedRun struct {
+	sc   int
+	k, n int
+	seed uint64
 }
 
 func TestChaos(t *testing.T) {
@@ -170,56 +243,93 @@ func TestChaos(t *testing.T) {
 	oneBoundary := os.Getenv("DEPLOYFLOW_CHAOS_BOUNDARIES") == "one"
 	t.Logf("chaos seed %d (DEPLOYFLOW_CHAOS_SEED=%d reruns these choices)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
+	batch := 1
+	if f := flag.Lookup("test.parallel"); f != nil {
+		batch, _ = strconv.Atoi(f.Value.String())
+	}
+	batch = max(batch, 1)
+	t.Logf("runs go %d side by side (go test -parallel)", batch)
 	started := time.Now()
-	report := map[string]*result{}
-	var keys []string
+	var scs []scenario
 	only := os.Getenv("DEPLOYFLOW_CHAOS_SCENARIO")
 	for _, sc := range scenarios() {
-		if only != "" && sc.name != only {
-			continue
+		if only == "" || sc.name == only {
+			scs = append(scs, sc)
 		}
-		// The probe: the scenario without a fault, to find its boundaries.
-		probe := newChaosRun(t, env, 1, rng)
-		sc.setup(probe)
-		from := time.Now()
-		sc.run(probe)
-		end, msgs := probe.finish(sc, time.Time{})
-		n := probe.boundaries(from)
-		probe.close()
-		require.Empty(t, msgs, "%s: the scenario fails without a fault: %v", sc.name, msgs)
-		t.Logf("%s: %d boundaries (%s without a fault)", sc.name, n, end.Round(time.Millisecond))
-		for _, f := range faults() {
-			ks := make([]int, n)
-			for i := range ks {
-				ks[i] = i + 1
-			}
-			if oneBoundary {
-				ks = []int{1 + rng.IntN(n)}
-			}
-			key := sc.name + "\t" + f.name
-			keys = append(keys, key)
-			res := &result{}
-			report[key] = res
-			for _, k := range ks {
-				r := newChaosRun(t, env, f.workers, rng)
+	}
+	fs := faults()
+	if f := os.Getenv("DEPLOYFLOW_CHAOS_FAULT"); f != "" {
+		fs = slices.DeleteFunc(fs, func(x fault) bool { return !strings.Contains(x.name, f) })
+	}
+
+	// The probes: each scenario without a fault, to find its boundaries
+	// (and to show the invariants hold without one).
+	bounds := make([]int, len(scs))
+	t.Run("probe", func(t *testing.T) {
+		for i, sc := range scs {
+			t.Run(sc.name, func(t *testing.T) {
+				t.Parallel()
+				r := newChaosRun(t, env, fault{workers: 1}, rand.New(rand.NewPCG(seed, uint64(1000+i))))
+				defer r.close()
 				sc.setup(r)
 				from := time.Now()
 				sc.run(r)
-				r.waitBoundary(from, k, sc)
-				at := time.Now()
-				f.inject(r)
-				took, msgs := r.finish(sc, at)
-				r.close()
-				res.runs++
-				if took > res.worst {
-					res.worst = took
+				took, msgs := r.finish(sc, fault{}, time.Time{})
+				require.Empty(t, msgs, "%s fails without a fault", sc.name)
+				bounds[i] = r.boundaries(from)
+				t.Logf("%s: %d boundaries (%s without a fault)", sc.name, bounds[i], took.Round(time.Millisecond))
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	var mu sync.Mutex
+	report := map[string]*result{}
+	var keys []string
+	for _, f := range fs {
+		var runs []plannedRun
+		for i := range scs {
+			key := scs[i].name + "\t" + f.name
+			keys = append(keys, key)
+			report[key] = &result{}
+			if oneBoundary {
+				runs = append(runs, plannedRun{sc: i, k: 1 + rng.IntN(bounds[i]), n: bounds[i], seed: rng.Uint64()})
+				continue
+			}
+			for k := 1; k <= bounds[i]; k++ {
+				runs = append(runs, plannedRun{sc: i, k: k, n: bounds[i], seed: rng.Uint64()})
+			}
+		}
+		for b := 0; b*batch < len(runs); b++ {
+			part := runs[b*batch : min(len(runs), (b+1)*batch)]
+			var bar *barrier
+			if f.global() {
+				bar = newBarrier(t, env, f, len(part))
+			}
+			t.Run(fmt.Sprintf("%s/batch %d", f.name, b+1), func(t *testing.T) {
+				for _, pr := range part {
+					sc := scs[pr.sc]
+					t.Run(fmt.Sprintf("%s/boundary %d of %d", sc.name, pr.k, pr.n), func(t *testing.T) {
+						t.Parallel()
+						took, msgs, lease := runOne(t, env, sc, f, pr, bar)
+						mu.Lock()
+						defer mu.Unlock()
+						res := report[sc.name+"\t"+f.name]
+						res.runs++
+						res.worst = max(res.worst, took)
+						if len(msgs) == 0 {
+							res.passed++
+							return
+						}
+						res.failures = append(res.failures, fmt.Sprintf("boundary %d/%d: %s", pr.k, pr.n, strings.Join(msgs, "; ")))
+						t.Errorf("%s, %s, after boundary %d/%d (lease %s): %s", sc.name, f.name, pr.k, pr.n, lease, strings.Join(msgs, "; "))
+					})
 				}
-				if len(msgs) == 0 {
-					res.passed++
-					continue
-				}
-				res.failures = append(res.failures, fmt.Sprintf("boundary %d/%d: %s", k, n, strings.Join(msgs, "; ")))
-				t.Errorf("%s, %s, after boundary %d/%d (lease %s): %s", sc.name, f.name, k, n, r.lease, strings.Join(msgs, "; "))
+			})
+			if bar != nil {
+				bar.wait()
 			}
 		}
 	}
@@ -232,8 +342,8 @@ func TestChaos(t *testing.T) {
 	}
 	_ = tw.Flush()
 	host, _ := os.Hostname()
-	fmt.Fprintf(&b, "\n%d scenarios × %d faults in %s on %s (seed %d, boundaries: %s)\n", len(scenarios()), len(faults()),
-		time.Since(started).Round(time.Second), host, seed, map[bool]string{true: "one per fault", false: "every one"}[oneBoundary])
+	fmt.Fprintf(&b, "\n%d scenarios × %d faults in %s on %s, %d CPUs, %d runs side by side (seed %d, boundaries: %s)\n", len(scs), len(fs),
+		time.Since(started).Round(time.Second), host, runtime.NumCPU(), batch, seed, map[bool]string{true: "one per fault", false: "every one"}[oneBoundary])
 	t.Log("\n" + b.String())
 	file := os.Getenv("DEPLOYFLOW_CHAOS_REPORT")
 	if file == "" {
@@ -243,13 +353,117 @@ func TestChaos(t *testing.T) {
 	t.Logf("report written to %s", file)
 }
 
-func newChaosRun(t *testing.T, env *testenv.Env, workers int, rng *rand.Rand) *chaosRun {
+// runOne is one run: the scenario set up and started, the fault injected
+// right after boundary k, the invariants checked. It returns the time from
+// the fault to the deploy's end, what did not hold, and the lease.
+func runOne(t *testing.T, env *testenv.Env, sc scenario, f fault, pr plannedRun, bar *barrier) (time.Duration, []string, string) {
+	r := newChaosRun(t, env, f, rand.New(rand.NewPCG(pr.seed, 1)))
+	defer r.close()
+	arrived := false
+	defer func() { // a run that failed before its boundary must not hold up the batch
+		if bar != nil && !arrived {
+			bar.arrive()
+		}
+	}()
+	sc.setup(r)
+	from := time.Now()
+	sc.run(r)
+	r.waitBoundary(from, pr.k, sc)
+	var at time.Time
+	if bar != nil {
+		r.signal(syscall.SIGSTOP)
+		arrived = true
+		bar.arrive()
+		at = bar.begun()
+		r.signal(syscall.SIGCONT)
+	} else {
+		at = time.Now()
+		f.inject(r)
+	}
+	took, msgs := r.finish(sc, f, at)
+	return took, msgs, r.lease
+}
+
+// barrier holds a batch's runs at their boundaries until all are there,
+// then breaks the stack once (begin), lets them go on, and mends it (end)
+// hold later.
+type barrier struct {
+	t       *testing.T
+	n       int
+	mu      sync.Mutex
+	count   int
+	all     chan struct{}
+	at      time.Time
+	started chan struct{}
+	done    chan struct{}
+}
+
+func newBarrier(t *testing.T, env *testenv.Env, f fault, n int) *barrier {
+	b := &barrier{t: t, n: n, all: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		select {
+		case <-b.all:
+		case <-time.After(10 * time.Minute):
+			t.Errorf("%s: the batch's runs never all reached their boundaries", f.name)
+		}
+		if err := f.begin(env); err != nil {
+			t.Errorf("%s: %v", f.name, err)
+		}
+		b.at = time.Now()
+		close(b.started)
+		time.Sleep(f.hold)
+		if err := f.end(env); err != nil {
+			t.Errorf("%s, bringing it back: %v", f.name, err)
+		}
+	}()
+	return b
+}
+
+// arrive counts a run at its boundary (or out of the race).
+func (b *barrier) arrive() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.count++
+	if b.count == b.n {
+		close(b.all)
+	}
+}
+
+func (b *barrier) begun() time.Time { <-b.started; return b.at }
+
+func (b *barrier) wait() { <-b.done }
+
+func newChaosRun(t *testing.T, env *testenv.Env, f fault, rng *rand.Rand) *chaosRun {
 	r := &chaosRun{t: t, env: env, tq: testenv.Name(t, "tq"), lease: testenv.ShortName("chaos"), rng: rng}
 	createLease(t, env, r.lease)
-	for range workers {
-		r.workers = append(r.workers, startWorker(t, env, r.tq, freeAddr(t)))
+	if f.proxy {
+		r.proxy = newAPIProxy(t, env)
+		r.args = []string{"--kubeconfig", r.proxy.kubeconfig}
+	}
+	for range f.workers {
+		r.workers = append(r.workers, r.startWorker())
 	}
 	return r
+}
+
+func (r *chaosRun) startWorker() *workerProcess {
+	return startWorker(r.t, r.env, r.tq, freeAddr(r.t), r.args...)
+}
+
+// kill SIGKILLs worker i and waits until it is gone.
+func (r *chaosRun) kill(i int) {
+	w := r.workers[i]
+	_ = w.cmd.Process.Signal(syscall.SIGKILL)
+	<-w.exited
+}
+
+// signal sends the run's live workers sig (SIGSTOP freezes them at a
+// boundary while the rest of a batch catches up; SIGCONT lets them go on).
+func (r *chaosRun) signal(sig syscall.Signal) {
+	for _, w := range r.workers {
+		_ = w.cmd.Process.Signal(sig)
+	}
 }
 
 // close ends the run: its workers, its lease and what it deployed, so the
@@ -258,6 +472,9 @@ func (r *chaosRun) close() {
 	ctx := context.Background()
 	for _, w := range r.workers {
 		_ = w.cmd.Process.Kill()
+	}
+	if r.proxy != nil {
+		r.proxy.close()
 	}
 	acts := r.env.Activities()
 	_ = r.env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowID(r.lease), "", "chaos run over")
@@ -362,7 +579,7 @@ func (r *chaosRun) waitBoundary(since time.Time, k int, sc scenario) {
 // finish samples the web ReplicaSets until the deploy ends (within 3
 // minutes of the fault), then checks the invariants. It returns the time
 // from the fault (or from now) to the end, and what did not hold.
-func (r *chaosRun) finish(sc scenario, fault time.Time) (time.Duration, []string) {
+func (r *chaosRun) finish(sc scenario, f fault, fault time.Time) (time.Duration, []string) {
 	if fault.IsZero() {
 		fault = time.Now()
 	}
@@ -379,7 +596,7 @@ func (r *chaosRun) finish(sc scenario, fault time.Time) (time.Duration, []string
 			select {
 			case <-stop:
 				mu.Lock()
-				if minAvail < sc.floor && minAvail != 1<<30 {
+				if minAvail < sc.floor && minAvail != 1<<30 && !f.writes {
 					msgs = append(msgs, fmt.Sprintf("web had %d available pods, below %d (%s)", minAvail, sc.floor, worst))
 				}
 				if maxPods > sc.ceiling {
@@ -429,11 +646,132 @@ func (r *chaosRun) finish(sc scenario, fault time.Time) (time.Duration, []string
 	if sc.phase != workflows.PhaseTornDown {
 		msgs = append(msgs, r.objectsOnce()...)
 		msgs = append(msgs, r.reservationsHeld()...)
+		if f.writes {
+			msgs = append(msgs, r.undoneOrReported(sc)...)
+		} else {
+			msgs = append(msgs, r.writesDecided()...)
+		}
 	}
 	if sc.after != nil {
 		msgs = append(msgs, sc.after(r)...)
 	}
 	return took, msgs
+}
+
+// writesDecided: no ReplicaSet's spec was written more often than the
+// workflows decided to. Each write the rollouts decided is in their
+// histories (the summary of the local activity that made it: "create X
+// with N replicas", "scale X a→b", "update X"); a ReplicaSet's generation
+// counts the writes that changed its spec. A write repeated by a retry
+// after a crash must be a no-op, so the generation may not exceed the
+// decided writes (it may fall short: a write found stale is dropped).
+func (r *chaosRun) writesDecided() []string {
+	ctx := context.Background()
+	ns := manifest.Namespace(r.lease)
+	decided := map[string]int64{}
+	for _, svc := range []string{"web", "api"} {
+		id := workflows.RolloutWorkflowID(ns, svc)
+		runs, err := r.env.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: fmt.Sprintf("WorkflowId = %q", id)})
+		if err != nil {
+			return []string{"list the runs of " + id + ": " + err.Error()}
+		}
+		for _, run := range runs.GetExecutions() {
+			it := r.env.Temporal.GetWorkflowHistory(ctx, id, run.GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			for it.HasNext() {
+				ev, err := it.Next()
+				if err != nil {
+					return []string{"history of " + id + ": " + err.Error()}
+				}
+				p := ev.GetUserMetadata().GetSummary()
+				if ev.GetEventType() != enumspb.EVENT_TYPE_MARKER_RECORDED || p == nil {
+					continue
+				}
+				var summary string
+				if converter.GetDefaultDataConverter().FromPayload(p, &summary) != nil {
+					continue
+				}
+				for _, op := range strings.Split(strings.TrimSuffix(summary, "; read"), ", ") {
+					var name string
+					var from, to int
+					switch {
+					case strings.HasPrefix(op, "create "), strings.HasPrefix(op, "update "):
+						decided[strings.Fields(op)[1]]++
+					case strings.HasPrefix(op, "scale "):
+						if _, err := fmt.Sscanf(op, "scale %s %d→%d", &name, &from, &to); err == nil && from != to {
+							decided[name]++
+						}
+					}
+				}
+			}
+		}
+	}
+	rss, err := r.env.Kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return []string{"list ReplicaSets: " + err.Error()}
+	}
+	var msgs []string
+	for _, rs := range rss.Items {
+		if decided[rs.Name] == 0 { // it was created, so this cannot be: the histories were misread
+			msgs = append(msgs, fmt.Sprintf("ReplicaSet %s: no write to it found in the rollouts' histories", rs.Name))
+		}
+		if rs.Generation > decided[rs.Name] {
+			msgs = append(msgs, fmt.Sprintf("ReplicaSet %s is at generation %d, but the rollouts decided %d writes to it", rs.Name, rs.Generation, decided[rs.Name]))
+		}
+	}
+	return msgs
+}
+
+// conflictingWrite is someone else's write to our ReplicaSet: the newest
+// web ReplicaSet scaled to 0 (or, if it is at 0, to 2).
+func (r *chaosRun) conflictingWrite() {
+	ctx := context.Background()
+	rss := r.env.Kube.AppsV1().ReplicaSets(manifest.Namespace(r.lease))
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		list, err := rss.List(ctx, metav1.ListOptions{LabelSelector: activities.ServiceLabel + "=web"})
+		if err != nil || len(list.Items) == 0 {
+			r.wrote = "no web ReplicaSet yet: nothing written"
+			return err
+		}
+		newest := slices.MaxFunc(list.Items, func(a, b appsv1.ReplicaSet) int {
+			ra, _ := strconv.Atoi(a.Annotations[rollout.RevisionAnnotation])
+			rb, _ := strconv.Atoi(b.Annotations[rollout.RevisionAnnotation])
+			return ra - rb
+		})
+		to := int32(0)
+		if *newest.Spec.Replicas == 0 {
+			to = 2
+		}
+		r.wrote = fmt.Sprintf("scaled %s %d→%d", newest.Name, *newest.Spec.Replicas, to)
+		newest.Spec.Replicas = &to
+		_, err = rss.Update(ctx, &newest, metav1.UpdateOptions{FieldManager: "chaos-writer"})
+		return err
+	})
+	if err != nil {
+		r.wrote = "the write failed: " + err.Error()
+	}
+	r.t.Logf("conflicting writer: %s", r.wrote)
+}
+
+// undoneOrReported: after someone else's write, the lease either runs what
+// it should (the rollout, still going, undid the write as upstream's
+// controller would) or says it does not (Degraded: deployflow does not
+// fight a hand-scaled ReplicaSet once its rollout is over). Never Active
+// with web short of pods for longer than the observer's delay.
+func (r *chaosRun) undoneOrReported(sc scenario) []string {
+	var last []string
+	var phase string
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		last = r.webRuns(sc.image, 4)
+		if st, err := r.status(); err == nil {
+			phase = st.Phase
+		}
+		if len(last) == 0 || phase == workflows.PhaseDegraded {
+			return nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return []string{fmt.Sprintf("after the conflicting write (%s) the lease is %s for a minute while %s", r.wrote, phase, strings.Join(last, "; "))}
 }
 
 // objectsOnce: every object exists once: one ReplicaSet per revision, the
@@ -525,3 +863,59 @@ func (r *chaosRun) webRuns(image string, n int32) []string {
 	}
 	return msgs
 }
+
+// apiProxy is a run's own way to the API server: an authenticating proxy
+// (plain HTTP on loopback, the test's client certificate upstream) that the
+// test can make answer 429 (with Retry-After) and 500, alternately, to
+// every new request for a while.
+type apiProxy struct {
+	srv        *http.Server
+	kubeconfig string
+	failing    atomic.Bool
+	n          atomic.Int64
+}
+
+func newAPIProxy(t *testing.T, env *testenv.Env) *apiProxy {
+	cfg, err := clientcmd.BuildConfigFromFlags("", env.Stack.Kubeconfig())
+	require.NoError(t, err)
+	rt, err := rest.TransportFor(cfg)
+	require.NoError(t, err)
+	target, err := url.Parse(cfg.Host)
+	require.NoError(t, err)
+	p := &apiProxy{}
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) }, Transport: rt, FlushInterval: -1}
+	p.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !p.failing.Load() {
+			rp.ServeHTTP(w, req)
+			return
+		}
+		code, reason := http.StatusInternalServerError, metav1.StatusReasonInternalError
+		if p.n.Add(1)%2 == 0 {
+			code, reason = http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests
+			w.Header().Set("Retry-After", "1")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+			Status: metav1.StatusFailure, Code: int32(code), Reason: reason, Message: "chaos: the API server is overloaded"})
+	})}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = p.srv.Serve(l) }()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["proxy"] = &clientcmdapi.Cluster{Server: "http://" + l.Addr().String()}
+	kc.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
+	kc.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy"}
+	kc.CurrentContext = "proxy"
+	p.kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*kc, p.kubeconfig))
+	return p
+}
+
+// failFor makes the proxy fail every new request for d (in the background).
+func (p *apiProxy) failFor(d time.Duration) {
+	p.failing.Store(true)
+	time.AfterFunc(d, func() { p.failing.Store(false) })
+}
+
+func (p *apiProxy) close() { _ = p.srv.Close() }

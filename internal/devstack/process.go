@@ -124,15 +124,20 @@ func alive(pid int) bool {
 	return s[i+2] != 'Z' && s[i+2] != 'X'
 }
 
-// stop ends name's recorded process: SIGTERM, then SIGKILL after grace.
-// A missing or stale PID file is not an error.
+// stop ends name's recorded process: SIGTERM, then SIGKILL after grace (a
+// grace of 0: SIGKILL at once). A missing or stale PID file is not an
+// error.
 func (s *Stack) stop(name string, grace time.Duration) error {
 	pid, ok := s.running(name)
 	defer os.Remove(s.pidFile(name))
 	if !ok {
 		return nil
 	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+	sig := syscall.SIGTERM
+	if grace == 0 {
+		sig = syscall.SIGKILL
+	}
+	if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("stop %s (pid %d): %w", name, pid, err)
 	}
 	deadline := time.Now().Add(grace)

@@ -259,6 +259,17 @@ func (s *Stack) Stop(name string) error {
 	return s.stop(name, 10*time.Second)
 }
 
+// Kill SIGKILLs one component by its recorded PID, with no grace: a crash,
+// for the fault-injection suite. Its data stays; Start brings it back.
+func (s *Stack) Kill(name string) error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return s.stop(name, 0)
+}
+
 func (s *Stack) upOne(ctx context.Context, name string) (bool, error) {
 	return s.upComponent(ctx, s.component(name))
 }
