@@ -274,7 +274,7 @@ func TestChaos(t *testing.T) {
 				sc.setup(r)
 				from := time.Now()
 				sc.run(r)
-				took, msgs := r.finish(sc, fault{}, time.Time{})
+				took, msgs := r.finish(sc, fault{}, time.Time{}, nil)
 				require.Empty(t, msgs, "%s fails without a fault", sc.name)
 				bounds[i] = r.boundaries(from)
 				t.Logf("%s: %d boundaries (%s without a fault)", sc.name, bounds[i], took.Round(time.Millisecond))
@@ -370,7 +370,9 @@ func runOne(t *testing.T, env *testenv.Env, sc scenario, f fault, pr plannedRun,
 	sc.run(r)
 	r.waitBoundary(from, pr.k, sc)
 	var at time.Time
+	var mended <-chan struct{}
 	if bar != nil {
+		mended = bar.done
 		r.signal(syscall.SIGSTOP)
 		arrived = true
 		bar.arrive()
@@ -380,7 +382,7 @@ func runOne(t *testing.T, env *testenv.Env, sc scenario, f fault, pr plannedRun,
 		at = time.Now()
 		f.inject(r)
 	}
-	took, msgs := r.finish(sc, f, at)
+	took, msgs := r.finish(sc, f, at, mended)
 	return took, msgs, r.lease
 }
 
@@ -577,9 +579,10 @@ func (r *chaosRun) waitBoundary(since time.Time, k int, sc scenario) {
 }
 
 // finish samples the web ReplicaSets until the deploy ends (within 3
-// minutes of the fault), then checks the invariants. It returns the time
+// minutes of the fault) and a fault of the stack is mended, then checks the
+// invariants. It returns the time
 // from the fault (or from now) to the end, and what did not hold.
-func (r *chaosRun) finish(sc scenario, f fault, fault time.Time) (time.Duration, []string) {
+func (r *chaosRun) finish(sc scenario, f fault, fault time.Time, mended <-chan struct{}) (time.Duration, []string) {
 	if fault.IsZero() {
 		fault = time.Now()
 	}
@@ -634,6 +637,9 @@ func (r *chaosRun) finish(sc scenario, f fault, fault time.Time) (time.Duration,
 		time.Sleep(100 * time.Millisecond)
 	}
 	took := time.Since(fault)
+	if mended != nil {
+		<-mended // a deploy may end before the stack is whole again: check it once it is
+	}
 	close(stop)
 	wg.Wait()
 	if err != nil || !done(st, sc.phase, sc.revision) {

@@ -183,6 +183,8 @@ var errTeardown = errors.New("teardown requested")
 // deploy runs the deploy chain for m and, if it fails after changing
 // anything, the chain again for the last-known-good manifest.
 func (w *deployRun) deploy(m *manifest.Manifest) error {
+	w.requested = m
+	defer func() { w.requested = nil }()
 	m = w.keepRestarts(m)
 	w.revision++
 	rec := DeployRecord{Revision: w.revision, Trigger: w.trigger, Started: workflow.Now(w.ctx), Image: images(m)}

@@ -407,3 +407,34 @@ func TestNewerManifestSupersedesARolloutInProgress(t *testing.T) {
 		assert.NotEqual(t, "nginx:1.27", rs.Spec.Template.Spec.Containers[0].Image, "no ReplicaSet was ever made for the coalesced manifest")
 	}
 }
+
+// The same manifest sent again while it deploys joins the deploy in progress
+// (found by make chaos: the CLI's update-with-start, its update handled in a
+// later workflow task than the start, superseded the deploy of its own input
+// and rolled the manifest out twice). Here the second request is sent by
+// hand once the first deploy's rollout has begun.
+func TestTheSameManifestSentAgainJoinsItsDeploy(t *testing.T) {
+	dt := newDeployTest(t)
+	host := dt.lease + ".apps.example.com"
+	m := twoServices(dt.lease, host, "nginx:1.27", map[string]string{"deployflow.dev/ready-after": "3s"}, false)
+	dt.deploy(m)
+	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "the rollout never began", func() (bool, string) {
+		_, av, _ := dt.available(manifest.Namespace(dt.lease), "web")
+		st, err := dt.status(dt.lease)
+		return err == nil && st.Phase == workflows.PhaseDeploying && av == 0 && dt.rolloutsSeen(dt.lease, st) != "", fmt.Sprint(st.Phase)
+	})
+	h, err := dt.env.Temporal.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{
+		WorkflowID: workflows.DeployWorkflowID(dt.lease), UpdateName: workflows.UpdateDeploy,
+		Args: []any{workflows.DeployRequest{Manifest: m, Trigger: "test"}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	require.NoError(t, err)
+	var answer workflows.DeployStatus
+	require.NoError(t, h.Get(context.Background(), &answer))
+	assert.Equal(t, int64(0), answer.Revision, "the caller waits for the deploy after revision 0: the one in progress")
+	assert.False(t, answer.Pending)
+
+	st := dt.waitRevision(dt.lease, 1)
+	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	assert.Equal(t, int64(1), st.Revision, "deployed twice")
+	require.Len(t, st.History, 1)
+	assert.Equal(t, "Succeeded", st.History[0].Outcome)
+}

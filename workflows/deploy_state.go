@@ -36,6 +36,7 @@ type deployRun struct {
 	phase          string
 	revision       int64
 	current        *manifest.Manifest // being deployed, or last deployed
+	requested      *manifest.Manifest // the manifest of the deploy in progress, as it was asked for
 	lastGood       *manifest.Manifest
 	pending        *manifest.Manifest
 	pendingTrigger string
@@ -268,6 +269,11 @@ func (w *deployRun) registerControls() error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateDeploy,
 		func(_ workflow.Context, req DeployRequest) (DeployStatus, error) {
+			if w.joins(req) {
+				st := w.status()
+				st.Revision-- // the deploy in progress is the caller's: it waits for the one after the last before it
+				return st, nil
+			}
 			m := req.Manifest
 			w.pending = &m // the newest manifest wins; older pending ones are dropped
 			w.pendingTrigger = req.trigger()
@@ -644,6 +650,18 @@ func images(m *manifest.Manifest) map[string]string {
 		out[s.Name] = s.Image
 	}
 	return out
+}
+
+// joins reports whether a deploy request is for the deploy in progress: the
+// same manifest, nothing pending, no plan to approve. It then joins that
+// deploy rather than superseding it, which would cancel its rollouts and
+// roll the same manifest out again. A start with an update (the CLI's
+// update-with-start) hands the workflow the manifest twice, as its input and
+// as the update; when the update comes in a later workflow task than the
+// start (a loaded worker, a restart) the deploy of the input has begun.
+func (w *deployRun) joins(req DeployRequest) bool {
+	return w.phase == PhaseDeploying && !w.reverting && w.pending == nil && w.requested != nil &&
+		req.PlanFingerprint == "" && sameManifest(w.requested, &req.Manifest) && gate(w.ctx, versionJoinSameManifest)
 }
 
 func sameManifest(a, b *manifest.Manifest) bool {

@@ -51,6 +51,10 @@ const (
 	// and a blue-green among them switches without waiting for promotion,
 	// analyses or its scale-down delay (RolloutInput.Revert).
 	versionRevertWithoutWaits = "revert-without-waits"
+	// versionJoinSameManifest: a deploy request for the manifest being
+	// deployed joins that deploy (deployRun.joins) instead of superseding
+	// it and rolling the same manifest out again.
+	versionJoinSameManifest = "join-same-manifest"
 	// versionStrictInput: a workflow input typed by hand with an unknown
 	// field or a value of the wrong type fails at once, typed
 	// (InvalidInput, InvalidManifest), naming each field; runs that started

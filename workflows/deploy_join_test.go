@@ -1,0 +1,59 @@
+package workflows
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Found by make chaos (a batch of runs side by side on 2 cores): the CLI's
+// update-with-start hands a new lease's workflow its manifest twice, as the
+// input and as the deploy update. When the update came in a later workflow
+// task than the start, it superseded the deploy of the input: its rollouts
+// were cancelled and the same manifest deployed again as deploy #2. A
+// request for the manifest being deployed now joins that deploy.
+func TestTheSameManifestDuringItsDeployJoinsIt(t *testing.T) {
+	rollouts := 0
+	env := newDeployEnv(t, func(env *deployEnv) {
+		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).After(time.Minute).Return(
+			func(workflow.Context, RolloutInput) (*RolloutResult, error) {
+				rollouts++
+				return &RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil
+			})
+	})
+	var joined DeployStatus
+	var updateErr error
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(UpdateDeploy, "", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { updateErr = err }, OnAccept: func() {},
+			OnComplete: func(v any, err error) {
+				updateErr = err
+				if st, ok := v.(DeployStatus); ok {
+					joined = st
+				}
+			},
+		}, DeployRequest{Manifest: oneService("l"), Trigger: "cli"})
+	}, 10*time.Second)
+	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Trigger: "cli"})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, updateErr)
+	assert.Equal(t, int64(0), joined.Revision, "the update's answer: the caller waits for the deploy after revision 0, the one in progress")
+	assert.False(t, joined.Pending)
+
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(env.GetWorkflowError(), &can), "want continue-as-new after the deploy, got %v", env.GetWorkflowError())
+	var next DeployInput
+	require.NoError(t, converterDecode(can, &next))
+	assert.Equal(t, 1, rollouts)
+	assert.Equal(t, int64(1), next.Carry.Revision, "one deploy")
+	assert.Nil(t, next.Carry.Pending, "nothing left to deploy again")
+	require.Len(t, next.Carry.History, 1)
+	assert.Equal(t, "Succeeded", next.Carry.History[0].Outcome)
+	assert.Equal(t, PhaseActive, next.Carry.Phase)
+}
