@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"sort"
@@ -84,6 +85,8 @@ type chaosRun struct {
 	tq      string
 	lease   string
 	workers []*workerProcess
+	all     []*workerProcess // every worker the run started, killed ones too (their logs)
+	gone    map[*workerProcess]bool
 	args    []string  // the workers' extra flags
 	proxy   *apiProxy // the run's own way to the API server, if its fault needs one
 	rng     *rand.Rand
@@ -101,7 +104,11 @@ type scenario struct {
 	phase    string
 	revision int64
 	// floor is the fewest available web pods allowed while it runs (for a
-	// RollingUpdate: replicas - maxUnavailable); ceiling the most pods.
+	// RollingUpdate: replicas - maxUnavailable); ceiling the most pods its
+	// ReplicaSets may ask for (replicas + maxSurge: upstream's maxSurge
+	// bounds the ReplicaSets' replicas; pods counted by their status can
+	// exceed it for a moment when the ReplicaSet controller creates the new
+	// pod before it deletes the old one, with upstream's controller too).
 	floor, ceiling int32
 	// image is what web runs at the end.
 	image string
@@ -437,7 +444,7 @@ func (b *barrier) begun() time.Time { <-b.started; return b.at }
 func (b *barrier) wait() { <-b.done }
 
 func newChaosRun(t *testing.T, env *testenv.Env, f fault, rng *rand.Rand) *chaosRun {
-	r := &chaosRun{t: t, env: env, tq: testenv.Name(t, "tq"), lease: testenv.ShortName("chaos"), rng: rng}
+	r := &chaosRun{t: t, env: env, tq: testenv.Name(t, "tq"), lease: testenv.ShortName("chaos"), rng: rng, gone: map[*workerProcess]bool{}}
 	createLease(t, env, r.lease)
 	if f.proxy {
 		r.proxy = newAPIProxy(t, env)
@@ -450,14 +457,21 @@ func newChaosRun(t *testing.T, env *testenv.Env, f fault, rng *rand.Rand) *chaos
 }
 
 func (r *chaosRun) startWorker() *workerProcess {
-	return startWorker(r.t, r.env, r.tq, freeAddr(r.t), r.args...)
+	w := startWorker(r.t, r.env, r.tq, freeAddr(r.t), r.args...)
+	r.all = append(r.all, w)
+	return w
 }
 
 // kill SIGKILLs worker i and waits until it is gone.
-func (r *chaosRun) kill(i int) {
-	w := r.workers[i]
+func (r *chaosRun) kill(i int) { r.stop(r.workers[i]) }
+
+func (r *chaosRun) stop(w *workerProcess) {
+	if r.gone[w] {
+		return
+	}
 	_ = w.cmd.Process.Signal(syscall.SIGKILL)
 	<-w.exited
+	r.gone[w] = true
 }
 
 // signal sends the run's live workers sig (SIGSTOP freezes them at a
@@ -593,8 +607,8 @@ func (r *chaosRun) finish(sc scenario, f fault, fault time.Time, mended <-chan s
 	wg.Add(1)
 	go func() { // the web pods, sampled: never fewer available than the floor, never more than the ceiling
 		defer wg.Done()
-		minAvail, maxPods := int32(1<<30), int32(0)
-		var worst string
+		minAvail, maxSpec := int32(1<<30), int32(0)
+		var worst, fullest string
 		for {
 			select {
 			case <-stop:
@@ -602,8 +616,8 @@ func (r *chaosRun) finish(sc scenario, f fault, fault time.Time, mended <-chan s
 				if minAvail < sc.floor && minAvail != 1<<30 && !f.writes {
 					msgs = append(msgs, fmt.Sprintf("web had %d available pods, below %d (%s)", minAvail, sc.floor, worst))
 				}
-				if maxPods > sc.ceiling {
-					msgs = append(msgs, fmt.Sprintf("web had %d pods, above %d", maxPods, sc.ceiling))
+				if maxSpec > sc.ceiling && !f.writes {
+					msgs = append(msgs, fmt.Sprintf("web's ReplicaSets asked for %d pods, above %d (%s)", maxSpec, sc.ceiling, fullest))
 				}
 				mu.Unlock()
 				return
@@ -613,18 +627,21 @@ func (r *chaosRun) finish(sc scenario, f fault, fault time.Time, mended <-chan s
 			if err != nil || len(list.Items) == 0 {
 				continue
 			}
-			var avail, pods int32
+			var avail, spec int32
 			var seen []string
 			for _, rs := range list.Items {
 				avail += rs.Status.AvailableReplicas
-				pods += rs.Status.Replicas
+				spec += *rs.Spec.Replicas
 				seen = append(seen, fmt.Sprintf("%s spec %d, %d pods, %d available", rs.Spec.Template.Spec.Containers[0].Image, *rs.Spec.Replicas, rs.Status.Replicas, rs.Status.AvailableReplicas))
 			}
+			sort.Strings(seen)
 			if avail < minAvail {
-				sort.Strings(seen)
 				worst = strings.Join(seen, "; ")
 			}
-			minAvail, maxPods = min(minAvail, avail), max(maxPods, pods)
+			if spec > maxSpec {
+				fullest = strings.Join(seen, "; ")
+			}
+			minAvail, maxSpec = min(minAvail, avail), max(maxSpec, spec)
 		}
 	}()
 	var st workflows.DeployStatus
@@ -655,6 +672,9 @@ func (r *chaosRun) finish(sc scenario, f fault, fault time.Time, mended <-chan s
 		if f.writes {
 			msgs = append(msgs, r.undoneOrReported(sc)...)
 		} else {
+			for i := range r.all { // their logs are read whole once they are gone
+				r.stop(r.all[i])
+			}
 			msgs = append(msgs, r.writesDecided()...)
 		}
 	}
@@ -664,16 +684,20 @@ func (r *chaosRun) finish(sc scenario, f fault, fault time.Time, mended <-chan s
 	return took, msgs
 }
 
-// writesDecided: no ReplicaSet's spec was written more often than the
-// workflows decided to. Each write the rollouts decided is in their
-// histories (the summary of the local activity that made it: "scale X
-// a→b", "update X"); a ReplicaSet's generation is 1 at its creation and
-// counts the writes that changed its spec since. A write repeated by a
-// retry after a crash must be a no-op, so the generation may not exceed 1
-// plus the decided writes (it may fall short: a write found stale is
-// dropped). The creation itself is not counted from the histories: a
-// workflow task lost with the Temporal server can create a ReplicaSet that
-// the retried task then finds and adopts, its creation in no history.
+// writesDecided: no ReplicaSet's spec changed more often than the
+// workflows decided. A ReplicaSet's generation is 1 at its creation and
+// counts the writes that changed its spec since. Each write a rollout
+// decided is in its history (the summary of the local activity that made
+// it: "scale X a→b", "update X"), unless the workflow task that made it was
+// lost with its worker or the Temporal server: the retried task then reads
+// the ReplicaSet as that write left it and goes on from there. Such a write
+// is in the log of the worker that made it ("Scaled up replica set X from a
+// to b": ScaleReplicaSet logs each write, and writes only if the
+// ReplicaSet is still at a or already at b). So the generation may not
+// exceed 1 plus the larger of the two counts; a retried write found done,
+// or a write landing after the decision that made it was superseded, would
+// exceed it. (The creation is not counted: a lost task can create a
+// ReplicaSet that the retried task adopts.)
 func (r *chaosRun) writesDecided() []string {
 	ctx := context.Background()
 	ns := manifest.Namespace(r.lease)
@@ -719,6 +743,14 @@ func (r *chaosRun) writesDecided() []string {
 			}
 		}
 	}
+	logged := map[string]int64{}
+	for _, w := range r.all {
+		for _, m := range scaledRE.FindAllStringSubmatch(w.logs.String(), -1) {
+			if m[2] != m[3] {
+				logged[m[1]]++
+			}
+		}
+	}
 	rss, err := r.env.Kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return []string{"list ReplicaSets: " + err.Error()}
@@ -728,12 +760,16 @@ func (r *chaosRun) writesDecided() []string {
 		msgs = append(msgs, "no ReplicaSet write found in the rollouts' histories")
 	}
 	for _, rs := range rss.Items {
-		if rs.Generation > 1+decided[rs.Name] {
-			msgs = append(msgs, fmt.Sprintf("ReplicaSet %s is at generation %d, but the rollouts decided %d writes to its spec after creating it", rs.Name, rs.Generation, decided[rs.Name]))
+		if rs.Generation > 1+max(decided[rs.Name], logged[rs.Name]) {
+			msgs = append(msgs, fmt.Sprintf("ReplicaSet %s is at generation %d, but the rollouts' histories hold %d writes to its spec after creating it, and the workers logged %d",
+				rs.Name, rs.Generation, decided[rs.Name], logged[rs.Name]))
 		}
 	}
 	return msgs
 }
+
+// scaledRE is ScaleReplicaSet's log line for a write it made.
+var scaledRE = regexp.MustCompile(`msg="Scaled (?:up|down) (?:\S+ )?replica set (\S+) from (\d+) to (\d+)"`)
 
 // conflictingWrite is someone else's write to our ReplicaSet: the newest
 // web ReplicaSet scaled to 0 (or, if it is at 0, to 2).
