@@ -29,6 +29,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -313,12 +314,18 @@ func TestChaos(t *testing.T) {
 			part := runs[b*batch : min(len(runs), (b+1)*batch)]
 			var bar *barrier
 			if f.global() {
-				bar = newBarrier(t, env, f, len(part))
+				bar = newBarrier(t, env, f)
 			}
 			t.Run(fmt.Sprintf("%s/batch %d", f.name, b+1), func(t *testing.T) {
+				if bar != nil {
+					defer bar.seal() // every run of the batch that runs has joined (a -run filter may skip some)
+				}
 				for _, pr := range part {
 					sc := scs[pr.sc]
 					t.Run(fmt.Sprintf("%s/boundary %d of %d", sc.name, pr.k, pr.n), func(t *testing.T) {
+						if bar != nil {
+							bar.join()
+						}
 						t.Parallel()
 						took, msgs, lease := runOne(t, env, sc, f, pr, bar)
 						mu.Lock()
@@ -364,14 +371,14 @@ func TestChaos(t *testing.T) {
 // right after boundary k, the invariants checked. It returns the time from
 // the fault to the deploy's end, what did not hold, and the lease.
 func runOne(t *testing.T, env *testenv.Env, sc scenario, f fault, pr plannedRun, bar *barrier) (time.Duration, []string, string) {
-	r := newChaosRun(t, env, f, rand.New(rand.NewPCG(pr.seed, 1)))
-	defer r.close()
 	arrived := false
 	defer func() { // a run that failed before its boundary must not hold up the batch
 		if bar != nil && !arrived {
 			bar.arrive()
 		}
 	}()
+	r := newChaosRun(t, env, f, rand.New(rand.NewPCG(pr.seed, 1)))
+	defer r.close()
 	sc.setup(r)
 	from := time.Now()
 	sc.run(r)
@@ -398,17 +405,18 @@ func runOne(t *testing.T, env *testenv.Env, sc scenario, f fault, pr plannedRun,
 // hold later.
 type barrier struct {
 	t       *testing.T
-	n       int
 	mu      sync.Mutex
-	count   int
+	joined  int  // runs in the batch
+	sealed  bool // no more will join
+	count   int  // runs at their boundaries
 	all     chan struct{}
 	at      time.Time
 	started chan struct{}
 	done    chan struct{}
 }
 
-func newBarrier(t *testing.T, env *testenv.Env, f fault, n int) *barrier {
-	b := &barrier{t: t, n: n, all: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{})}
+func newBarrier(t *testing.T, env *testenv.Env, f fault) *barrier {
+	b := &barrier{t: t, all: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
 		select {
@@ -429,12 +437,31 @@ func newBarrier(t *testing.T, env *testenv.Env, f fault, n int) *barrier {
 	return b
 }
 
+// join counts a run in the batch (before it goes parallel).
+func (b *barrier) join() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.joined++
+}
+
+// seal says every run of the batch has joined.
+func (b *barrier) seal() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sealed = true
+	b.release()
+}
+
 // arrive counts a run at its boundary (or out of the race).
 func (b *barrier) arrive() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.count++
-	if b.count == b.n {
+	b.release()
+}
+
+func (b *barrier) release() {
+	if b.sealed && b.count == b.joined {
 		close(b.all)
 	}
 }
@@ -705,11 +732,19 @@ func (r *chaosRun) writesDecided() []string {
 	summaries := 0
 	for _, svc := range []string{"web", "api"} {
 		id := workflows.RolloutWorkflowID(ns, svc)
-		runs, err := r.env.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: fmt.Sprintf("WorkflowId = %q", id)})
-		if err != nil {
-			return []string{"list the runs of " + id + ": " + err.Error()}
+		var runs []*workflowpb.WorkflowExecutionInfo
+		var token []byte
+		for {
+			page, err := r.env.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: fmt.Sprintf("WorkflowId = %q", id), NextPageToken: token})
+			if err != nil {
+				return []string{"list the runs of " + id + ": " + err.Error()}
+			}
+			runs, token = append(runs, page.GetExecutions()...), page.GetNextPageToken()
+			if len(token) == 0 {
+				break
+			}
 		}
-		for _, run := range runs.GetExecutions() {
+		for _, run := range runs {
 			it := r.env.Temporal.GetWorkflowHistory(ctx, id, run.GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 			for it.HasNext() {
 				ev, err := it.Next()

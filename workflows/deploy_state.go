@@ -653,7 +653,9 @@ func images(m *manifest.Manifest) map[string]string {
 }
 
 // joins reports whether a deploy request is for the deploy in progress: the
-// same manifest, nothing pending, no plan to approve. It then joins that
+// same manifest, nothing pending, no plan or approval involved (a deploy
+// bound to an approved plan may yet abort, and one awaiting approval may
+// time out: a request joining either would be lost). It then joins that
 // deploy rather than superseding it, which would cancel its rollouts and
 // roll the same manifest out again. A start with an update (the CLI's
 // update-with-start) hands the workflow the manifest twice, as its input and
@@ -661,7 +663,8 @@ func images(m *manifest.Manifest) map[string]string {
 // start (a loaded worker, a restart) the deploy of the input has begun.
 func (w *deployRun) joins(req DeployRequest) bool {
 	return w.phase == PhaseDeploying && !w.reverting && w.pending == nil && w.requested != nil &&
-		req.PlanFingerprint == "" && sameManifest(w.requested, &req.Manifest) && gate(w.ctx, versionJoinSameManifest)
+		req.PlanFingerprint == "" && w.approvedPlan == "" && !req.Manifest.RequireApproval &&
+		sameManifest(w.requested, &req.Manifest) && gate(w.ctx, versionJoinSameManifest)
 }
 
 func sameManifest(a, b *manifest.Manifest) bool {

@@ -464,7 +464,6 @@ func unknownField(k string, t reflect.Type) string {
 	return "unknown field; the fields here are " + strings.Join(fields, ", ")
 }
 
-// nearest is the name in names closest to k by edit distance, ignoring case.
 // Nearest is the name among names closest to k (a misspelt field), if one
 // is close enough to suggest, else "".
 func Nearest(k string, names []string) string {
@@ -475,6 +474,7 @@ func Nearest(k string, names []string) string {
 	return ""
 }
 
+// nearest is the name in names closest to k by edit distance, ignoring case.
 func nearest(k string, names []string) (string, int) {
 	best, dist := "", math.MaxInt
 	if len(k) > 64 {
