@@ -57,3 +57,34 @@ func TestTheSameManifestDuringItsDeployJoinsIt(t *testing.T) {
 	assert.Equal(t, "Succeeded", next.Carry.History[0].Outcome)
 	assert.Equal(t, PhaseActive, next.Carry.Phase)
 }
+
+// A deploy bound to an approved plan may yet abort (the plan changed): the
+// same manifest sent without a plan then waits its turn rather than joining
+// a deploy that may never happen.
+func TestTheSameManifestDoesNotJoinADeployBoundToAPlan(t *testing.T) {
+	env := idleLease(t, func(env *deployEnv) {
+		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).After(time.Minute).Return(&RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil)
+	})
+	m := oneService("l")
+	m.Services[0].Image = "nginx:1.28"
+	var second DeployStatus
+	send := func(at time.Duration, req DeployRequest, into *DeployStatus) {
+		env.RegisterDelayedCallback(func() {
+			env.UpdateWorkflow(UpdateDeploy, "", &testsuite.TestUpdateCallback{
+				OnReject: func(err error) { t.Errorf("rejected: %v", err) }, OnAccept: func() {},
+				OnComplete: func(v any, err error) {
+					if st, ok := v.(DeployStatus); ok && into != nil {
+						*into = st
+					}
+				},
+			}, req)
+		}, at)
+	}
+	send(time.Second, DeployRequest{Manifest: m, PlanFingerprint: "fp1"}, nil)
+	send(10*time.Second, DeployRequest{Manifest: m}, &second)
+	env.ExecuteWorkflow(DeployWorkflow, env.in)
+	require.True(t, env.IsWorkflowCompleted())
+	assert.True(t, second.Pending, "the request joined a deploy bound to a plan")
+	next := continuedWith(t, env.GetWorkflowError())
+	require.NotNil(t, next.Carry.Pending, "the second request was lost")
+}
