@@ -100,6 +100,16 @@ func inputErrorType(err error, manifestField string) string {
 	return ErrInvalidManifest
 }
 
+// handTyped is what is wrong with data, a hand-typed input that encoding/json
+// decoded into a value of zero's type with decodeErr: the problems named by
+// field, else decodeErr.
+func handTyped(data []byte, zero any, decodeErr error, manifestField string) error {
+	if err := inputProblems(data, zero, manifestField); err != nil {
+		return err
+	}
+	return decodeErr
+}
+
 func abbreviate(data []byte) string {
 	s := strings.TrimSpace(string(data))
 	if len(s) > 40 {
@@ -119,10 +129,7 @@ func (in *DeployInput) UnmarshalJSON(data []byte) error {
 	if in.Carry != nil {
 		return err // written by a run of ours
 	}
-	in.invalid = inputProblems(data, plain{}, "manifest")
-	if in.invalid == nil && err != nil {
-		in.invalid = err
-	}
+	in.invalid = handTyped(data, plain{}, err, "manifest")
 	return nil
 }
 
@@ -131,10 +138,7 @@ func (in *DeployInput) UnmarshalJSON(data []byte) error {
 func (r *DeployRequest) UnmarshalJSON(data []byte) error {
 	type plain DeployRequest
 	err := json.Unmarshal(data, (*plain)(r))
-	r.invalid = inputProblems(data, plain{}, "manifest")
-	if r.invalid == nil && err != nil {
-		r.invalid = err
-	}
+	r.invalid = handTyped(data, plain{}, err, "manifest")
 	return nil
 }
 
@@ -146,9 +150,6 @@ func (in *RolloutInput) UnmarshalJSON(data []byte) error {
 	if in.Carry != nil {
 		return err
 	}
-	in.invalid = inputProblems(data, plain{}, "")
-	if in.invalid == nil && err != nil {
-		in.invalid = err
-	}
+	in.invalid = handTyped(data, plain{}, err, "")
 	return nil
 }
