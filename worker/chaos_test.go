@@ -705,7 +705,9 @@ func (r *chaosRun) finish(sc scenario, f fault, fault time.Time, mended <-chan s
 			msgs = append(msgs, r.writesDecided()...)
 		}
 	}
-	if sc.after != nil {
+	if sc.after != nil && (!f.writes || sc.phase == workflows.PhaseTornDown) {
+		// (After a conflicting write, undoneOrReported judges what web runs:
+		// the write may have taken the last-known-good version's pods itself.)
 		msgs = append(msgs, sc.after(r)...)
 	}
 	return took, msgs

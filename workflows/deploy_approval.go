@@ -31,6 +31,8 @@ var (
 // must be the plan awaiting approval (the one the approver has seen).
 type ApproveRequest struct {
 	Fingerprint string `json:"fingerprint,omitempty"`
+
+	invalid error // a field unknown or of the wrong type (UnmarshalJSON)
 }
 
 // planDeploy computes the deploy's plan from the cluster, read-only.
@@ -102,6 +104,9 @@ func (w *deployRun) registerApproval() error {
 		workflow.UpdateHandlerOptions{
 			Description: `Approve the plan awaiting approval (status query: plan). Argument: {"fingerprint": "<plan fingerprint>"} or {}`,
 			Validator: func(_ workflow.Context, req ApproveRequest) error {
+				if req.invalid != nil {
+					return req.invalid
+				}
 				if w.phase != PhaseAwaitingApproval || w.plan == nil {
 					return errors.New("no plan is awaiting approval for lease " + w.lease)
 				}

@@ -97,6 +97,8 @@ func (w *deployRun) deployID() string {
 type ScaleServiceRequest struct {
 	Service  string `json:"service"`
 	Replicas int32  `json:"replicas"`
+
+	invalid error // a field unknown or of the wrong type (UnmarshalJSON)
 }
 
 // base is the manifest operator changes start from: the last-known-good
@@ -355,6 +357,9 @@ func (w *deployRun) registerControls() error {
 		workflow.UpdateHandlerOptions{
 			Description: `Scale one service of the lease (a scale-only deploy). Argument: {"service": "web", "replicas": 6}`,
 			Validator: func(_ workflow.Context, req ScaleServiceRequest) error {
+				if req.invalid != nil {
+					return req.invalid
+				}
 				if w.base() == nil {
 					return errors.New("nothing is deployed to lease " + w.lease + " yet")
 				}

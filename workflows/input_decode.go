@@ -153,3 +153,37 @@ func (in *RolloutInput) UnmarshalJSON(data []byte) error {
 	in.invalid = handTyped(data, plain{}, err, "")
 	return nil
 }
+
+// The operator updates' arguments, typed by hand in the UI or the CLI, are
+// checked the same way, and their validators refuse what is wrong: before,
+// {"service": "web", "replica": 6} scaled web to 0.
+
+func (r *ScaleServiceRequest) UnmarshalJSON(data []byte) error {
+	type plain ScaleServiceRequest
+	r.invalid = handTyped(data, plain{}, json.Unmarshal(data, (*plain)(r)), "")
+	return nil
+}
+
+func (r *ApproveRequest) UnmarshalJSON(data []byte) error {
+	type plain ApproveRequest
+	r.invalid = handTyped(data, plain{}, json.Unmarshal(data, (*plain)(r)), "")
+	return nil
+}
+
+func (r *ScaleRequest) UnmarshalJSON(data []byte) error {
+	type plain ScaleRequest
+	r.invalid = handTyped(data, plain{}, json.Unmarshal(data, (*plain)(r)), "")
+	return nil
+}
+
+func (r *UndoRequest) UnmarshalJSON(data []byte) error {
+	type plain UndoRequest
+	r.invalid = handTyped(data, plain{}, json.Unmarshal(data, (*plain)(r)), "")
+	return nil
+}
+
+func (r *PromoteRequest) UnmarshalJSON(data []byte) error {
+	type plain PromoteRequest
+	r.invalid = handTyped(data, plain{}, json.Unmarshal(data, (*plain)(r)), "")
+	return nil
+}

@@ -83,3 +83,31 @@ func TestHandTypedRolloutInputsNameWhatIsWrong(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(`{"namespace": "shop", "service": "web", "deployment": {"spec": {"replicas": 3}}}`), &ok))
 	assert.NoError(t, ok.invalid)
 }
+
+// The operator updates' arguments: before, {"service": "web", "replica": 6}
+// decoded as replicas 0 and scaled web to nothing.
+func TestHandTypedUpdateArgumentsNameWhatIsWrong(t *testing.T) {
+	check := func(v interface{ problem() error }, input, want string) {
+		t.Helper()
+		require.NoError(t, json.Unmarshal([]byte(input), v))
+		require.Error(t, v.problem(), input)
+		assert.Contains(t, v.problem().Error(), want)
+	}
+	check(&ScaleServiceRequest{}, `{"service": "web", "replica": 6}`, "replica: unknown field; did you mean replicas?")
+	check(&ScaleServiceRequest{}, `{"service": "web", "replicas": "6"}`, "replicas: want int32, got string")
+	check(&ScaleRequest{}, `{"replica": 20}`, "replica: unknown field; did you mean replicas?")
+	check(&UndoRequest{}, `{"to_revision": 1}`, "to_revision: unknown field")
+	check(&PromoteRequest{}, `{"ful": true}`, "ful: unknown field; did you mean full?")
+	check(&ApproveRequest{}, `{"fingerprnt": "abc"}`, "fingerprnt: unknown field; did you mean fingerprint?")
+
+	var ok ScaleServiceRequest
+	require.NoError(t, json.Unmarshal([]byte(`{"service": "web", "replicas": 6}`), &ok))
+	assert.NoError(t, ok.invalid)
+	assert.Equal(t, int32(6), ok.Replicas)
+}
+
+func (r *ScaleServiceRequest) problem() error { return r.invalid }
+func (r *ScaleRequest) problem() error        { return r.invalid }
+func (r *UndoRequest) problem() error         { return r.invalid }
+func (r *PromoteRequest) problem() error      { return r.invalid }
+func (r *ApproveRequest) problem() error      { return r.invalid }

@@ -31,6 +31,8 @@ const UpdatePromote = "promote"
 // remaining steps (the ordinary syncs finish the rollout within its limits).
 type PromoteRequest struct {
 	Full bool `json:"full,omitempty"`
+
+	invalid error // a field unknown or of the wrong type (UnmarshalJSON)
 }
 
 // CanaryState is a canary's progress through its steps; it carries over

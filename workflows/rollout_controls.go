@@ -29,12 +29,16 @@ const RestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
 // ScaleRequest is the "scale" update's argument.
 type ScaleRequest struct {
 	Replicas int32 `json:"replicas"`
+
+	invalid error // a field unknown or of the wrong type (UnmarshalJSON)
 }
 
 // UndoRequest is the "undo" update's argument; ToRevision 0 means the
 // previous revision (kubectl rollout undo).
 type UndoRequest struct {
 	ToRevision int64 `json:"toRevision"`
+
+	invalid error // a field unknown or of the wrong type (UnmarshalJSON)
 }
 
 // registerControls installs the status query and the operator updates. Each
@@ -75,6 +79,9 @@ func (r *rolloutRun) registerControls() error {
 				return r.changed(fmt.Sprintf("scaled to %d", req.Replicas))
 			},
 			func(_ workflow.Context, req ScaleRequest) error {
+				if req.invalid != nil {
+					return req.invalid
+				}
 				if req.Replicas < 0 {
 					return fmt.Errorf("replicas: %d is negative; give 0 or more", req.Replicas)
 				}
@@ -95,6 +102,9 @@ func (r *rolloutRun) registerControls() error {
 				return r.changed(res.Message)
 			},
 			func(_ workflow.Context, req UndoRequest) error {
+				if req.invalid != nil {
+					return req.invalid
+				}
 				if err := r.notFinishing(); err != nil {
 					return err
 				}
@@ -137,6 +147,9 @@ func (r *rolloutRun) registerControls() error {
 				return r.changed(fmt.Sprintf("promoted past step %d/%d (%s)", r.canary.Step+1, len(r.in.Steps), r.in.Steps[r.canary.Step]))
 			},
 			func(_ workflow.Context, req PromoteRequest) error {
+				if req.invalid != nil {
+					return req.invalid
+				}
 				if err := r.notFinishing(); err != nil {
 					return err
 				}

@@ -134,6 +134,13 @@ func TestMalformedInputsFromTheTemporalCLIFailTypedNamingTheField(t *testing.T) 
 		require.Error(t, err, "the update was accepted: %s", out)
 		assert.Contains(t, string(out), want)
 	}
+	// An operator's scale with a misspelt field is refused, naming it (it
+	// scaled web to 0 before).
+	out, err := exec.Command(dt.env.Stack.Bin(devstack.Temporal), "workflow", "update", "execute", "--address", devstack.TemporalAddress,
+		"--workflow-id", workflows.DeployWorkflowID(dt.lease), "--name", workflows.UpdateScaleService, "--input", `{"service": "web", "replica": 0}`).CombinedOutput()
+	require.Error(t, err, "the scale was accepted: %s", out)
+	assert.Contains(t, string(out), "replica: unknown field; did you mean replicas?")
+
 	// A redeploy signal with a payload of the wrong type, or an unknown
 	// action, changes nothing (a signal has no answer: the worker logs it).
 	dt.temporalCLI("workflow", "signal", "--workflow-id", workflows.DeployWorkflowID(dt.lease), "--name", workflows.SignalRedeploy, "--input", `"restart"`)
