@@ -100,14 +100,17 @@ func inputErrorType(err error, manifestField string) string {
 	return ErrInvalidManifest
 }
 
-// handTyped is what is wrong with data, a hand-typed input that encoding/json
-// decoded into a value of zero's type with decodeErr: the problems named by
-// field, else decodeErr.
-func handTyped(data []byte, zero any, decodeErr error, manifestField string) error {
-	if err := inputProblems(data, zero, manifestField); err != nil {
-		return err
+// strictly decodes data, a hand-typed input, into *into (a plain struct
+// type, without UnmarshalJSON) as encoding/json does, and returns what is
+// wrong with it: the problems named by field (inputProblems), else
+// encoding/json's error.
+func strictly[P any](data []byte, into *P, manifestField string) error {
+	err := json.Unmarshal(data, into)
+	var zero P
+	if problems := inputProblems(data, zero, manifestField); problems != nil {
+		return problems
 	}
-	return decodeErr
+	return err
 }
 
 func abbreviate(data []byte) string {
@@ -125,11 +128,12 @@ func abbreviate(data []byte) string {
 // checked strictly, and what is wrong is kept for the workflow to refuse.
 func (in *DeployInput) UnmarshalJSON(data []byte) error {
 	type plain DeployInput
-	err := json.Unmarshal(data, (*plain)(in))
-	if in.Carry != nil {
-		return err // written by a run of ours
+	if bytes.Contains(data, []byte(`"carry"`)) {
+		if err := json.Unmarshal(data, (*plain)(in)); err != nil || in.Carry != nil {
+			return err // written by a run of ours
+		}
 	}
-	in.invalid = handTyped(data, plain{}, err, "manifest")
+	in.invalid = strictly(data, (*plain)(in), "manifest")
 	return nil
 }
 
@@ -137,8 +141,7 @@ func (in *DeployInput) UnmarshalJSON(data []byte) error {
 // strictly; the update's validator refuses what is wrong.
 func (r *DeployRequest) UnmarshalJSON(data []byte) error {
 	type plain DeployRequest
-	err := json.Unmarshal(data, (*plain)(r))
-	r.invalid = handTyped(data, plain{}, err, "manifest")
+	r.invalid = strictly(data, (*plain)(r), "manifest")
 	return nil
 }
 
@@ -146,11 +149,12 @@ func (r *DeployRequest) UnmarshalJSON(data []byte) error {
 // checked strictly, and what is wrong is kept for the workflow to refuse.
 func (in *RolloutInput) UnmarshalJSON(data []byte) error {
 	type plain RolloutInput
-	err := json.Unmarshal(data, (*plain)(in))
-	if in.Carry != nil {
-		return err
+	if bytes.Contains(data, []byte(`"carry"`)) {
+		if err := json.Unmarshal(data, (*plain)(in)); err != nil || in.Carry != nil {
+			return err // written by a run of ours
+		}
 	}
-	in.invalid = handTyped(data, plain{}, err, "")
+	in.invalid = strictly(data, (*plain)(in), "")
 	return nil
 }
 
@@ -160,30 +164,30 @@ func (in *RolloutInput) UnmarshalJSON(data []byte) error {
 
 func (r *ScaleServiceRequest) UnmarshalJSON(data []byte) error {
 	type plain ScaleServiceRequest
-	r.invalid = handTyped(data, plain{}, json.Unmarshal(data, (*plain)(r)), "")
+	r.invalid = strictly(data, (*plain)(r), "")
 	return nil
 }
 
 func (r *ApproveRequest) UnmarshalJSON(data []byte) error {
 	type plain ApproveRequest
-	r.invalid = handTyped(data, plain{}, json.Unmarshal(data, (*plain)(r)), "")
+	r.invalid = strictly(data, (*plain)(r), "")
 	return nil
 }
 
 func (r *ScaleRequest) UnmarshalJSON(data []byte) error {
 	type plain ScaleRequest
-	r.invalid = handTyped(data, plain{}, json.Unmarshal(data, (*plain)(r)), "")
+	r.invalid = strictly(data, (*plain)(r), "")
 	return nil
 }
 
 func (r *UndoRequest) UnmarshalJSON(data []byte) error {
 	type plain UndoRequest
-	r.invalid = handTyped(data, plain{}, json.Unmarshal(data, (*plain)(r)), "")
+	r.invalid = strictly(data, (*plain)(r), "")
 	return nil
 }
 
 func (r *PromoteRequest) UnmarshalJSON(data []byte) error {
 	type plain PromoteRequest
-	r.invalid = handTyped(data, plain{}, json.Unmarshal(data, (*plain)(r)), "")
+	r.invalid = strictly(data, (*plain)(r), "")
 	return nil
 }
