@@ -230,7 +230,6 @@ func faults() []fault {
 type result struct {
 	runs, passed int
 	worst        time.Duration
-	failures     []string
 }
 
 // plannedRun is one run of a fault: a scenario broken after boundary k of n.
@@ -337,7 +336,6 @@ func TestChaos(t *testing.T) {
 							res.passed++
 							return
 						}
-						res.failures = append(res.failures, fmt.Sprintf("boundary %d/%d: %s", pr.k, pr.n, strings.Join(msgs, "; ")))
 						t.Errorf("%s, %s, after boundary %d/%d (lease %s): %s", sc.name, f.name, pr.k, pr.n, lease, strings.Join(msgs, "; "))
 					})
 				}
@@ -404,7 +402,6 @@ func runOne(t *testing.T, env *testenv.Env, sc scenario, f fault, pr plannedRun,
 // then breaks the stack once (begin), lets them go on, and mends it (end)
 // hold later.
 type barrier struct {
-	t       *testing.T
 	mu      sync.Mutex
 	joined  int  // runs in the batch
 	sealed  bool // no more will join
@@ -416,7 +413,7 @@ type barrier struct {
 }
 
 func newBarrier(t *testing.T, env *testenv.Env, f fault) *barrier {
-	b := &barrier{t: t, all: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{})}
+	b := &barrier{all: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
 		select {
