@@ -12,7 +12,9 @@ package activities
 import (
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/lease"
+	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/metrics"
 	"github.com/deployflow/deployflow/internal/reserve"
 )
@@ -37,8 +39,17 @@ type Activities struct {
 	// HTTPCheckAllow are the hosts analyses' HTTP checks may GET besides
 	// the lease's own Services (--http-check-allow).
 	HTTPCheckAllow []string
+	// ClusterDomain is the cluster's DNS domain (--cluster-domain, default
+	// cluster.local): <svc>.<ns>.svc.<ClusterDomain> names a lease Service.
+	ClusterDomain string
 	// Notifier posts canary events to a webhook (--notify-url; optional).
 	Notifier *Notifier
+	// Limits bound what one lease's manifest may take (--max-*; zero
+	// values are manifest.DefaultLimits).
+	Limits manifest.Limits
+	// Namespace is the profile every lease namespace gets: Pod Security
+	// level, ResourceQuota, LimitRange (zero: config's defaults).
+	Namespace config.NamespaceProfile
 
 	guard namespaceGuard
 }

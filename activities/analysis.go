@@ -8,11 +8,15 @@ import (
 
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/deployflow/deployflow/internal/analysis"
 )
 
 // MeasureInput is one measurement of a canary's analysis.
 type MeasureInput struct {
 	Query string `json:"query"`
+	// Judge: judge the measurement by these conditions (Measurement.Phase).
+	Judge *analysis.Conditions `json:"judge,omitempty"`
 }
 
 // Measurement is a query's value; Value is nil when there is nothing to
@@ -20,6 +24,25 @@ type MeasureInput struct {
 type Measurement struct {
 	Value   *float64 `json:"value,omitempty"`
 	Message string   `json:"message,omitempty"`
+	// Phase is the measurement judged by the input's conditions (issue
+	// 20.1: here, in the activity, never in workflow code); empty when the
+	// input had none (runs before the judge-where-measured gate judge it
+	// themselves).
+	Phase analysis.Phase `json:"phase,omitempty"`
+}
+
+// judged is m judged by c, when the caller asked for it. A condition that
+// cannot be judged makes the measurement inconclusive, saying why.
+func judged(c *analysis.Conditions, m *Measurement, err error) (*Measurement, error) {
+	if c == nil || err != nil || m == nil {
+		return m, err
+	}
+	phase, jerr := c.Judge(m.Value)
+	if jerr != nil {
+		phase, m.Message = analysis.Inconclusive, jerr.Error()
+	}
+	m.Phase = phase
+	return m, nil
 }
 
 // MeasurePrometheus runs a canary analysis's PromQL query against the
@@ -28,6 +51,11 @@ type Measurement struct {
 // which the analysis counts as inconclusive: what cannot be measured is
 // never a failure. An unreachable Prometheus is an error (retried).
 func (a *Activities) MeasurePrometheus(ctx context.Context, in MeasureInput) (*Measurement, error) {
+	m, err := a.measurePrometheus(ctx, in)
+	return judged(in.Judge, m, err)
+}
+
+func (a *Activities) measurePrometheus(ctx context.Context, in MeasureInput) (*Measurement, error) {
 	if a.Prometheus == nil {
 		return &Measurement{Message: "the worker has no Prometheus: start it with --prometheus-url (env DEPLOYFLOW_PROMETHEUS_URL)"}, nil
 	}

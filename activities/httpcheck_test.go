@@ -2,9 +2,16 @@ package activities
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -40,7 +47,7 @@ func TestMeasureHTTP(t *testing.T) {
 		{"/down", "", 503.0, "status 503"},
 		{"/json", "checks.errorRate", 0.02, "checks.errorRate = 0.02"},
 		{"/json", "checks.ok", 1.0, "checks.ok = 1"},
-		{"/json", "checks.name", nil, "status 200: checks.name is web, not a number or a boolean"},
+		{"/json", "checks.name", nil, "status 200: checks.name is not a number or a boolean"},
 		{"/json", "checks.missing", nil, "status 200: no field checks.missing in the answer"},
 		{"/", "checks.ok", nil, "status 200, not JSON"},
 	} {
@@ -52,35 +59,96 @@ func TestMeasureHTTP(t *testing.T) {
 	m, err := (&Activities{}).MeasureHTTP(context.Background(), HTTPCheckInput{Namespace: "lease-a", URL: srv.URL})
 	require.NoError(t, err)
 	assert.Nil(t, m.Value, "a host the worker does not allow is not checked")
-	assert.Contains(t, m.Message, "not checked: 127.0.0.1 is not one of the lease's Services (<service>.lease-a)")
+	assert.Contains(t, m.Message, "not checked: 127.0.0.1 is not in the worker's --http-check-allow CIDRs")
 	srv.Close()
 	_, err = a.MeasureHTTP(context.Background(), HTTPCheckInput{URL: srv.URL})
 	assert.Error(t, err, "an unreachable URL is retried")
 }
 
-// A lease's HTTP checks reach its own Services and what the worker allows,
-// nothing else (the cloud's metadata address, another lease's Services).
-func TestHTTPCheckAllowed(t *testing.T) {
-	allow := []string{"*.monitoring.svc.cluster.local", "10.1.0.0/16", "status.example.com"}
+// Issue 20.2: a lease's HTTP checks reach its own Services (by their
+// ClusterIP, looked up in its namespace) and what the operator allows, by
+// the address dialled. Before, any host shaped <x>.<lease ns>.svc.<anything>
+// passed and DNS was never checked: web.lease-a.svc.evil.example resolved
+// wherever its owner liked, and a name the operator allowed could resolve to
+// the cloud's metadata address.
+func TestHTTPCheckTargetsAreDecidedByAddress(t *testing.T) {
+	svc := func(ns, name string, ips ...string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.ServiceSpec{ClusterIPs: ips}}
+	}
+	a := &Activities{
+		Kube:           fake.NewClientset(svc("lease-a", "web-preview", "10.96.0.10"), svc("lease-b", "web", "10.96.0.20"), svc("lease-a", "headless")),
+		HTTPCheckAllow: []string{"*.monitoring.svc.cluster.local", "10.1.0.0/16", "status.example.com", "localhost"},
+	}
+	p := a.httpCheckPolicy("lease-a")
 	for _, c := range []struct {
 		host string
-		want bool
+		want string // the address dialled, or the refusal
 	}{
-		{"web-preview.lease-a", true},
-		{"web-preview.lease-a.svc", true},
-		{"web-preview.lease-a.svc.cluster.local", true},
-		{"WEB.lease-a.svc.cluster.local.", true},
-		{"web.lease-b.svc.cluster.local", false},
-		{"web.lease-a.example.com", false},
-		{"lease-a", false},
-		{"prometheus.monitoring.svc.cluster.local", true},
-		{"10.1.2.3", true},
-		{"10.2.0.1", false},
-		{"169.254.169.254", false},
-		{"status.example.com", true},
-		{"evil-status.example.com", false},
-		{"localhost", false},
+		{"web-preview", "10.96.0.10"},
+		{"web-preview.lease-a", "10.96.0.10"},
+		{"web-preview.lease-a.svc", "10.96.0.10"},
+		{"WEB-PREVIEW.lease-a.svc.cluster.local.", "10.96.0.10"},
+		{"web-preview.lease-a.svc.evil.example", "not one of the lease's Services"},
+		{"web.lease-a.svc.cluster.local.attacker.example", "not one of the lease's Services"},
+		{"web.lease-b.svc.cluster.local", "not one of the lease's Services"},
+		{"web.lease-b", "not one of the lease's Services"},
+		{"web", "the lease has no Service web"},
+		{"headless.lease-a", "no ClusterIP"},
+		{"web.lease-a.example.com", "not one of the lease's Services"},
+		{"10.1.2.3", "10.1.2.3"},
+		{"10.2.0.1", "not in the worker's --http-check-allow CIDRs"},
+		{"169.254.169.254", "not in the worker's --http-check-allow CIDRs"},
+		{"127.0.0.1", "not in the worker's --http-check-allow CIDRs"},
+		{"[::1]", "not in the worker's --http-check-allow CIDRs"},
+		{"evil-status.example.com", "not one of the lease's Services"},
+		// Allowed by name, but it resolves to loopback: refused by address.
+		{"localhost", "resolves only to addresses no check may reach"},
 	} {
-		assert.Equal(t, c.want, HTTPCheckAllowed(c.host, "lease-a", allow), c.host)
+		host := strings.Trim(c.host, "[]")
+		tg, err := p.target(context.Background(), host)
+		if err != nil {
+			assert.Contains(t, err.Error(), c.want, c.host)
+			continue
+		}
+		if assert.NotEmpty(t, tg.addrs, c.host) {
+			assert.Equal(t, c.want, tg.addrs[0].String(), c.host)
+		}
 	}
+}
+
+// The operator can allow loopback by CIDR (the tests' own endpoints);
+// redirects are checked as the first request is, by address, and a
+// refused redirect is not followed.
+func TestHTTPCheckRedirectsAreCheckedByAddress(t *testing.T) {
+	var hit atomic.Int32
+	forbidden := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hit.Add(1) }))
+	defer forbidden.Close()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(forbidden.URL, "http://"))
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/to-localhost":
+			http.Redirect(w, r, "http://localhost:"+port+"/", http.StatusFound)
+		case "/to-metadata":
+			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
+		case "/to-file":
+			http.Redirect(w, r, "file:///etc/passwd", http.StatusFound)
+		}
+	}))
+	defer redirect.Close()
+	// The redirector is allowed by its exact address; the forbidden server
+	// shares 127.0.0.1 but only the redirector's port... so allow it by
+	// name only: "localhost" resolves to loopback, which is refused.
+	a := &Activities{HTTPCheckAllow: []string{"127.0.0.1/32", "localhost"}}
+	for _, path := range []string{"/to-metadata", "/to-file"} {
+		m, err := a.MeasureHTTP(context.Background(), HTTPCheckInput{Namespace: "lease-a", URL: redirect.URL + path})
+		require.NoError(t, err, path)
+		assert.Nil(t, m.Value, path)
+		assert.Contains(t, m.Message, "not checked", path)
+	}
+	b := &Activities{HTTPCheckAllow: []string{"localhost"}}
+	m, err := b.MeasureHTTP(context.Background(), HTTPCheckInput{Namespace: "lease-a", URL: "http://localhost:" + port + "/"})
+	require.NoError(t, err)
+	assert.Nil(t, m.Value)
+	assert.Contains(t, m.Message, "not checked")
+	assert.Zero(t, hit.Load(), "no request reached a loopback address the operator allowed only by name")
 }

@@ -12,6 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"k8s.io/utils/ptr"
+
+	"github.com/deployflow/deployflow/internal/analysis"
 	"github.com/deployflow/deployflow/internal/manifest"
 )
 
@@ -23,6 +26,8 @@ type JobCheckInput struct {
 	Service   string            `json:"service"`
 	Name      string            `json:"name"`
 	Job       manifest.JobCheck `json:"job"`
+	// Judge: judge the measurement by these conditions (Measurement.Phase).
+	Judge *analysis.Conditions `json:"judge,omitempty"`
 }
 
 // jobTTL is how long a finished analysis Job stays for inspection.
@@ -33,6 +38,11 @@ const jobTTL = int32(3600)
 // activeDeadlineSeconds). It heartbeats while it waits; a retry finds the
 // Job it created and waits on it.
 func (a *Activities) RunJob(ctx context.Context, in JobCheckInput) (*Measurement, error) {
+	m, err := a.runJob(ctx, in)
+	return judged(in.Judge, m, err)
+}
+
+func (a *Activities) runJob(ctx context.Context, in JobCheckInput) (*Measurement, error) {
 	jobs := a.Kube.BatchV1().Jobs(in.Namespace)
 	backoff, deadline, ttl := int32(0), in.Job.Deadline(), jobTTL
 	job := &batchv1.Job{
@@ -43,8 +53,14 @@ func (a *Activities) RunJob(ctx context.Context, in JobCheckInput) (*Measurement
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Annotations: in.Job.PodAnnotations},
 				Spec: corev1.PodSpec{
-					RestartPolicy: corev1.RestartPolicyNever,
-					Containers:    []corev1.Container{{Name: "check", Image: in.Job.Image, Command: in.Job.Command, Args: in.Job.Args}},
+					// A tenant's image: no API credentials, no other
+					// Services' addresses in its environment (issue 20.6).
+					// Its resources come from the lease namespace's
+					// LimitRange, its privileges from its Pod Security level.
+					AutomountServiceAccountToken: ptr.To(false),
+					EnableServiceLinks:           ptr.To(false),
+					RestartPolicy:                corev1.RestartPolicyNever,
+					Containers:                   []corev1.Container{{Name: "check", Image: in.Job.Image, Command: in.Job.Command, Args: in.Job.Args}},
 				},
 			},
 		},

@@ -113,7 +113,7 @@ func mustRevision(rs *appsv1.ReplicaSet) int64 {
 // error (the workflow reads it as Unknown), never a closed lease.
 func (a *Activities) ObserveLease(ctx context.Context, id string) (*Observation, error) {
 	if a.Observer != nil {
-		if o, ok := a.Observer.Observe(id); ok {
+		if o, ok := a.Observer.Observe(ctx, id); ok {
 			return o, nil
 		}
 	}
@@ -122,6 +122,9 @@ func (a *Activities) ObserveLease(ctx context.Context, id string) (*Observation,
 	switch {
 	case errors.Is(err, lease.ErrNotFound):
 		o.Closed = true
+		return o, nil
+	case errors.Is(err, lease.ErrMalformed):
+		o.Unknown = true // a record that does not parse is never "closed"
 		return o, nil
 	case err != nil:
 		return nil, fmt.Errorf("read lease %s: %w", id, err)
@@ -145,7 +148,7 @@ func (a *Activities) ObserveLease(ctx context.Context, id string) (*Observation,
 // internal/observe): Observe answers from its caches, ok false when they
 // are not in sync.
 type LeaseObserver interface {
-	Observe(lease string) (*Observation, bool)
+	Observe(ctx context.Context, lease string) (*Observation, bool)
 }
 
 // ObserveResult is the "observe" update's answer: when the observer should

@@ -100,10 +100,16 @@ type DeployPlan struct {
 }
 
 // PlanDeploy computes the plan of deploying in.Manifest, with the deploy
-// chain's own code: the hostname check, the declared IPs, a dry-run
+// chain's own code: the operator's limits (a manifest over one is a
+// non-retryable InvalidManifest), the hostname check, the declared IPs, a dry-run
 // server-side apply of the rendered objects, and the classification of each
 // service. Conflicts fail it the way they would fail the deploy.
 func (a *Activities) PlanDeploy(ctx context.Context, in PlanInput) (*DeployPlan, error) {
+	// The operator's limits, before anything is read or written (issue
+	// 20.4): a manifest over one is refused naming the field and the limit.
+	if err := in.Manifest.CheckLimits(a.Limits); err != nil {
+		return nil, invalidManifest(err)
+	}
 	m := in.Manifest.WithDefaults()
 	p := &DeployPlan{Lease: m.Lease, Owner: in.Owner}
 	hostnames := m.Hostnames()

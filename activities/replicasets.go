@@ -37,7 +37,8 @@ type EnsureNamespaceInput struct {
 // lease), owned by the lease record so Kubernetes collects it with the
 // lease, or a namespace listed in --rollout-namespaces; any other namespace
 // must already exist and be labelled as deployflow's. Everything else is a
-// non-retryable NamespaceNotAllowed, before any write.
+// non-retryable NamespaceNotAllowed, before any write. A lease namespace
+// enforces the operator's profile (applyLeaseProfile).
 func (a *Activities) EnsureNamespace(ctx context.Context, in EnsureNamespaceInput) error {
 	if in.Name == "" {
 		return invalidInput("namespace: name is empty")
@@ -52,6 +53,9 @@ func (a *Activities) EnsureNamespace(ctx context.Context, in EnsureNamespaceInpu
 		labels := map[string]string{manifest.ManagedByLabel: manifest.ManagedBy}
 		for k, v := range in.Labels {
 			labels[k] = v
+		}
+		if isLease {
+			labels[PodSecurityEnforceLabel] = a.profile().PodSecurity
 		}
 		want := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in.Name, Labels: labels}}
 		if isLease {
@@ -77,8 +81,13 @@ func (a *Activities) EnsureNamespace(ctx context.Context, in EnsureNamespaceInpu
 			return err
 		}
 		ns.OwnerReferences = append(ns.OwnerReferences, refs...)
-		if _, err := nss.Update(ctx, ns, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		if ns, err = nss.Update(ctx, ns, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 			return fmt.Errorf("own namespace %s by lease %s: %w", in.Name, lease, err)
+		}
+	}
+	if isLease {
+		if err := a.applyLeaseProfile(ctx, ns); err != nil {
+			return err
 		}
 	}
 	sas := a.Kube.CoreV1().ServiceAccounts(in.Name)

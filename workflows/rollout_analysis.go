@@ -49,8 +49,13 @@ func (r *rolloutRun) measure(ctx workflow.Context, a *manifest.Analysis) (analys
 		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: 30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
 	})
+	// The activity judges (issue 20.1); runs before the gate judge here.
+	var judge *analysis.Conditions
+	if gate(ctx, versionJudgeWhereMeasured) {
+		c := analysis.ConditionsOf(a)
+		judge = &c
+	}
 	var f workflow.Future
-	judge := a
 	switch {
 	case a.Job != nil:
 		// A Job runs for minutes: an activity that heartbeats while it waits.
@@ -62,23 +67,28 @@ func (r *rolloutRun) measure(ctx workflow.Context, a *manifest.Analysis) (analys
 		})
 		f = workflow.ExecuteActivity(actx, act.RunJob, activities.JobCheckInput{
 			Namespace: r.in.Namespace, Service: r.in.Service, Name: analysisJobName(r.in.Service, workflow.GetInfo(ctx).WorkflowExecution.RunID, r.jobs), Job: *a.Job,
+			Judge: judge,
 		})
-		if a.SuccessCondition == "" && a.FailureCondition == "" {
-			c := *a
-			c.SuccessCondition = manifest.JobPassed
-			judge = &c
-		}
 	case a.HTTP != nil:
-		f = workflow.ExecuteLocalActivity(withSummary(laCtx, "check "+a.HTTP.URL), act.MeasureHTTP, activities.HTTPCheckInput{Namespace: r.in.Namespace, URL: a.HTTP.URL, JSONField: a.HTTP.JSONField})
+		f = workflow.ExecuteLocalActivity(withSummary(laCtx, "check "+a.HTTP.URL), act.MeasureHTTP, activities.HTTPCheckInput{Namespace: r.in.Namespace, URL: a.HTTP.URL, JSONField: a.HTTP.JSONField, Judge: judge})
 	default:
-		f = workflow.ExecuteLocalActivity(withSummary(laCtx, "measure "+a.Prometheus.Query), act.MeasurePrometheus, activities.MeasureInput{Query: a.Prometheus.Query})
+		f = workflow.ExecuteLocalActivity(withSummary(laCtx, "measure "+a.Prometheus.Query), act.MeasurePrometheus, activities.MeasureInput{Query: a.Prometheus.Query, Judge: judge})
 	}
 	if err := f.Get(ctx, &m); err != nil {
 		m = activities.Measurement{Message: "not measured: " + err.Error()}
+		if judge != nil {
+			m.Phase = analysis.Inconclusive
+		}
 	}
-	phase, err := analysis.Judge(judge, m.Value)
-	if err != nil {
-		phase, m.Message = analysis.Inconclusive, err.Error()
+	phase := m.Phase
+	if judge == nil {
+		var err error
+		if phase, err = analysis.ConditionsOf(a).Judge(m.Value); err != nil {
+			phase, m.Message = analysis.Inconclusive, err.Error()
+		}
+	}
+	if phase == "" {
+		phase = analysis.Inconclusive
 	}
 	return phase, fmt.Sprintf("%s %s", m.Message, phase)
 }

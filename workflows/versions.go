@@ -61,6 +61,12 @@ const (
 	// before it went on with what encoding/json made of it. A redeploy
 	// signal with an unknown action is ignored (it reapplied).
 	versionStrictInput = "strict-input"
+	// versionJudgeWhereMeasured: an analysis's measurement is judged by
+	// the activity that takes it (the conditions go in its input, the
+	// phase comes back in its result), so workflow code never evaluates a
+	// tenant's condition and the recorded verdict is what replays (issue
+	// 20.1); runs before it judged in the workflow.
+	versionJudgeWhereMeasured = "judge-where-measured"
 	// versionUpgradeTest: only in the live upgrade test's build B
 	// (upgradeTestBuild), which marks the deploys it finishes.
 	versionUpgradeTest = "upgrade-test-build-b"

@@ -7,8 +7,7 @@ package analysis
 import (
 	"fmt"
 
-	"github.com/expr-lang/expr"
-
+	"github.com/deployflow/deployflow/internal/condition"
 	"github.com/deployflow/deployflow/internal/manifest"
 )
 
@@ -22,46 +21,66 @@ const (
 	Inconclusive Phase = "Inconclusive" // neither condition, or nothing to measure; too many: pause for a human
 )
 
+// Conditions are what a measurement is judged by: an analysis's
+// successCondition and failureCondition (internal/condition's language).
+// The activity that measures judges (issue 20.1): workflow code never runs
+// a tenant's condition, and the verdict recorded is what replays.
+type Conditions struct {
+	SuccessCondition string `json:"successCondition,omitempty"`
+	FailureCondition string `json:"failureCondition,omitempty"`
+}
+
+// ConditionsOf are a's conditions; a Job check without any passes when
+// its Job succeeds.
+func ConditionsOf(a *manifest.Analysis) Conditions {
+	c := Conditions{SuccessCondition: a.SuccessCondition, FailureCondition: a.FailureCondition}
+	if a.Job != nil && c.SuccessCondition == "" && c.FailureCondition == "" {
+		c.SuccessCondition = manifest.JobPassed
+	}
+	return c
+}
+
 // Judge is one measurement's phase: with both conditions, failure wins,
 // then success, else Inconclusive; with only a success condition, false
 // fails; with only a failure condition, false succeeds. No value (the
 // query returned no data, or could not be measured) is Inconclusive: what
 // could not be observed is never a failure.
 func Judge(a *manifest.Analysis, result *float64) (Phase, error) {
+	return Conditions{SuccessCondition: a.SuccessCondition, FailureCondition: a.FailureCondition}.Judge(result)
+}
+
+// Judge is Judge of the conditions c.
+func (c Conditions) Judge(result *float64) (Phase, error) {
 	if result == nil {
 		return Inconclusive, nil
 	}
 	holds := func(cond string) (bool, error) {
-		out, err := expr.Eval(cond, map[string]any{"result": *result})
+		p, err := condition.Compile(cond)
 		if err != nil {
 			return false, fmt.Errorf("%q: %w", cond, err)
 		}
-		b, ok := out.(bool)
-		if !ok {
-			return false, fmt.Errorf("%q is %v, not true or false", cond, out)
-		}
-		return b, nil
+		return p.Holds(*result)
 	}
 	var failed, succeeded bool
 	var err error
-	if a.FailureCondition != "" {
-		if failed, err = holds(a.FailureCondition); err != nil {
+	if c.FailureCondition != "" {
+		if failed, err = holds(c.FailureCondition); err != nil {
 			return "", err
 		}
 	}
-	if a.SuccessCondition != "" {
-		if succeeded, err = holds(a.SuccessCondition); err != nil {
+	if c.SuccessCondition != "" {
+		if succeeded, err = holds(c.SuccessCondition); err != nil {
 			return "", err
 		}
 	}
 	switch {
 	case failed:
 		return Failed, nil
-	case a.SuccessCondition != "" && succeeded:
+	case c.SuccessCondition != "" && succeeded:
 		return Successful, nil
-	case a.SuccessCondition != "" && a.FailureCondition == "":
+	case c.SuccessCondition != "" && c.FailureCondition == "":
 		return Failed, nil
-	case a.SuccessCondition == "":
+	case c.SuccessCondition == "":
 		return Successful, nil
 	}
 	return Inconclusive, nil

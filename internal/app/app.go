@@ -123,6 +123,9 @@ func NewActivities(cfg config.Config, kc kubernetes.Interface, dyn dynamic.Inter
 	acts := Activities(kc, dyn, pool, cfg.Blocked(), m)
 	acts.RolloutNamespaces = cfg.RolloutNamespaces()
 	acts.HTTPCheckAllow = cfg.HTTPCheckHosts()
+	acts.ClusterDomain = cfg.ClusterDomain
+	acts.Limits = cfg.LeaseLimits.Manifest
+	acts.Namespace = cfg.LeaseLimits.Namespace
 	if cfg.NotifyURL != "" {
 		acts.Notifier = &activities.Notifier{URL: cfg.NotifyURL, Client: &http.Client{Timeout: 10 * time.Second}}
 	}

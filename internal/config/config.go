@@ -80,6 +80,11 @@ type Config struct {
 	// *.suffix, or CIDRs); a lease owner must not make the worker probe
 	// anything else.
 	HTTPCheckAllow string
+	// ClusterDomain (DEPLOYFLOW_CLUSTER_DOMAIN): the cluster's DNS domain,
+	// so <svc>.<ns>.svc.<domain> names a lease's own Service.
+	ClusterDomain string
+	// LeaseLimits are the operator's bounds on one lease (limits.go).
+	LeaseLimits
 }
 
 // HTTPCheckHosts splits HTTPCheckAllow.
@@ -103,6 +108,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DeploymentName, "deployment-name", os.Getenv("DEPLOYFLOW_DEPLOYMENT_NAME"), "worker: the Temporal Worker Deployment this worker belongs to; set, it turns on Worker Versioning (rollouts pinned to the build that started them, lease workflows auto-upgrading); empty: unversioned (env DEPLOYFLOW_DEPLOYMENT_NAME)")
 	fs.StringVar(&c.BuildID, "build-id", env("DEPLOYFLOW_BUILD_ID", version.Get().BuildID), "worker: this build's ID in its Worker Deployment (env DEPLOYFLOW_BUILD_ID; default: the binary's build ID)")
 	c.Tuning.RegisterFlags(fs)
+	c.LeaseLimits.RegisterFlags(fs)
 	fs.BoolVar(&c.InstallCRDs, "install-crds", os.Getenv("DEPLOYFLOW_INSTALL_CRDS") == "true", "worker: install (update) deployflow's CRDs at start; needs CRD write access, for the dev stack only: in a cluster the Helm chart installs them (env DEPLOYFLOW_INSTALL_CRDS=true)")
 	fs.BoolVar(&c.Observe, "observe", os.Getenv("DEPLOYFLOW_OBSERVE") != "false", "worker: watch leases and their ReplicaSets (shared informers) and tell idle lease workflows what changed; false: they learn it only from their safety-net timer (env DEPLOYFLOW_OBSERVE)")
 	unknownAfter, err := time.ParseDuration(env("DEPLOYFLOW_UNKNOWN_AFTER", "15s"))
@@ -113,6 +119,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PrometheusURL, "prometheus-url", os.Getenv("DEPLOYFLOW_PROMETHEUS_URL"), "worker: the Prometheus canary analyses query, e.g. http://prometheus:9090 (env DEPLOYFLOW_PROMETHEUS_URL)")
 	fs.StringVar(&c.NotifyURL, "notify-url", os.Getenv("DEPLOYFLOW_NOTIFY_URL"), "worker: a webhook receiving canary events (step completed, paused, promoted, aborted, failed) as JSON POSTs (env DEPLOYFLOW_NOTIFY_URL)")
 	fs.StringVar(&c.HTTPCheckAllow, "http-check-allow", os.Getenv("DEPLOYFLOW_HTTP_CHECK_ALLOW"), "worker: comma-separated hosts (names, *.suffix, CIDRs) analyses' HTTP checks may GET besides the lease's own Services, e.g. *.monitoring.svc.cluster.local (env DEPLOYFLOW_HTTP_CHECK_ALLOW)")
+	fs.StringVar(&c.ClusterDomain, "cluster-domain", env("DEPLOYFLOW_CLUSTER_DOMAIN", "cluster.local"), "worker: the cluster's DNS domain; an HTTP check of <service>.<lease namespace>.svc.<domain> reaches the lease's own Service (env DEPLOYFLOW_CLUSTER_DOMAIN)")
 	fs.StringVar(&c.BlockedHostnames, "blocked-hostnames", os.Getenv("DEPLOYFLOW_BLOCKED_HOSTNAMES"), "comma-separated hostnames (exact, or .suffix) no lease may reserve (env DEPLOYFLOW_BLOCKED_HOSTNAMES)")
 }
 
@@ -187,6 +194,7 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.Tuning.validate()...)
+	errs = append(errs, c.LeaseLimits.validate()...)
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
 	}

@@ -61,7 +61,7 @@ var Components = []string{Etcd, APIServer, ControllerManager, Scheduler, Kwok, T
 // does its job.
 const Controllers = "replicaset-controller,garbage-collector-controller,namespace-controller," +
 	"serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller," +
-	"job-controller,ttl-after-finished-controller"
+	"job-controller,ttl-after-finished-controller,resourcequota-controller"
 
 // Stack is the local stack rooted at a cache directory.
 type Stack struct {

@@ -165,10 +165,15 @@ func FromObject(u *unstructured.Unstructured) (*Lease, error) {
 	owner, _, _ := unstructured.NestedString(u.Object, "spec", "owner")
 	state, _, _ := unstructured.NestedString(u.Object, "spec", "state")
 	l := &Lease{ID: u.GetName(), Owner: owner, State: State(state), UID: string(u.GetUID())}
+	if l.State != StateActive && l.State != StateClosed {
+		// Not "not active": a record this worker cannot read says nothing
+		// of whether the tenant's lease ended.
+		return nil, fmt.Errorf("lease %s: spec.state %q is neither %s nor %s: %w", l.ID, state, StateActive, StateClosed, ErrMalformed)
+	}
 	if s, ok, _ := unstructured.NestedString(u.Object, "spec", "closedAt"); ok && s != "" {
 		t, err := time.Parse(time.RFC3339, s)
 		if err != nil {
-			return nil, fmt.Errorf("lease %s: spec.closedAt %q: %w", l.ID, s, err)
+			return nil, fmt.Errorf("lease %s: spec.closedAt %q: %w (%w)", l.ID, s, ErrMalformed, err)
 		}
 		l.ClosedAt = &t
 	}

@@ -57,6 +57,11 @@ type Store interface {
 // ErrNotFound is wrapped by the errors of a Store for an unknown lease.
 var ErrNotFound = errors.New("lease not found")
 
+// ErrMalformed is wrapped by the errors of a Store for a lease record it
+// cannot read (an unknown state, a closedAt that is not a time): such a
+// lease is Unknown, never closed.
+var ErrMalformed = errors.New("lease record is malformed")
+
 // ErrOwnerMismatch is wrapped by Create's error when the lease exists and
 // belongs to another owner.
 var ErrOwnerMismatch = errors.New("lease belongs to another owner")

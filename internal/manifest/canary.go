@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/expr-lang/expr"
+	"github.com/deployflow/deployflow/internal/condition"
 )
 
 // StrategyCanary moves a service to its new version in steps (issue 12.2):
@@ -147,10 +147,10 @@ func (p *Pause) PauseDuration() time.Duration {
 }
 
 // CompileCondition checks a success or failure condition: an expression
-// over `result` (a number) that yields true or false.
+// over `result` (a number) that yields true or false, in the bounded
+// language of internal/condition (no program: issue 20.1).
 func CompileCondition(cond string) error {
-	_, err := expr.Compile(cond, expr.Env(map[string]any{"result": 0.0}), expr.AsBool())
-	return err
+	return condition.Check(cond)
 }
 
 func (v *validator) canarySteps(path string, steps []CanaryStep) {
@@ -239,7 +239,7 @@ func (v *validator) analysis(path string, a *Analysis) {
 			continue
 		}
 		if err := CompileCondition(c.cond); err != nil {
-			v.add(field(path, c.name), "%q: %s; write a comparison over result, like \"result < 0.05\"", c.cond, firstLine(err.Error()))
+			v.add(field(path, c.name), "%q: %s; write a comparison over result, like \"result < 0.05\"", truncate(c.cond, 80), firstLine(err.Error()))
 		}
 	}
 	if a.Interval != "" {
@@ -285,4 +285,12 @@ func (s CanaryStep) String() string {
 		return s.Analysis.String()
 	}
 	return "?"
+}
+
+// truncate cuts s to n bytes for an error message, saying so.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

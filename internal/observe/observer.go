@@ -84,6 +84,9 @@ type Observer struct {
 	rs     cache.SharedIndexInformer
 	rsList appslisters.ReplicaSetLister
 	leases cache.SharedIndexInformer
+	// direct reads the lease record from the API server, not the cache:
+	// a lease is reported closed only once it confirms it.
+	direct lease.Store
 	queue  workqueue.TypedRateLimitingInterface[string]
 
 	mu           sync.Mutex
@@ -157,6 +160,7 @@ func (o *Observer) watch(kc kubernetes.Interface, dyn dynamic.Interface) {
 	o.rs = f.Apps().V1().ReplicaSets().Informer()
 	o.rsList = f.Apps().V1().ReplicaSets().Lister()
 	o.leases = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0).ForResource(crds.Leases).Informer()
+	o.direct = lease.NewKubeStore(dyn)
 
 	_, _ = o.rs.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { o.replicaSetEvent(obj) },
@@ -246,26 +250,66 @@ func (o *Observer) WaitSynced(timeout time.Duration) error {
 }
 
 // Observe is the lease as the caches have it; ok is false when they are not
-// in sync (the caller reads the API server instead).
-func (o *Observer) Observe(id string) (*activities.Observation, bool) {
+// in sync, or a lease the caches do not show active could not be read from
+// the API server (the caller reads the API server instead).
+func (o *Observer) Observe(ctx context.Context, id string) (*activities.Observation, bool) {
 	if !o.Synced() {
 		return nil, false
 	}
-	return o.observe(id), true
+	obs, err := o.observe(ctx, id)
+	if err != nil {
+		return nil, false
+	}
+	return obs, true
 }
 
-func (o *Observer) observe(id string) *activities.Observation {
-	obs := &activities.Observation{Lease: id, Closed: true}
-	if item, ok, _ := o.leases.GetStore().GetByKey(id); ok {
-		if u, isU := item.(*unstructured.Unstructured); isU {
-			if l, err := lease.FromObject(u); err == nil && l.Active() {
-				obs.Closed = false
-			}
+// observe is what is seen of lease id. The cache decides only that a
+// lease is active: a lease it lacks or has closed is read from the API
+// server before it is reported closed (a cache can lag, or miss a lease
+// during control-plane trouble, and a closed lease is torn down), and a
+// record that does not parse makes the lease Unknown, never closed. An
+// error is a direct read that failed: nothing is known yet.
+func (o *Observer) observe(ctx context.Context, id string) (*activities.Observation, error) {
+	obs := &activities.Observation{Lease: id}
+	state, err := o.cachedLease(id)
+	if err == nil && state != lease.StateActive {
+		var l *lease.Lease
+		switch l, err = o.direct.Get(ctx, id); {
+		case errors.Is(err, lease.ErrNotFound):
+			state, err = lease.StateClosed, nil // deleted
+		case err == nil:
+			state = l.State
+		case !errors.Is(err, lease.ErrMalformed):
+			return nil, fmt.Errorf("confirm lease %s closed: %w", id, err)
 		}
 	}
+	if err != nil {
+		o.log.Warn("lease record does not parse: the lease is Unknown until it does", "lease", id, "error", err)
+		obs.Unknown = true
+		return obs, nil
+	}
+	obs.Closed = state == lease.StateClosed
 	rsList, _ := o.rsList.ReplicaSets(manifest.Namespace(id)).List(labels.Everything())
 	obs.Services = activities.ObserveReplicaSets(rsList)
-	return obs
+	return obs, nil
+}
+
+// cachedLease is lease id's state in the cache: "" when the cache lacks it,
+// an error wrapping lease.ErrMalformed when its record does not parse.
+func (o *Observer) cachedLease(id string) (lease.State, error) {
+	item, ok, _ := o.leases.GetStore().GetByKey(id)
+	if !ok {
+		return "", nil
+	}
+	u, isU := item.(*unstructured.Unstructured)
+	if !isU {
+		return "", nil
+	}
+	l, err := lease.FromObject(u)
+	if err != nil {
+		return "", err
+	}
+	return l.State, nil
 }
 
 // ReplicaSetsOf implements activities.ReplicaSetCache: rollouts wait on
@@ -402,7 +446,10 @@ func (o *Observer) sync(ctx context.Context, id string) error {
 		if !o.rs.HasSynced() || !o.leases.HasSynced() {
 			return errors.New("caches not in sync yet")
 		}
-		obs = o.observe(id)
+		var err error
+		if obs, err = o.observe(ctx, id); err != nil {
+			return err
+		}
 	}
 	key := obs.Key()
 

@@ -173,3 +173,52 @@ func TestObserverRetriesADeferredObservation(t *testing.T) {
 		"sent again after the deploy: %q", ot.send.keys())
 	assert.Equal(t, []string{healthy, healthy}, ot.send.keys())
 }
+
+// Issue 20.9, no teardown on a guess: a lease missing from the observer's
+// cache (a lagging or partial list during control-plane trouble) is read
+// from the API server before it is reported closed. Before the fix the
+// observer reported it Closed, and the lease's workflow tore it down.
+func TestObserverConfirmsALeaseMissingFromItsCacheBeforeReportingItClosed(t *testing.T) {
+	ot := newObserverTest(t, nil)
+	ot.waitSent(t, healthy)
+	item, ok, err := ot.o.leases.GetStore().GetByKey("a")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, ot.o.leases.GetStore().Delete(item)) // the cache lost it; the API server has it, active
+
+	obs, ok := ot.o.Observe(context.Background(), "a")
+	require.True(t, ok)
+	assert.False(t, obs.Closed, "a lease absent from the cache but active on the API server is not closed")
+	assert.False(t, obs.Unknown)
+	ot.o.event("a")
+	ot.waitSent(t, healthy) // nothing new to tell
+
+	// Deleted on the API server too: now it is closed.
+	require.NoError(t, ot.dyn.Resource(crds.Leases).Delete(context.Background(), "a", metav1.DeleteOptions{}))
+	ot.waitSent(t, healthy, "closed=true unknown=false web:true")
+}
+
+// Issue 20.9: a lease record that does not parse (an unknown state, a
+// closedAt that is not a time) makes the lease Unknown, never closed.
+// Before the fix a state other than "active" read as closed.
+func TestObserverReportsAMalformedLeaseRecordUnknownNotClosed(t *testing.T) {
+	ot := newObserverTest(t, nil)
+	ot.waitSent(t, healthy)
+	bad := leaseRecord("a", "suspended")
+	_, err := ot.dyn.Resource(crds.Leases).Update(context.Background(), bad, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	ot.waitSent(t, healthy, "closed=false unknown=true")
+
+	bad = leaseRecord("a", "closed")
+	require.NoError(t, unstructured.SetNestedField(bad.Object, "yesterday", "spec", "closedAt"))
+	_, err = ot.dyn.Resource(crds.Leases).Update(context.Background(), bad, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	time.Sleep(300 * time.Millisecond)
+	for _, k := range ot.send.keys() {
+		assert.NotContains(t, k, "closed=true", "a record that does not parse is never closed")
+	}
+	obs, ok := ot.o.Observe(context.Background(), "a")
+	require.True(t, ok)
+	assert.True(t, obs.Unknown)
+	assert.False(t, obs.Closed)
+}

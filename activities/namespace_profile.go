@@ -1,0 +1,83 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	"github.com/deployflow/deployflow/internal/config"
+)
+
+// Where a lease namespace's profile touches the cluster (issue 20.4): what
+// one tenant's pods may take and do, whatever its manifest says. The
+// operator sets it (--pod-security, --lease-quota-*, --lease-default-*).
+
+// PodSecurityEnforceLabel is Pod Security Admission's enforce label.
+const PodSecurityEnforceLabel = "pod-security.kubernetes.io/enforce"
+
+// ProfileName names the ResourceQuota and the LimitRange of a lease
+// namespace.
+const ProfileName = "deployflow-lease"
+
+// profile is the operator's namespace profile, unset fields at their
+// defaults.
+func (a *Activities) profile() config.NamespaceProfile {
+	p, d := a.Namespace, config.DefaultNamespaceProfile()
+	for _, f := range []struct {
+		v   *string
+		def string
+	}{
+		{&p.PodSecurity, d.PodSecurity}, {&p.QuotaCPU, d.QuotaCPU}, {&p.QuotaMemory, d.QuotaMemory}, {&p.QuotaPods, d.QuotaPods},
+		{&p.DefaultRequestCPU, d.DefaultRequestCPU}, {&p.DefaultRequestMemory, d.DefaultRequestMemory},
+		{&p.DefaultLimitCPU, d.DefaultLimitCPU}, {&p.DefaultLimitMemory, d.DefaultLimitMemory},
+	} {
+		if *f.v == "" {
+			*f.v = f.def
+		}
+	}
+	return p
+}
+
+// applyLeaseProfile makes lease namespace ns enforce the operator's
+// profile: its Pod Security level (a label, set on ns if it differs), a
+// ResourceQuota and a LimitRange (server-side applied: idempotent, and
+// brought to the operator's current profile on every deploy).
+func (a *Activities) applyLeaseProfile(ctx context.Context, ns *corev1.Namespace) error {
+	p := a.profile()
+	if ns.Labels[PodSecurityEnforceLabel] != p.PodSecurity {
+		if ns.Labels == nil {
+			ns.Labels = map[string]string{}
+		}
+		ns.Labels[PodSecurityEnforceLabel] = p.PodSecurity
+		if _, err := a.Kube.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+			return fmt.Errorf("label namespace %s with pod security %s: %w", ns.Name, p.PodSecurity, err)
+		}
+	}
+	q := func(s string) resource.Quantity { return resource.MustParse(s) } // validated by config
+	quota := corev1ac.ResourceQuota(ProfileName, ns.Name).
+		WithLabels(map[string]string{"app.kubernetes.io/managed-by": "deployflow"}).
+		WithSpec(corev1ac.ResourceQuotaSpec().WithHard(corev1.ResourceList{
+			corev1.ResourceRequestsCPU: q(p.QuotaCPU), corev1.ResourceLimitsCPU: q(p.QuotaCPU),
+			corev1.ResourceRequestsMemory: q(p.QuotaMemory), corev1.ResourceLimitsMemory: q(p.QuotaMemory),
+			corev1.ResourcePods: q(p.QuotaPods),
+		}))
+	force := true
+	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: force}
+	if _, err := a.Kube.CoreV1().ResourceQuotas(ns.Name).Apply(ctx, quota, opts); err != nil {
+		return fmt.Errorf("apply resourcequota %s/%s: %w", ns.Name, ProfileName, err)
+	}
+	limits := corev1ac.LimitRange(ProfileName, ns.Name).
+		WithLabels(map[string]string{"app.kubernetes.io/managed-by": "deployflow"}).
+		WithSpec(corev1ac.LimitRangeSpec().WithLimits(corev1ac.LimitRangeItem().
+			WithType(corev1.LimitTypeContainer).
+			WithDefaultRequest(corev1.ResourceList{corev1.ResourceCPU: q(p.DefaultRequestCPU), corev1.ResourceMemory: q(p.DefaultRequestMemory)}).
+			WithDefault(corev1.ResourceList{corev1.ResourceCPU: q(p.DefaultLimitCPU), corev1.ResourceMemory: q(p.DefaultLimitMemory)})))
+	if _, err := a.Kube.CoreV1().LimitRanges(ns.Name).Apply(ctx, limits, opts); err != nil {
+		return fmt.Errorf("apply limitrange %s/%s: %w", ns.Name, ProfileName, err)
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+package manifest
+
+import (
+	"fmt"
+	"time"
+)
+
+// Limits are the operator's bounds on what one lease's manifest may take
+// (issue 20.4): a tenant is a stranger, and without them one manifest could
+// take the whole IP pool, every hostname or the cluster's capacity. They are
+// worker flags (--max-*) and chart values; a manifest over one is refused
+// before anything is written, naming the field and the limit.
+type Limits struct {
+	Services        int           `json:"services"`        // services in a manifest
+	PortsPerService int           `json:"portsPerService"` // ports of one service
+	IPEndpoints     int           `json:"ipEndpoints"`     // declared IP endpoints (each takes an address of the pool)
+	Hostnames       int           `json:"hostnames"`       // distinct hostnames
+	TotalReplicas   int32         `json:"totalReplicas"`   // replicas of all services together
+	CanarySteps     int           `json:"canarySteps"`     // steps of one canary
+	MinInterval     time.Duration `json:"minInterval"`     // an analysis's shortest interval
+	MaxCount        int32         `json:"maxCount"`        // an analysis's most measurements
+	MaxJobSeconds   int64         `json:"maxJobSeconds"`   // an analysis Job's longest activeDeadlineSeconds
+}
+
+// DefaultLimits are the limits a worker enforces unless its operator sets
+// others: room for an ordinary multi-service app, none for taking a
+// provider's shared resources.
+func DefaultLimits() Limits {
+	return Limits{
+		Services: 16, PortsPerService: 8, IPEndpoints: 4, Hostnames: 16, TotalReplicas: 64,
+		CanarySteps: 32, MinInterval: time.Second, MaxCount: 1000, MaxJobSeconds: 1800,
+	}
+}
+
+// OrDefaults is l with each unset (zero) limit at its default.
+func (l Limits) OrDefaults() Limits {
+	d := DefaultLimits()
+	if l.Services <= 0 {
+		l.Services = d.Services
+	}
+	if l.PortsPerService <= 0 {
+		l.PortsPerService = d.PortsPerService
+	}
+	if l.IPEndpoints <= 0 {
+		l.IPEndpoints = d.IPEndpoints
+	}
+	if l.Hostnames <= 0 {
+		l.Hostnames = d.Hostnames
+	}
+	if l.TotalReplicas <= 0 {
+		l.TotalReplicas = d.TotalReplicas
+	}
+	if l.CanarySteps <= 0 {
+		l.CanarySteps = d.CanarySteps
+	}
+	if l.MinInterval <= 0 {
+		l.MinInterval = d.MinInterval
+	}
+	if l.MaxCount <= 0 {
+		l.MaxCount = d.MaxCount
+	}
+	if l.MaxJobSeconds <= 0 {
+		l.MaxJobSeconds = d.MaxJobSeconds
+	}
+	return l
+}
+
+// CheckLimits returns a *ValidationError naming each field of m over a
+// limit of l (unset limits at their defaults), or nil. m is validated
+// already.
+func (m *Manifest) CheckLimits(l Limits) error {
+	l = l.OrDefaults()
+	var v problems
+	over := func(path string, n int, limit int, what, flag string) {
+		if n > limit {
+			v.add(path, "%d %s: this provider allows at most %d per lease (the operator's %s)", n, what, limit, flag)
+		}
+	}
+	over("services", len(m.Services), l.Services, "services", "--max-services")
+	// The first IP endpoint or hostname past the limit is named.
+	endpoints, hosts := map[string]bool{}, map[string]bool{}
+	var endpointPath, hostPath string
+	for i, s := range m.Services {
+		for j, p := range s.Ports {
+			pp := index(field(index("services", i), "ports"), j)
+			if p.Expose == nil {
+				continue
+			}
+			if e := p.Expose.IP; e != "" && !endpoints[e] {
+				if endpoints[e] = true; len(endpoints) == l.IPEndpoints+1 {
+					endpointPath = field(pp, "expose.ip")
+				}
+			}
+			if p.Expose.HTTP == nil {
+				continue
+			}
+			for k, h := range p.Expose.HTTP.Hostnames {
+				if !hosts[h] {
+					if hosts[h] = true; len(hosts) == l.Hostnames+1 {
+						hostPath = index(field(pp, "expose.http.hostnames"), k)
+					}
+				}
+			}
+		}
+	}
+	over(endpointPath, len(endpoints), l.IPEndpoints, "declared IP endpoints (each takes an address of the provider's pool)", "--max-ip-endpoints")
+	over(hostPath, len(hosts), l.Hostnames, "hostnames", "--max-hostnames")
+	var replicas int64
+	for i := range m.Services {
+		s := &m.Services[i]
+		p := index("services", i)
+		if len(s.Ports) > l.PortsPerService {
+			v.add(field(p, "ports"), "%d ports: this provider allows at most %d per service (the operator's --max-ports)", len(s.Ports), l.PortsPerService)
+		}
+		if s.Replicas != nil {
+			replicas += int64(*s.Replicas)
+		} else {
+			replicas++
+		}
+		r := s.Rollout
+		if r == nil {
+			continue
+		}
+		rp := field(p, "rollout")
+		if len(r.Steps) > l.CanarySteps {
+			v.add(field(rp, "steps"), "%d steps: this provider allows at most %d per canary (the operator's --max-canary-steps)", len(r.Steps), l.CanarySteps)
+		}
+		for j, st := range r.Steps {
+			if st.Analysis != nil {
+				analysisLimits(&v, field(index(field(rp, "steps"), j), "analysis"), st.Analysis, l)
+			}
+		}
+		if r.Analysis != nil {
+			analysisLimits(&v, field(rp, "analysis"), r.Analysis, l)
+		}
+		if bg := r.BlueGreen; bg != nil {
+			if bg.PrePromotionAnalysis != nil {
+				analysisLimits(&v, field(rp, "blueGreen.prePromotionAnalysis"), bg.PrePromotionAnalysis, l)
+			}
+			if bg.PostPromotionAnalysis != nil {
+				analysisLimits(&v, field(rp, "blueGreen.postPromotionAnalysis"), bg.PostPromotionAnalysis, l)
+			}
+		}
+	}
+	if replicas > int64(l.TotalReplicas) {
+		v.add("services[*].replicas", "%d replicas in all: this provider allows at most %d per lease (the operator's --max-replicas)", replicas, l.TotalReplicas)
+	}
+	return v.err()
+}
+
+func analysisLimits(v *problems, path string, a *Analysis, l Limits) {
+	if d := a.IntervalDuration(); d < l.MinInterval {
+		v.add(field(path, "interval"), "%s: this provider measures at most every %s (the operator's --min-analysis-interval)", d, l.MinInterval)
+	}
+	if a.Count > l.MaxCount {
+		v.add(field(path, "count"), "%d measurements: this provider allows at most %d per analysis (the operator's --max-analysis-count)", a.Count, l.MaxCount)
+	}
+	if a.Job != nil && a.Job.Deadline() > l.MaxJobSeconds {
+		v.add(field(path, "job.activeDeadlineSeconds"), "%d: this provider runs an analysis Job for at most %d seconds (the operator's --max-job-seconds)", a.Job.Deadline(), l.MaxJobSeconds)
+	}
+}
+
+// String is l as the worker logs it.
+func (l Limits) String() string {
+	return fmt.Sprintf("services %d, ports %d, IP endpoints %d, hostnames %d, replicas %d, canary steps %d, analysis interval ≥%s, count ≤%d, job ≤%ds",
+		l.Services, l.PortsPerService, l.IPEndpoints, l.Hostnames, l.TotalReplicas, l.CanarySteps, l.MinInterval, l.MaxCount, l.MaxJobSeconds)
+}

@@ -1,0 +1,80 @@
+package manifest
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Issue 20.4: an operator's limits on one lease. Before them, one manifest
+// with 254 expose.ip endpoints took the whole default /24 pool, and an
+// analysis of interval 1ns and count 1000000 was accepted. Each case is
+// refused naming the field and the limit.
+func TestManifestsOverTheOperatorsLimitsAreRefusedNamingTheField(t *testing.T) {
+	one := int32(1)
+	svc := func(name string) Service { return Service{Name: name, Image: "nginx:1.27", Replicas: &one} }
+	manyIPs := svc("web")
+	for i := range 254 {
+		manyIPs.Ports = append(manyIPs.Ports, Port{Port: int32(1000 + i), Expose: &Expose{IP: fmt.Sprintf("ip%d", i)}})
+	}
+	manyHosts := svc("web")
+	manyHosts.Ports = []Port{{Port: 80, Expose: &Expose{HTTP: &HTTPExpose{}}}}
+	for i := range 17 {
+		manyHosts.Ports[0].Expose.HTTP.Hostnames = append(manyHosts.Ports[0].Expose.HTTP.Hostnames, fmt.Sprintf("h%d.example.com", i))
+	}
+	var services []Service
+	for i := range 17 {
+		services = append(services, svc(fmt.Sprintf("s%d", i)))
+	}
+	big := svc("web")
+	n := int32(65)
+	big.Replicas = &n
+	steps := svc("web")
+	steps.Rollout = &Rollout{Strategy: StrategyCanary}
+	for range 33 {
+		w := int32(10)
+		steps.Rollout.Steps = append(steps.Rollout.Steps, CanaryStep{SetWeight: &w})
+	}
+	fast := svc("web")
+	fast.Rollout = &Rollout{Strategy: StrategyCanary, Steps: []CanaryStep{{Analysis: &Analysis{
+		Prometheus: &PrometheusQuery{Query: "up"}, SuccessCondition: "result == 1", Interval: "1ns", Count: 1000000,
+	}}}}
+	for _, tc := range []struct {
+		name     string
+		services []Service
+		want     []string
+	}{
+		{"254 IP endpoints", []Service{manyIPs}, []string{"services[0].ports[4].expose.ip: 254 declared IP endpoints", "at most 4", "--max-ip-endpoints", "services[0].ports: 254 ports"}},
+		{"17 hostnames", []Service{manyHosts}, []string{"services[0].ports[0].expose.http.hostnames[16]: 17 hostnames", "at most 16"}},
+		{"17 services", services, []string{"services: 17 services", "at most 16"}},
+		{"65 replicas", []Service{big}, []string{"services[*].replicas: 65 replicas in all", "at most 64"}},
+		{"33 canary steps", []Service{steps}, []string{"services[0].rollout.steps: 33 steps", "at most 32"}},
+		{"an analysis every 1ns, 1000000 times", []Service{fast}, []string{
+			"services[0].rollout.steps[0].analysis.interval: 1ns", "at most every 1s",
+			"services[0].rollout.steps[0].analysis.count: 1000000 measurements", "at most 1000"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &Manifest{Lease: "a", Services: tc.services}
+			err := m.CheckLimits(Limits{})
+			require.Error(t, err)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+func TestTheOperatorSetsTheLimits(t *testing.T) {
+	one := int32(1)
+	m := &Manifest{Lease: "a", Services: []Service{{Name: "web", Image: "nginx:1.27", Replicas: &one,
+		Ports: []Port{{Port: 80, Expose: &Expose{IP: "a"}}, {Port: 81, Expose: &Expose{IP: "b"}}}}}}
+	assert.NoError(t, m.CheckLimits(Limits{}), "within the defaults")
+	err := m.CheckLimits(Limits{IPEndpoints: 1})
+	require.Error(t, err)
+	assert.True(t, strings.HasPrefix(err.Error(), "services[0].ports[1].expose.ip: 2 declared IP endpoints"), err.Error())
+	assert.NoError(t, m.CheckLimits(Limits{IPEndpoints: 2, MinInterval: time.Second}))
+}
