@@ -13,11 +13,13 @@ import (
 	"go.temporal.io/sdk/worker"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/app"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/workflows"
 )
 
@@ -173,4 +175,43 @@ func TestAloneAMissedChangeIsCaughtByTheSafetyNet(t *testing.T) {
 	events := dt.currentRun(dt.lease)
 	assert.Positive(t, count(events, enumspb.EVENT_TYPE_TIMER_FIRED, nil), "the safety-net timer caught it")
 	assert.Zero(t, count(events, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED, observeUpdate), "no observer told it")
+}
+
+// Issue 20.9, no teardown on a guess, on the real stack: a lease record
+// the worker cannot read (here a closedAt without a time zone, which the
+// API server's date-time format lets through and RFC 3339 does not) makes
+// the lease Unknown; its workload stays. Before the fix the observer read
+// any record that did not parse as closed, and the lease was torn down.
+func TestAMalformedLeaseRecordTurnsTheLeaseUnknownNeverTornDown(t *testing.T) {
+	dt := newDeployTest(t)
+	dt.healthInterval = 0
+	dt.env.Observer(t, 0)
+	dt.deploy(twoServices(dt.lease, dt.lease+".apps.example.com", "nginx:1.26", nil, false))
+	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+
+	setClosedAt := func(v any) {
+		t.Helper()
+		u, err := dt.env.Dynamic.Resource(crds.Leases).Get(context.Background(), dt.lease, metav1.GetOptions{})
+		require.NoError(t, err)
+		if v == nil {
+			unstructured.RemoveNestedField(u.Object, "spec", "closedAt")
+		} else {
+			require.NoError(t, unstructured.SetNestedField(u.Object, v, "spec", "closedAt"))
+		}
+		_, err = dt.env.Dynamic.Resource(crds.Leases).Update(context.Background(), u, metav1.UpdateOptions{})
+		require.NoError(t, err, "the API server takes the record")
+	}
+	setClosedAt("2026-11-25T10:00:00")
+	dt.waitPhase(workflows.PhaseUnknown, 30*time.Second)
+	time.Sleep(3 * time.Second) // what a teardown would have done by now
+	_, err := dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(dt.lease), metav1.GetOptions{})
+	require.NoError(t, err, "the lease's namespace stays")
+	_, available, _ := dt.available(manifest.Namespace(dt.lease), "web")
+	assert.Equal(t, int32(3), available, "its workload runs on")
+	st, err := dt.status(dt.lease)
+	require.NoError(t, err)
+	assert.Equal(t, workflows.PhaseUnknown, st.Phase)
+
+	setClosedAt(nil) // the operator fixes the record
+	dt.waitPhase(workflows.PhaseActive, 30*time.Second)
 }

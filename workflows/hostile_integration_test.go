@@ -1,0 +1,280 @@
+package workflows_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/workflows"
+)
+
+// The hostile-tenant suite (issue 20): manifests and hand-typed inputs a
+// stranger could send, on the real local stack. Each is refused before
+// anything is written, naming the field, or contained: no request to a
+// forbidden address, no failed workflow task, no write outside its lease.
+// Meanwhile a bystander lease on the same worker keeps deploying.
+func TestHostileTenants(t *testing.T) {
+	// The worker allows one address besides the leases' Services: a
+	// redirector the tenants point their checks at (127.0.0.2).
+	forbidden := newHitCounter(t, "127.0.0.1:0", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"secret": "the worker's neighbour answered"}`))
+	})
+	redirector := newHitCounter(t, "127.0.0.2:0", func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/to-loopback":
+			http.Redirect(w, r, "http://"+forbidden.addr+"/", http.StatusFound)
+		case "/to-metadata":
+			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
+		case "/to-localhost":
+			http.Redirect(w, r, "http://localhost:"+forbidden.port()+"/", http.StatusFound)
+		case "/secret":
+			_, _ = w.Write([]byte(`{"token": "s3cr3t-of-the-allowed-host", "n": 1}`))
+		}
+	})
+	dt := newDeployTestWith(t, func(a *activities.Activities) { a.HTTPCheckAllow = []string{"127.0.0.2/32"} })
+	bystander := dt.lease
+	dt.deploy(twoServices(bystander, bystander+".apps.example.com", "nginx:1.26", nil, false))
+	require.Equal(t, workflows.PhaseActive, dt.waitRevision(bystander, 1).Phase)
+
+	one, three := int32(1), int32(3)
+	svc := func(mut func(*manifest.Service)) manifest.Service {
+		s := manifest.Service{Name: "web", Image: "nginx:1.27", Replicas: &one}
+		if mut != nil {
+			mut(&s)
+		}
+		return s
+	}
+	analysis := func(cond string) func(*manifest.Service) {
+		return func(s *manifest.Service) {
+			s.Rollout = &manifest.Rollout{Strategy: manifest.StrategyCanary, Steps: []manifest.CanaryStep{weight(50), {Analysis: &manifest.Analysis{
+				Prometheus: &manifest.PrometheusQuery{Query: "up"}, SuccessCondition: cond}}}}
+		}
+	}
+	canaryWith := func(a manifest.Analysis) func(*manifest.Service) {
+		return func(s *manifest.Service) {
+			if a.Prometheus == nil && a.HTTP == nil && a.Job == nil {
+				a.Prometheus = &manifest.PrometheusQuery{Query: "up"}
+			}
+			if a.SuccessCondition == "" {
+				a.SuccessCondition = "result == 1"
+			}
+			s.Rollout = &manifest.Rollout{Strategy: manifest.StrategyCanary, Steps: []manifest.CanaryStep{weight(50), {Analysis: &a}}}
+		}
+	}
+	var manyIPs, manyHosts []manifest.Port
+	for i := range 254 {
+		manyIPs = append(manyIPs, manifest.Port{Port: int32(1000 + i), Expose: &manifest.Expose{IP: fmt.Sprintf("ip%d", i)}})
+	}
+	hosts := &manifest.HTTPExpose{}
+	for i := range 17 {
+		hosts.Hostnames = append(hosts.Hostnames, fmt.Sprintf("h%d.%s.example.com", i, testenv.ShortName("x")))
+	}
+	manyHosts = []manifest.Port{{Port: 80, Expose: &manifest.Expose{HTTP: hosts}}}
+	var manyServices []manifest.Service
+	for i := range 17 {
+		manyServices = append(manyServices, manifest.Service{Name: fmt.Sprintf("s%d", i), Image: "nginx:1.27", Replicas: &one})
+	}
+	var manySteps []manifest.CanaryStep
+	for range 33 {
+		manySteps = append(manySteps, weight(10))
+	}
+	long := int64(100000)
+
+	// Refused before anything is written, naming the field.
+	for _, c := range []struct {
+		name     string
+		services []manifest.Service
+		want     string
+	}{
+		{"a condition that allocates 10 GB (it OOM-killed the shared worker)", []manifest.Service{svc(analysis(`len(repeat(repeat("a", 100000), 100000)) > 0`))}, "services[0].rollout.steps[1].analysis.successCondition"},
+		{"a condition reading the clock (nondeterministic on replay)", []manifest.Service{svc(analysis(`now().Unix() % 2 == 0`))}, "services[0].rollout.steps[1].analysis.successCondition"},
+		{"a condition parsing dates", []manifest.Service{svc(analysis(`date("2026-01-01") < now()`))}, "services[0].rollout.steps[1].analysis.successCondition"},
+		{"a condition building a 10^8 range", []manifest.Service{svc(analysis(`len(1..100000000) > 0`))}, "services[0].rollout.steps[1].analysis.successCondition"},
+		{"a condition with a closure", []manifest.Service{svc(analysis(`all(1..1000000, # > 0)`))}, "services[0].rollout.steps[1].analysis.successCondition"},
+		{"a condition over strings", []manifest.Service{svc(analysis(`"aaaa" matches "(a+)+$"`))}, "services[0].rollout.steps[1].analysis.successCondition"},
+		{"a condition of 300 bytes", []manifest.Service{svc(analysis(strings.Repeat("result+", 42) + "1 > 0"))}, "services[0].rollout.steps[1].analysis.successCondition"},
+		{"a condition with member access", []manifest.Service{svc(analysis(`result.String() == "1"`))}, "services[0].rollout.steps[1].analysis.successCondition"},
+		{"254 IP endpoints (the whole default pool)", []manifest.Service{svc(func(s *manifest.Service) { s.Ports = manyIPs })}, "declared IP endpoints"},
+		{"17 hostnames", []manifest.Service{svc(func(s *manifest.Service) { s.Ports = manyHosts })}, "services[0].ports[0].expose.http.hostnames[16]: 17 hostnames"},
+		{"17 services", manyServices, "services: 17 services"},
+		{"65 replicas", []manifest.Service{svc(func(s *manifest.Service) { n := int32(65); s.Replicas = &n })}, "services[*].replicas: 65 replicas in all"},
+		{"33 canary steps", []manifest.Service{svc(func(s *manifest.Service) {
+			s.Rollout = &manifest.Rollout{Strategy: manifest.StrategyCanary, Steps: manySteps}
+		})}, "services[0].rollout.steps: 33 steps"},
+		{"an analysis every nanosecond", []manifest.Service{svc(canaryWith(manifest.Analysis{Interval: "1ns"}))}, "services[0].rollout.steps[1].analysis.interval: 1ns"},
+		{"a million measurements", []manifest.Service{svc(canaryWith(manifest.Analysis{Count: 1000000}))}, "services[0].rollout.steps[1].analysis.count: 1000000"},
+		{"a Job running for a day", []manifest.Service{svc(canaryWith(manifest.Analysis{Job: &manifest.JobCheck{Image: "busybox:1.36", ActiveDeadlineSeconds: &long}}))}, "services[0].rollout.steps[1].analysis.job.activeDeadlineSeconds: 100000"},
+	} {
+		t.Run("refused/"+c.name, func(t *testing.T) {
+			lease := testenv.ShortName("hostile")
+			dt.createLease(lease, "mallory")
+			m := manifest.Manifest{Lease: lease, Services: c.services}
+			got := dt.refusal(m)
+			assert.Contains(t, got, c.want)
+			_, err := dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(lease), metav1.GetOptions{})
+			assert.True(t, apierrors.IsNotFound(err), "nothing was written: the lease's namespace does not exist")
+			reservations, err := dt.acts.IPs.Declared(context.Background(), lease)
+			require.NoError(t, err)
+			assert.Empty(t, reservations, "no IP of the pool was taken")
+			dt.noFailedWorkflowTask(workflows.DeployWorkflowID(lease))
+		})
+	}
+
+	// Contained: HTTP checks a tenant points at addresses that are not its
+	// own. Each measurement is not made (inconclusive: one is allowed per
+	// step, so the canary goes on), and nothing reaches the forbidden
+	// server; an allowed host's non-numeric field is not echoed.
+	t.Run("contained/http checks", func(t *testing.T) {
+		lease := testenv.ShortName("hostile")
+		dt.createLease(lease, "mallory")
+		targets := []struct{ url, field, want string }{
+			{"http://" + forbidden.addr + "/", "", "not checked: 127.0.0.1 is not in the worker's --http-check-allow CIDRs"},
+			{"http://[::1]:" + forbidden.port() + "/", "", "not checked: ::1 is not in the worker's --http-check-allow CIDRs"},
+			{"http://localhost:" + forbidden.port() + "/", "", "not checked: the lease has no Service localhost"},
+			{"http://169.254.169.254/latest/meta-data/", "", "not checked: 169.254.169.254 is not in the worker's --http-check-allow CIDRs"},
+			{"http://web." + manifest.Namespace(lease) + ".svc.attacker.example/", "", "not checked: web." + manifest.Namespace(lease) + ".svc.attacker.example is not one of the lease's Services"},
+			{"http://web." + manifest.Namespace(bystander) + "/", "", "is not one of the lease's Services"},
+			{"http://web." + manifest.Namespace(bystander) + ".svc.cluster.local/", "", "is not one of the lease's Services"},
+			{"http://" + redirector.addr + "/to-loopback", "", "not checked: redirected: 127.0.0.1 is not in the worker's --http-check-allow CIDRs"},
+			{"http://" + redirector.addr + "/to-metadata", "", "not checked: redirected: 169.254.169.254"},
+			{"http://" + redirector.addr + "/to-localhost", "", "not checked: redirected: the lease has no Service localhost"},
+			{"http://" + redirector.addr + "/secret", "token", "status 200: token is not a number or a boolean"},
+		}
+		steps := []manifest.CanaryStep{weight(50)}
+		for _, tg := range targets {
+			steps = append(steps, manifest.CanaryStep{Analysis: &manifest.Analysis{
+				HTTP: &manifest.HTTPCheck{URL: tg.url, JSONField: tg.field}, SuccessCondition: "result == 200", Interval: "1s", InconclusiveLimit: 1,
+			}})
+		}
+		m := canaryManifest(lease, "nginx:1.26", 3, 0, steps...)
+		m.Services[0].Replicas = &three
+		dt.deploy(m)
+		require.Equal(t, workflows.PhaseActive, dt.waitRevision(lease, 1).Phase)
+		m.Services[0].Image = "nginx:1.27"
+		dt.deploy(m)
+		st := dt.waitRevision(lease, 2)
+		require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+
+		msgs := dt.measurements(workflows.RolloutWorkflowID(manifest.Namespace(lease), "web"), "MeasureHTTP")
+		require.Len(t, msgs, len(targets), "one measurement per step: %q", msgs)
+		for i, tg := range targets {
+			assert.Contains(t, msgs[i].Message, tg.want, tg.url)
+			assert.Nil(t, msgs[i].Value, tg.url)
+			assert.Equal(t, "Inconclusive", string(msgs[i].Phase), tg.url)
+			assert.NotContains(t, msgs[i].Message, "s3cr3t", "a field's text is never echoed")
+		}
+		assert.Zero(t, forbidden.hits.Load(), "no request reached the forbidden address")
+		dt.noFailedWorkflowTask(workflows.DeployWorkflowID(lease))
+		dt.noFailedWorkflowTask(workflows.RolloutWorkflowID(manifest.Namespace(lease), "web"))
+	})
+
+	// The bystander kept deploying meanwhile, on the same worker.
+	dt.deploy(twoServices(bystander, bystander+".apps.example.com", "nginx:1.27", nil, false))
+	st := dt.waitRevision(bystander, 2)
+	assert.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	dt.noFailedWorkflowTask(workflows.DeployWorkflowID(bystander))
+}
+
+// refusal sends m as a deploy and returns why it was refused: by the
+// update's validator (the manifest), or by the deploy's first step (the
+// operator's limits, checked before anything is written).
+func (dt *deployTest) refusal(m manifest.Manifest) string {
+	dt.t.Helper()
+	_, err := dt.tryDeploy(m)
+	if err != nil {
+		return err.Error()
+	}
+	var why string
+	testenv.Eventually(dt.t, 60*time.Second, 100*time.Millisecond, "the deploy was never refused", func() (bool, string) {
+		st, err := dt.status(m.Lease)
+		if err != nil {
+			// The workflow ended: its error says why.
+			werr := dt.env.Temporal.GetWorkflow(context.Background(), workflows.DeployWorkflowID(m.Lease), "").Get(context.Background(), nil)
+			if werr != nil {
+				why = werr.Error()
+				return true, ""
+			}
+			return false, err.Error()
+		}
+		why = st.LastError
+		return st.LastError != "" && !st.Pending && st.Phase != workflows.PhaseDeploying, fmt.Sprintf("phase %s, last error %q", st.Phase, st.LastError)
+	})
+	return why
+}
+
+// noFailedWorkflowTask checks that no workflow task of id's runs failed.
+func (dt *deployTest) noFailedWorkflowTask(id string) {
+	dt.t.Helper()
+	it := dt.env.Temporal.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(dt.t, err)
+		assert.NotEqual(dt.t, enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, ev.GetEventType(), "%s: a workflow task failed: %v", id, ev)
+	}
+}
+
+// measurements are the results of a rollout's local activities of type
+// act, in order, as its history recorded them.
+func (dt *deployTest) measurements(id, act string) []activities.Measurement {
+	dt.t.Helper()
+	it := dt.env.Temporal.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	dc := converter.GetDefaultDataConverter()
+	var out []activities.Measurement
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(dt.t, err)
+		m := ev.GetMarkerRecordedEventAttributes()
+		if m == nil || m.GetMarkerName() != "LocalActivity" {
+			continue
+		}
+		var data struct{ ActivityType string }
+		require.NoError(dt.t, dc.FromPayloads(m.GetDetails()["data"], &data))
+		if data.ActivityType != act {
+			continue
+		}
+		var res activities.Measurement
+		require.NoError(dt.t, dc.FromPayloads(m.GetDetails()["result"], &res))
+		out = append(out, res)
+	}
+	return out
+}
+
+// hitCounter is an HTTP server on the loopback that counts its requests.
+type hitCounter struct {
+	addr string
+	hits atomic.Int32
+}
+
+func newHitCounter(t *testing.T, listen string, h http.HandlerFunc) *hitCounter {
+	t.Helper()
+	ln, err := net.Listen("tcp", listen)
+	require.NoError(t, err)
+	hc := &hitCounter{addr: ln.Addr().String()}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hc.hits.Add(1)
+		h(w, r)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return hc
+}
+
+func (h *hitCounter) port() string {
+	_, p, _ := net.SplitHostPort(h.addr)
+	return p
+}
