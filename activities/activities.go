@@ -36,6 +36,10 @@ type Activities struct {
 	// Prometheus is what canary analyses query (--prometheus-url;
 	// optional: without it they are inconclusive).
 	Prometheus PrometheusAPI
+	// PrometheusLabel is the label carrying a series' namespace, which
+	// every analysis query is confined to (--prometheus-namespace-label,
+	// default "namespace").
+	PrometheusLabel string
 	// HTTPCheckAllow are the hosts analyses' HTTP checks may GET besides
 	// the lease's own Services (--http-check-allow).
 	HTTPCheckAllow []string

@@ -10,11 +10,15 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/deployflow/deployflow/internal/analysis"
+	"github.com/deployflow/deployflow/internal/promscope"
 )
 
 // MeasureInput is one measurement of a canary's analysis.
 type MeasureInput struct {
 	Query string `json:"query"`
+	// Namespace is the rollout's: the query reads only series labelled
+	// with it (issue 20.3).
+	Namespace string `json:"namespace,omitempty"`
 	// Judge: judge the measurement by these conditions (Measurement.Phase).
 	Judge *analysis.Conditions `json:"judge,omitempty"`
 }
@@ -46,7 +50,8 @@ func judged(c *analysis.Conditions, m *Measurement, err error) (*Measurement, er
 }
 
 // MeasurePrometheus runs a canary analysis's PromQL query against the
-// worker's Prometheus (--prometheus-url). A scalar, or a vector of one
+// worker's Prometheus (--prometheus-url), confined to the series of the
+// rollout's namespace (--prometheus-namespace-label) and bounded in time. A scalar, or a vector of one
 // sample, is a value. Anything else is a measurement without a value,
 // which the analysis counts as inconclusive: what cannot be measured is
 // never a failure. An unreachable Prometheus is an error (retried).
@@ -59,9 +64,22 @@ func (a *Activities) measurePrometheus(ctx context.Context, in MeasureInput) (*M
 	if a.Prometheus == nil {
 		return &Measurement{Message: "the worker has no Prometheus: start it with --prometheus-url (env DEPLOYFLOW_PROMETHEUS_URL)"}, nil
 	}
-	v, _, _, err := a.Prometheus.Query(ctx, in.Query, time.Now())
+	if in.Namespace == "" {
+		return &Measurement{Message: "not measured: no namespace to confine the query to"}, nil
+	}
+	label := a.PrometheusLabel
+	if label == "" {
+		label = promscope.DefaultLabel
+	}
+	query, err := promscope.Scope(in.Query, label, in.Namespace)
 	if err != nil {
-		return nil, fmt.Errorf("prometheus query %q: %w", in.Query, err)
+		return &Measurement{Message: "not measured: the query " + err.Error()}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	v, _, _, err := a.Prometheus.Query(ctx, query, time.Now(), promv1.WithTimeout(queryTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("prometheus query %q: %w", query, err)
 	}
 	var f float64
 	switch v := v.(type) {
@@ -84,6 +102,9 @@ func (a *Activities) measurePrometheus(ctx context.Context, in MeasureInput) (*M
 	}
 	return &Measurement{Value: &f, Message: fmt.Sprintf("%g", f)}, nil
 }
+
+// queryTimeout bounds one measurement's query, on Prometheus' side too.
+const queryTimeout = 10 * time.Second
 
 // PrometheusAPI is the part of the Prometheus HTTP API analyses use.
 type PrometheusAPI interface {

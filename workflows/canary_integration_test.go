@@ -48,7 +48,9 @@ type errorRateTarget struct {
 	permille atomic.Int64
 }
 
-func newErrorRateTarget(t *testing.T, env *testenv.Env, errorRate float64) *errorRateTarget {
+// Its series carry the lease's namespace (as Kubernetes service discovery
+// labels a pod's): an analysis reads only its own lease's series.
+func newErrorRateTarget(t *testing.T, env *testenv.Env, namespace string, errorRate float64) *errorRateTarget {
 	t.Helper()
 	target := &errorRateTarget{name: testenv.ShortName("target")}
 	target.set(errorRate)
@@ -85,7 +87,7 @@ func newErrorRateTarget(t *testing.T, env *testenv.Env, errorRate float64) *erro
 		}
 	}()
 	file := filepath.Join(env.Stack.PrometheusTargets(), target.name+".json")
-	b, _ := json.Marshal([]map[string]any{{"targets": []string{ln.Addr().String()}, "labels": map[string]string{"test": target.name}}})
+	b, _ := json.Marshal([]map[string]any{{"targets": []string{ln.Addr().String()}, "labels": map[string]string{"test": target.name, "namespace": namespace}}})
 	require.NoError(t, os.WriteFile(file, b, 0o644))
 	t.Cleanup(func() {
 		_ = os.Remove(file)
@@ -220,7 +222,7 @@ func (dt *deployTest) rolloutActivities() map[string]int {
 func TestCanaryWithAnAnalysisGateIsPromoted(t *testing.T) {
 	hook := newWebhook(t, 0)
 	dt := newDeployTestWith(t, func(a *activities.Activities) { a.Notifier = &activities.Notifier{URL: hook.url} })
-	target := newErrorRateTarget(t, dt.env, 0.01)
+	target := newErrorRateTarget(t, dt.env, manifest.Namespace(dt.lease), 0.01)
 	steps := []manifest.CanaryStep{weight(10), pause("30s"), errorRateBelow(target, "0.05"), weight(50), pause("")}
 	dt.deploy(canaryManifest(dt.lease, "nginx:1.26", 3, 0, steps...))
 	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase, "the first deploy has nothing to compare with: no canary")
@@ -264,7 +266,7 @@ func TestCanaryWithAnAnalysisGateIsPromoted(t *testing.T) {
 // says why.
 func TestCanaryAbortsAtAFailedAnalysis(t *testing.T) {
 	dt := newDeployTest(t)
-	target := newErrorRateTarget(t, dt.env, 0.01)
+	target := newErrorRateTarget(t, dt.env, manifest.Namespace(dt.lease), 0.01)
 	steps := []manifest.CanaryStep{weight(10), pause("2s"), errorRateBelow(target, "0.05"), weight(50), pause("")}
 	dt.deploy(canaryManifest(dt.lease, "nginx:1.26", 2, 0, steps...))
 	dt.waitRevision(dt.lease, 1)

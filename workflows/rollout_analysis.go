@@ -72,7 +72,7 @@ func (r *rolloutRun) measure(ctx workflow.Context, a *manifest.Analysis) (analys
 	case a.HTTP != nil:
 		f = workflow.ExecuteLocalActivity(withSummary(laCtx, "check "+a.HTTP.URL), act.MeasureHTTP, activities.HTTPCheckInput{Namespace: r.in.Namespace, URL: a.HTTP.URL, JSONField: a.HTTP.JSONField, Judge: judge})
 	default:
-		f = workflow.ExecuteLocalActivity(withSummary(laCtx, "measure "+a.Prometheus.Query), act.MeasurePrometheus, activities.MeasureInput{Query: a.Prometheus.Query, Judge: judge})
+		f = workflow.ExecuteLocalActivity(withSummary(laCtx, "measure "+a.Prometheus.Query), act.MeasurePrometheus, activities.MeasureInput{Query: a.Prometheus.Query, Namespace: r.in.Namespace, Judge: judge})
 	}
 	if err := f.Get(ctx, &m); err != nil {
 		m = activities.Measurement{Message: "not measured: " + err.Error()}

@@ -124,6 +124,7 @@ func NewActivities(cfg config.Config, kc kubernetes.Interface, dyn dynamic.Inter
 	acts.RolloutNamespaces = cfg.RolloutNamespaces()
 	acts.HTTPCheckAllow = cfg.HTTPCheckHosts()
 	acts.ClusterDomain = cfg.ClusterDomain
+	acts.PrometheusLabel = cfg.PrometheusLabel
 	acts.Limits = cfg.LeaseLimits.Manifest
 	acts.Namespace = cfg.LeaseLimits.Namespace
 	if cfg.NotifyURL != "" {

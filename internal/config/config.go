@@ -72,6 +72,10 @@ type Config struct {
 	// PrometheusURL (DEPLOYFLOW_PROMETHEUS_URL): the Prometheus canary
 	// analyses query; empty: analyses are inconclusive (a human decides).
 	PrometheusURL string
+	// PrometheusLabel (DEPLOYFLOW_PROMETHEUS_NAMESPACE_LABEL): the label
+	// that carries a series' namespace; every analysis query is confined
+	// to the lease's.
+	PrometheusLabel string
 	// NotifyURL (DEPLOYFLOW_NOTIFY_URL): a webhook that receives canary
 	// events as JSON POSTs; empty: none.
 	NotifyURL string
@@ -117,6 +121,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	}
 	fs.DurationVar(&c.UnknownAfter, "unknown-after", unknownAfter, "worker: how long the observer's watches may fail before every lease is Unknown (env DEPLOYFLOW_UNKNOWN_AFTER)")
 	fs.StringVar(&c.PrometheusURL, "prometheus-url", os.Getenv("DEPLOYFLOW_PROMETHEUS_URL"), "worker: the Prometheus canary analyses query, e.g. http://prometheus:9090 (env DEPLOYFLOW_PROMETHEUS_URL)")
+	fs.StringVar(&c.PrometheusLabel, "prometheus-namespace-label", env("DEPLOYFLOW_PROMETHEUS_NAMESPACE_LABEL", "namespace"), "worker: the label carrying a series' Kubernetes namespace; every analysis query reads only the series of its lease's namespace (env DEPLOYFLOW_PROMETHEUS_NAMESPACE_LABEL)")
 	fs.StringVar(&c.NotifyURL, "notify-url", os.Getenv("DEPLOYFLOW_NOTIFY_URL"), "worker: a webhook receiving canary events (step completed, paused, promoted, aborted, failed) as JSON POSTs (env DEPLOYFLOW_NOTIFY_URL)")
 	fs.StringVar(&c.HTTPCheckAllow, "http-check-allow", os.Getenv("DEPLOYFLOW_HTTP_CHECK_ALLOW"), "worker: comma-separated hosts (names, *.suffix, CIDRs) analyses' HTTP checks may GET besides the lease's own Services, e.g. *.monitoring.svc.cluster.local (env DEPLOYFLOW_HTTP_CHECK_ALLOW)")
 	fs.StringVar(&c.ClusterDomain, "cluster-domain", env("DEPLOYFLOW_CLUSTER_DOMAIN", "cluster.local"), "worker: the cluster's DNS domain; an HTTP check of <service>.<lease namespace>.svc.<domain> reaches the lease's own Service (env DEPLOYFLOW_CLUSTER_DOMAIN)")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/deployflow/deployflow/internal/condition"
+	"github.com/deployflow/deployflow/internal/promscope"
 )
 
 // StrategyCanary moves a service to its new version in steps (issue 12.2):
@@ -230,6 +231,12 @@ func (v *validator) analysis(path string, a *Analysis) {
 		}
 	case a.Prometheus == nil || a.Prometheus.Query == "":
 		v.add(field(path, "prometheus.query"), "is required: the PromQL query to measure, e.g. sum(rate(http_requests_total{code=~\"5..\"}[1m])) / sum(rate(http_requests_total[1m])) (or give http: {url: ...})")
+	default:
+		// Only the lease's own series are read (issue 20.3): what cannot be
+		// scoped to them is refused here.
+		if err := promscope.Check(a.Prometheus.Query); err != nil {
+			v.add(field(path, "prometheus.query"), "%q: %s", truncate(a.Prometheus.Query, 80), err)
+		}
 	}
 	if a.SuccessCondition == "" && a.FailureCondition == "" && a.Job == nil {
 		v.add(path, "needs successCondition or failureCondition, e.g. successCondition: \"result < 0.05\"")

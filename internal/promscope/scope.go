@@ -1,0 +1,105 @@
+// Package promscope confines a tenant's PromQL query to its lease's series
+// (issue 20.3), as prom-label-proxy does: the query is parsed with
+// Prometheus' own parser, every selector gets the lease's label matcher
+// (namespace="lease-<id>"), and a query that cannot be scoped, or that
+// reaches too far back, is refused. Pure: the querying is an activity's.
+package promscope
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+)
+
+// MaxLength is the longest query, in bytes.
+const MaxLength = 2048
+
+// MaxRange is the furthest back a query may look: a range selector, a
+// subquery, or an offset.
+const MaxRange = time.Hour
+
+// DefaultLabel is the label that carries a series' Kubernetes namespace
+// (what Prometheus' Kubernetes service discovery is usually relabelled to).
+const DefaultLabel = "namespace"
+
+var promql = parser.NewParser(parser.Options{}) // no experimental functions
+
+// Check parses query and reports what keeps it from being scoped to one
+// lease: a syntax error, a selector on the lease label (the worker sets
+// it), an @ modifier, or a range, subquery or offset beyond MaxRange.
+func Check(query string) error {
+	_, err := Scope(query, DefaultLabel, "lease")
+	return err
+}
+
+// Scope returns query with every selector confined to label=value.
+func Scope(query, label, value string) (string, error) {
+	if len(query) > MaxLength {
+		return "", fmt.Errorf("is %d bytes long: a query is at most %d", len(query), MaxLength)
+	}
+	expr, err := promql.ParseExpr(query)
+	if err != nil {
+		return "", fmt.Errorf("does not parse: %s", firstLine(err.Error()))
+	}
+	var problem error
+	refuse := func(format string, args ...any) {
+		if problem == nil {
+			problem = fmt.Errorf(format, args...)
+		}
+	}
+	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+		switch n := n.(type) {
+		case *parser.VectorSelector:
+			if n.Timestamp != nil || n.StartOrEnd != 0 {
+				refuse("the @ modifier is not allowed: a measurement is of now")
+			}
+			if n.OriginalOffset > MaxRange || n.OriginalOffset < -MaxRange {
+				refuse("offset %s: at most %s", dur(n.OriginalOffset), dur(MaxRange))
+			}
+			for _, m := range n.LabelMatchers {
+				if m.Name == label {
+					refuse("selects by %s: the worker scopes every query to the lease's own %s, leave it out", label, label)
+				}
+			}
+			n.LabelMatchers = append(n.LabelMatchers, labels.MustNewMatcher(labels.MatchEqual, label, value))
+		case *parser.MatrixSelector:
+			if n.Range > MaxRange {
+				refuse("range [%s]: at most %s", dur(n.Range), dur(MaxRange))
+			}
+		case *parser.SubqueryExpr:
+			if n.Range > MaxRange {
+				refuse("subquery range [%s]: at most %s", dur(n.Range), dur(MaxRange))
+			}
+			if n.Timestamp != nil || n.StartOrEnd != 0 {
+				refuse("the @ modifier is not allowed: a measurement is of now")
+			}
+			if n.OriginalOffset > MaxRange || n.OriginalOffset < -MaxRange {
+				refuse("offset %s: at most %s", dur(n.OriginalOffset), dur(MaxRange))
+			}
+		}
+		return nil
+	})
+	if problem != nil {
+		return "", problem
+	}
+	out := expr.String()
+	if _, err := promql.ParseExpr(out); err != nil {
+		return "", errors.New("cannot be scoped to the lease's series")
+	}
+	return out, nil
+}
+
+func dur(d time.Duration) string { return model.Duration(d).String() }
+
+func firstLine(s string) string {
+	for i, c := range s {
+		if c == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}
