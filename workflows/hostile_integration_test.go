@@ -200,6 +200,14 @@ func (dt *deployTest) refusal(m manifest.Manifest) string {
 	dt.t.Helper()
 	_, err := dt.tryDeploy(m)
 	if err != nil {
+		// The start of update-with-start carries the manifest too: a
+		// workflow that refuses its input ends before the update is
+		// handled, and its own error names the field.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if werr := dt.env.Temporal.GetWorkflow(ctx, workflows.DeployWorkflowID(m.Lease), "").Get(ctx, nil); werr != nil {
+			return err.Error() + "; " + werr.Error()
+		}
 		return err.Error()
 	}
 	var why string

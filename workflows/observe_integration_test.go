@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/app"
@@ -178,33 +180,43 @@ func TestAloneAMissedChangeIsCaughtByTheSafetyNet(t *testing.T) {
 }
 
 // Issue 20.9, no teardown on a guess, on the real stack: a lease record
-// the worker cannot read (here a closedAt without a time zone, which the
-// API server's date-time format lets through and RFC 3339 does not) makes
-// the lease Unknown; its workload stays. Before the fix the observer read
-// any record that did not parse as closed, and the lease was torn down.
-func TestAMalformedLeaseRecordTurnsTheLeaseUnknownNeverTornDown(t *testing.T) {
+// the worker cannot read makes the lease Unknown; its workload stays.
+// Before the fix the observer read any record that did not parse as
+// closed, and the lease was torn down. The CRD installed by this version
+// refuses such a record, so the test drops closedAt's date-time format for
+// its duration (a record written under another schema version, or by
+// another backend), and runs alone: the CRD is the cluster's.
+func TestAloneAMalformedLeaseRecordTurnsTheLeaseUnknownNeverTornDown(t *testing.T) {
 	dt := newDeployTest(t)
 	dt.healthInterval = 0
 	dt.env.Observer(t, 0)
 	dt.deploy(twoServices(dt.lease, dt.lease+".apps.example.com", "nginx:1.26", nil, false))
 	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
 
-	setClosedAt := func(v any) {
-		t.Helper()
+	crd := dt.env.Dynamic.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	t.Cleanup(func() { require.NoError(t, crds.Install(context.Background(), dt.env.Dynamic), "restore the CRDs") })
+	_, err := crd.Patch(context.Background(), "leases.deployflow.dev", types.JSONPatchType,
+		[]byte(`[{"op": "remove", "path": "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/closedAt/format"}]`), metav1.PatchOptions{})
+	require.NoError(t, err)
+
+	setClosedAt := func(v any) error {
 		u, err := dt.env.Dynamic.Resource(crds.Leases).Get(context.Background(), dt.lease, metav1.GetOptions{})
-		require.NoError(t, err)
+		if err != nil {
+			return err
+		}
 		if v == nil {
 			unstructured.RemoveNestedField(u.Object, "spec", "closedAt")
-		} else {
-			require.NoError(t, unstructured.SetNestedField(u.Object, v, "spec", "closedAt"))
+		} else if err := unstructured.SetNestedField(u.Object, v, "spec", "closedAt"); err != nil {
+			return err
 		}
 		_, err = dt.env.Dynamic.Resource(crds.Leases).Update(context.Background(), u, metav1.UpdateOptions{})
-		require.NoError(t, err, "the API server takes the record")
+		return err
 	}
-	setClosedAt("2026-11-25T10:00:00")
+	// The schema change reaches the API server's handlers within moments.
+	require.Eventually(t, func() bool { return setClosedAt("yesterday") == nil }, 30*time.Second, 200*time.Millisecond, "the API server never took the record")
 	dt.waitPhase(workflows.PhaseUnknown, 30*time.Second)
 	time.Sleep(3 * time.Second) // what a teardown would have done by now
-	_, err := dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(dt.lease), metav1.GetOptions{})
+	_, err = dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(dt.lease), metav1.GetOptions{})
 	require.NoError(t, err, "the lease's namespace stays")
 	_, available, _ := dt.available(manifest.Namespace(dt.lease), "web")
 	assert.Equal(t, int32(3), available, "its workload runs on")
@@ -212,6 +224,6 @@ func TestAMalformedLeaseRecordTurnsTheLeaseUnknownNeverTornDown(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, workflows.PhaseUnknown, st.Phase)
 
-	setClosedAt(nil) // the operator fixes the record
+	require.NoError(t, setClosedAt(nil)) // the operator fixes the record
 	dt.waitPhase(workflows.PhaseActive, 30*time.Second)
 }

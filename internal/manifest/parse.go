@@ -322,13 +322,13 @@ func checkValue(ps *problems, path string, v any, t reflect.Type) {
 		if _, ok := v.(bool); !ok {
 			mismatch(ps, path, v, t)
 		}
-	case reflect.Int32:
+	case reflect.Int32, reflect.Int64:
 		n, ok := v.(json.Number)
 		if !ok {
 			mismatch(ps, path, v, t)
 			return
 		}
-		if _, err := strconv.ParseInt(string(n), 10, 32); err != nil {
+		if _, err := strconv.ParseInt(string(n), 10, t.Bits()); err != nil {
 			mismatch(ps, path, v, t)
 		}
 	default:
@@ -371,7 +371,7 @@ func want(t reflect.Type) string {
 		return "a string"
 	case reflect.Bool:
 		return "true or false"
-	case reflect.Int32:
+	case reflect.Int32, reflect.Int64:
 		return "a whole number"
 	}
 	return t.String()

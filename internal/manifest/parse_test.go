@@ -3,6 +3,7 @@ package manifest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -309,4 +310,22 @@ func TestEditDistance(t *testing.T) {
 	}{{"", "", 0}, {"abc", "", 3}, {"maxsurg", "maxsurge", 1}, {"kitten", "sitting", 3}, {"imag", "image", 1}} {
 		assert.Equal(t, tc.want, editDistance(tc.a, tc.b), "%s/%s", tc.a, tc.b)
 	}
+}
+
+// Found by the hostile-tenant suite (issue 20): the strict parser had no
+// schema check for int64, so any manifest giving an analysis Job's
+// activeDeadlineSeconds panicked it: the CLI crashed, and a deploy
+// workflow's task failed in a loop (the deploy update then failed with
+// "Workflow Task in failed state"). Guards: every field kind of the
+// manifest is checked.
+func TestParseChecksAnInt64Field(t *testing.T) {
+	in := "lease: a\nservices:\n- name: web\n  image: nginx\n  rollout:\n    strategy: Canary\n    steps:\n    - analysis: {job: {image: busybox:1.36, activeDeadlineSeconds: %s}}\n"
+	m, err := Parse([]byte(fmt.Sprintf(in, "60")))
+	require.NoError(t, err)
+	assert.Equal(t, int64(60), *m.Services[0].Rollout.Steps[0].Analysis.Job.ActiveDeadlineSeconds)
+	_, err = Parse([]byte(fmt.Sprintf(in, `"60"`)))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "services[0].rollout.steps[0].analysis.job.activeDeadlineSeconds: want a whole number")
+	_, err = Parse([]byte(fmt.Sprintf(in, "99999999999999999999")))
+	require.Error(t, err)
 }
