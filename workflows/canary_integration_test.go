@@ -249,6 +249,11 @@ func TestCanaryWithAnAnalysisGateIsPromoted(t *testing.T) {
 	assert.Equal(t, map[string]int32{"nginx:1.27": 10, "nginx:1.26": 0}, available)
 	acts := dt.rolloutActivities()
 	assert.Equal(t, 3, acts["MeasurePrometheus"], "the analysis's three measurements are in the rollout's history")
+	// Issue 20.1: each was judged by the activity that took it (its
+	// recorded result carries the verdict), not by workflow code.
+	for _, m := range dt.measurements(workflows.RolloutWorkflowID(manifest.Namespace(dt.lease), "web"), "MeasurePrometheus") {
+		assert.Equal(t, "Successful", string(m.Phase), m.Message)
+	}
 	assert.Positive(t, acts["timer"], "the pause's timer is in the rollout's history")
 	assert.Equal(t, []string{
 		"StepCompleted: step 1/5 (setWeight 10%) completed",
