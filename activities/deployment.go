@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"go.temporal.io/sdk/temporal"
 	appsv1 "k8s.io/api/apps/v1"
@@ -28,6 +29,10 @@ type DefaultDeploymentInput struct {
 func (a *Activities) DefaultDeployment(ctx context.Context, in DefaultDeploymentInput) (*appsv1.Deployment, error) {
 	if in.Deployment == nil {
 		return nil, invalidInput("defaultDeployment: deployment is required")
+	}
+	// The pod policy first (issue 20.5): whoever typed the template.
+	if problems := podPolicyProblems("deployment.spec.template.spec", &in.Deployment.Spec.Template.Spec); len(problems) > 0 {
+		return nil, temporal.NewNonRetryableApplicationError(strings.Join(problems, "\n"), ErrPodPolicy, nil)
 	}
 	d := in.Deployment.DeepCopy()
 	d.Status = appsv1.DeploymentStatus{}

@@ -29,6 +29,12 @@ const heartbeatEvery = 5 * time.Second
 type EnsureNamespaceInput struct {
 	Name   string            `json:"name"`
 	Labels map[string]string `json:"labels,omitempty"`
+	// Rollout: a RolloutWorkflow asks, a child of lease ParentLease's
+	// workflow ("" for a standalone rollout). Set by workflow code from
+	// what Temporal says of the run, never from its input: a rollout acts
+	// in a lease's namespace only as that lease's child (issue 20.5).
+	Rollout     bool   `json:"rollout,omitempty"`
+	ParentLease string `json:"parentLease,omitempty"`
 }
 
 // EnsureNamespace makes sure the namespace exists, is deployflow's to write
@@ -73,6 +79,9 @@ func (a *Activities) EnsureNamespace(ctx context.Context, in EnsureNamespaceInpu
 	}
 	if !ManagedNamespace(ns) && !a.listed(in.Name) {
 		return notAllowed(in.Name, "exists and is not managed by deployflow")
+	}
+	if owner := ns.Labels[manifest.LeaseLabel]; in.Rollout && owner != "" && in.ParentLease != owner {
+		return notAllowed(in.Name, fmt.Sprintf("is lease %s's: only that lease's own workflow rolls out there (deployflow deploy); a standalone rollout acts in a namespace listed in --rollout-namespaces", owner))
 	}
 	if isLease && len(ownedBy(ns.OwnerReferences, crds.KindLease)) == 0 {
 		// A lease namespace created before lease records owned them.

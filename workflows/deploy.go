@@ -121,6 +121,9 @@ func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error)
 	if err := in.Manifest.Validate(); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
 	}
+	if err := refuseGuarded(ctx, in.guard(continued(ctx))); err != nil {
+		return nil, err
+	}
 	w := newDeployRun(ctx, in)
 	w.fewer = takesAll(ctx, in.Carry != nil && in.Carry.FewerEvents)
 	if err := w.registerControls(); err != nil {

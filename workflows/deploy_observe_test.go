@@ -30,6 +30,7 @@ func idleLease(t *testing.T, setup func(*deployEnv)) *deployEnv {
 	env.OnActivity(env.a.DeleteNamespace, mock.Anything, mock.Anything).Return(nil).Maybe()
 	env.in = DeployInput{Manifest: m, Trigger: "test", DegradedAfterSeconds: 10,
 		Carry: &DeployCarry{Owner: "acme", Phase: PhaseActive, LastGood: &m, Revision: 1}}
+	env.SetContinuedExecutionRunID("the-run-it-continues") // a carry comes only from the workflow itself
 	return env
 }
 

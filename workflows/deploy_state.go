@@ -136,6 +136,12 @@ func (w *deployRun) redeploy(req RedeployRequest) {
 	if w.pending == nil {
 		w.pending = &m
 		w.pendingTrigger = req.Trigger
+		if checkTrigger("trigger", req.Trigger) != nil && gate(w.ctx, versionGuardedInput) {
+			// A signal has no answer: a trigger that is not a short
+			// printable word never reaches the search attributes.
+			workflow.GetLogger(w.ctx).Warn("redeploy signal's trigger dropped", "lease", w.lease, "error", checkTrigger("trigger", req.Trigger))
+			w.pendingTrigger = ""
+		}
 		if w.pendingTrigger == "" {
 			w.pendingTrigger = "api"
 		}
@@ -288,6 +294,9 @@ func (w *deployRun) registerControls() error {
 			Validator: func(_ workflow.Context, req DeployRequest) error {
 				if req.invalid != nil {
 					return req.invalid
+				}
+				if err := checkTrigger("trigger", req.Trigger); err != nil {
+					return err
 				}
 				if req.Manifest.Lease != w.lease {
 					return errors.New("manifest.lease: the manifest is for lease " + req.Manifest.Lease + ", this workflow deploys lease " + w.lease)

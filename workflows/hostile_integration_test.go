@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,10 +15,12 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/testenv"
 	"github.com/deployflow/deployflow/workflows"
@@ -288,4 +291,99 @@ func newHitCounter(t *testing.T, listen string, h http.HandlerFunc) *hitCounter 
 func (h *hitCounter) port() string {
 	_, p, _ := net.SplitHostPort(h.addr)
 	return p
+}
+
+// Issue 20.7: hand-typed inputs cannot skip validation. Started by hand
+// (the temporal CLI, the UI), a lease's workflow with a carry (state only
+// the workflow writes when it continues as new: a last-known-good manifest
+// never validated, a revision, an owner) or a trigger that is not a short
+// printable word (it reaches a search attribute and the UI's markdown) ends
+// at once, typed; a rollout with a carry too. A deploy update's trigger and
+// a rollout's scale are bounded like the rest. Before, a carry was taken as
+// the lease's state, and any trigger was published.
+func TestHandTypedInputsCannotSkipValidation(t *testing.T) {
+	dt := newDeployTest(t)
+	ctx := context.Background()
+	m := `{"lease": "` + dt.lease + `", "services": [{"name": "web", "image": "nginx:1.27", "replicas": 1}]}`
+	for i, c := range []struct{ workflowType, input, want string }{
+		{"DeployWorkflow", `{"manifest": ` + m + `, "carry": {"phase": "Active", "revision": 41, "lastGood": {"lease": "` + dt.lease + `", "services": [{"name": "web", "image": "nginx:1.27", "replicas": 1000}]}}}`,
+			"carry: is set by the workflow itself when it continues as new"},
+		{"DeployWorkflow", `{"manifest": ` + m + `, "carry": {"phase": "Active", "lastGood": {"lease": "` + dt.lease + `", "services": [{"name": "web", "image": "nginx:1.27", "rollout": {"strategy": "Canary", "steps": [{"analysis": {"prometheus": {"query": "up"}, "successCondition": "now() != nil"}}]}}]}}}`,
+			"carry.lastGood: services[0].rollout.steps[0].analysis.successCondition"},
+		{"DeployWorkflow", `{"manifest": ` + m + `, "trigger": "` + strings.Repeat("x", 100) + `"}`, "trigger: 100 bytes"},
+		{"DeployWorkflow", `{"manifest": ` + m + `, "trigger": "[click](http://evil.example)"}`, `trigger: "[click](http://evil.example)": use letters, digits`},
+		{"RolloutWorkflow", `{"namespace": "shop", "service": "web", "carry": {"deployment": {"spec": {"replicas": 3}}, "stableRevision": 7}}`, "carry: is set by the workflow itself"},
+	} {
+		id := fmt.Sprintf("%s-guard-%d", workflows.DeployWorkflowID(dt.lease), i)
+		dt.temporalCLI("workflow", "start", "--type", c.workflowType, "--task-queue", dt.tq, "--workflow-id", id, "--input", c.input)
+		err := dt.env.Temporal.GetWorkflow(ctx, id, "").Get(ctx, nil)
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr, c.want)
+		assert.Equal(t, workflows.ErrInvalidInput, appErr.Type(), appErr.Error())
+		assert.True(t, appErr.NonRetryable())
+		assert.Contains(t, appErr.Error(), c.want)
+		dt.noFailedWorkflowTask(id)
+	}
+	_, err := dt.env.Kube.CoreV1().Namespaces().Get(ctx, manifest.Namespace(dt.lease), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "nothing was written")
+
+	// A running lease refuses a deploy update whose trigger is markdown.
+	dt.temporalCLI("workflow", "start", "--type", "DeployWorkflow", "--task-queue", dt.tq,
+		"--workflow-id", workflows.DeployWorkflowID(dt.lease), "--input", `{"manifest": `+m+`}`)
+	t.Cleanup(func() { _ = dt.env.Temporal.TerminateWorkflow(context.Background(), workflows.DeployWorkflowID(dt.lease), "", "test over") })
+	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	out, err := exec.Command(dt.env.Stack.Bin(devstack.Temporal), "workflow", "update", "execute", "--address", devstack.TemporalAddress,
+		"--workflow-id", workflows.DeployWorkflowID(dt.lease), "--name", workflows.UpdateDeploy,
+		"--input", `{"manifest": `+m+`, "trigger": "<img src=x onerror=alert(1)>"}`).CombinedOutput()
+	require.Error(t, err, "the update was accepted: %s", out)
+	assert.Contains(t, string(out), "trigger:")
+	st, err := dt.status(dt.lease)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), st.Revision, "nothing deployed again")
+}
+
+// Issue 20.5: a RolloutWorkflow typed by hand (the temporal CLI, the UI)
+// into a lease's namespace, with a template using the node's PID and
+// network namespaces and a hostPath of /, took over the lease's service
+// (its ReplicaSet went from 2 to 0) while the lease still reported Active.
+// Now a rollout acts in a lease's namespace only as that lease's own child,
+// and no template, from any entry point, gets the node's privileges.
+func TestARolloutTypedByHandCannotTakeALeasesService(t *testing.T) {
+	dt := newDeployTest(t)
+	ctx := context.Background()
+	dt.deploy(twoServices(dt.lease, dt.lease+".apps.example.com", "nginx:1.26", nil, false))
+	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	ns := manifest.Namespace(dt.lease)
+
+	host := `"hostPID": true, "hostNetwork": true, "volumes": [{"name": "root", "hostPath": {"path": "/"}}], ` +
+		`"containers": [{"name": "web", "image": "alpine:3", "securityContext": {"privileged": true, "capabilities": {"add": ["SYS_ADMIN"]}}, "volumeMounts": [{"name": "root", "mountPath": "/host"}]}]`
+	plain := `"containers": [{"name": "web", "image": "alpine:3"}]`
+	other := dt.env.Namespace(t) // a namespace standalone rollouts may use
+	for i, c := range []struct{ ns, spec, typ, want string }{
+		{ns, plain, activities.ErrNamespaceNotAllowed, "is lease " + dt.lease + "'s: only that lease's own workflow rolls out there"},
+		{ns, host, activities.ErrNamespaceNotAllowed, "is lease " + dt.lease + "'s"},
+		{other, host, activities.ErrPodPolicy, "deployment.spec.template.spec.volumes[0].hostPath"},
+	} {
+		id := fmt.Sprintf("rollout-by-hand-%s-%d", dt.lease, i)
+		dt.temporalCLI("workflow", "start", "--type", "RolloutWorkflow", "--task-queue", dt.tq, "--workflow-id", id,
+			"--input", `{"namespace": "`+c.ns+`", "service": "web", "deployment": {"spec": {"replicas": 2, "template": {"metadata": {"labels": {"app": "web"}}, "spec": {`+c.spec+`}}}}}`)
+		err := dt.env.Temporal.GetWorkflow(ctx, id, "").Get(ctx, nil)
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr, c.want)
+		assert.Equal(t, c.typ, appErr.Type(), appErr.Error())
+		assert.Contains(t, appErr.Error(), c.want)
+		if c.typ == activities.ErrPodPolicy {
+			for _, w := range []string{"spec.hostNetwork", "spec.hostPID", "containers[0].securityContext.privileged", "containers[0].securityContext.capabilities.add: SYS_ADMIN"} {
+				assert.Contains(t, appErr.Error(), w)
+			}
+		}
+		dt.noFailedWorkflowTask(id)
+	}
+	desired, available, images := dt.available(ns, "web")
+	assert.Equal(t, int32(3), desired, "the lease's web is untouched")
+	assert.Equal(t, int32(3), available)
+	assert.Equal(t, map[string]int32{"nginx:1.26": 3}, images)
+	list, err := dt.env.Kube.AppsV1().ReplicaSets(other).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, list.Items, "no ReplicaSet was written for the privileged template")
 }

@@ -68,6 +68,9 @@ type RolloutCarry struct {
 	UndoneTo       int64             `json:"undoneTo,omitempty"`
 	Canary         *CanaryState      `json:"canary,omitempty"`
 	BlueGreen      *BlueGreenState   `json:"blueGreen,omitempty"`
+	// ParentLease is the lease whose workflow started the first run as
+	// its child ("" for a standalone rollout).
+	ParentLease string `json:"parentLease,omitempty"`
 }
 
 // desired returns the Deployment with the API server's defaults applied, as

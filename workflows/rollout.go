@@ -77,6 +77,9 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (*RolloutResult, err
 	if in.invalid != nil && gate(ctx, versionStrictInput) {
 		return nil, temporal.NewNonRetryableApplicationError(in.invalid.Error(), ErrInvalidInput, nil)
 	}
+	if err := refuseGuarded(ctx, in.guard(continued(ctx))); err != nil {
+		return nil, err
+	}
 	d, err := in.desired()
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)

@@ -7,6 +7,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
 
@@ -82,8 +83,8 @@ func (r *rolloutRun) registerControls() error {
 				if req.invalid != nil {
 					return req.invalid
 				}
-				if req.Replicas < 0 {
-					return fmt.Errorf("replicas: %d is negative; give 0 or more", req.Replicas)
+				if req.Replicas < 0 || req.Replicas > manifest.MaxReplicas {
+					return fmt.Errorf("replicas: %d is out of range: use 0 to %d (as a lease's scale)", req.Replicas, manifest.MaxReplicas)
 				}
 				return nil
 			}},

@@ -101,7 +101,25 @@ func (r *rolloutRun) namespace() activities.EnsureNamespaceInput {
 	return activities.EnsureNamespaceInput{
 		Name:   r.in.Namespace,
 		Labels: map[string]string{"app.kubernetes.io/managed-by": "deployflow"},
+		// Who started this rollout, as Temporal says (issue 20.5).
+		Rollout: true, ParentLease: r.parentLease(),
 	}
+}
+
+// parentLease is the lease whose workflow started this rollout as its
+// child, "" for a standalone rollout. A continued run has it from the run
+// it continues (its carry is the workflow's own: input_guard.go).
+func (r *rolloutRun) parentLease() string {
+	if p := workflow.GetInfo(r.ctx).ParentWorkflowExecution; p != nil {
+		if lease, ok := strings.CutPrefix(p.ID, DeployWorkflowID("")); ok {
+			return lease
+		}
+		return ""
+	}
+	if r.in.Carry != nil {
+		return r.in.Carry.ParentLease
+	}
+	return ""
 }
 
 func (r *rolloutRun) ensureNamespace() error {
@@ -415,7 +433,8 @@ func (r *rolloutRun) shouldContinueAsNew() bool {
 func (r *rolloutRun) carryOver() RolloutInput {
 	in := r.in
 	in.FewerEvents = r.fewer
-	in.Carry = &RolloutCarry{Deployment: *r.d.DeepCopy(), StableRevision: r.stableRevision, Outcome: r.outcome, UndoneTo: r.undoneTo, Canary: r.canary, BlueGreen: r.blueGreen}
+	in.Carry = &RolloutCarry{Deployment: *r.d.DeepCopy(), StableRevision: r.stableRevision, Outcome: r.outcome, UndoneTo: r.undoneTo, Canary: r.canary, BlueGreen: r.blueGreen,
+		ParentLease: r.parentLease()}
 	return in
 }
 

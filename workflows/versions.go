@@ -67,6 +67,12 @@ const (
 	// tenant's condition and the recorded verdict is what replays (issue
 	// 20.1); runs before it judged in the workflow.
 	versionJudgeWhereMeasured = "judge-where-measured"
+	// versionGuardedInput: a hand-typed input the workflow itself would
+	// never have written is refused (InvalidInput): a carry on a run that
+	// does not continue one, a carried manifest that does not validate, a
+	// trigger that is not a short printable word (issue 20.7). Asked only
+	// when an input fails (input_guard.go): other runs record no marker.
+	versionGuardedInput = "guarded-input"
 	// versionUpgradeTest: only in the live upgrade test's build B
 	// (upgradeTestBuild), which marks the deploys it finishes.
 	versionUpgradeTest = "upgrade-test-build-b"

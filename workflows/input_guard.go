@@ -1,0 +1,92 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deployflow/deployflow/internal/manifest"
+)
+
+// Where a hand-typed input is kept from skipping validation (issue 20.7):
+// state a workflow carries across continue-as-new is accepted only from
+// the workflow itself, every carried manifest is validated again, and a
+// trigger is a short printable word before it reaches a search attribute
+// or the UI. Each check is behind versionGuardedInput, asked only when an
+// input fails it, so runs that pass record no marker.
+
+// MaxTriggerLength bounds a trigger ("cli", "ui", "schedule", ...).
+const MaxTriggerLength = 64
+
+var triggerRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9 ._:/@+-]*$`)
+
+// checkTrigger reports what is wrong with a trigger, naming field.
+func checkTrigger(field, t string) error {
+	switch {
+	case t == "":
+		return nil
+	case len(t) > MaxTriggerLength:
+		return fmt.Errorf("%s: %d bytes: a trigger names who asked (cli, ui, schedule) in at most %d", field, len(t), MaxTriggerLength)
+	case !triggerRE.MatchString(t):
+		return fmt.Errorf("%s: %q: use letters, digits and . _ : / @ + - (a word such as cli, ui or schedule)", field, t)
+	}
+	return nil
+}
+
+// guard is what is wrong with a DeployInput that the workflow itself would
+// never have written; continued says the run continues an earlier one.
+func (in DeployInput) guard(continued bool) error {
+	var errs []error
+	if err := checkTrigger("trigger", in.Trigger); err != nil {
+		errs = append(errs, err)
+	}
+	c := in.Carry
+	if c == nil {
+		return errors.Join(errs...)
+	}
+	if !continued {
+		errs = append(errs, errors.New("carry: is set by the workflow itself when it continues as new; leave it out when starting a lease's workflow"))
+	}
+	for _, m := range []struct {
+		field string
+		m     *manifest.Manifest
+	}{{"carry.lastGood", c.LastGood}, {"carry.pending", c.Pending}, {"carry.lastFailed", c.LastFailed}} {
+		if m.m == nil {
+			continue
+		}
+		if err := m.m.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m.field, err))
+		}
+	}
+	if err := checkTrigger("carry.pendingTrigger", c.PendingTrigger); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// guard is what is wrong with a RolloutInput that the workflow itself
+// would never have written.
+func (in RolloutInput) guard(continued bool) error {
+	if in.Carry != nil && !continued {
+		return errors.New("carry: is set by the workflow itself when it continues as new; leave it out when starting a rollout")
+	}
+	return nil
+}
+
+// refuseGuarded ends a run whose input fails its guard, for runs that take
+// versionGuardedInput (runs before it went on).
+func refuseGuarded(ctx workflow.Context, problem error) error {
+	if problem == nil || !gate(ctx, versionGuardedInput) {
+		return nil
+	}
+	return temporal.NewNonRetryableApplicationError(problem.Error(), ErrInvalidInput, nil)
+}
+
+// continued reports whether this run continues an earlier one of the same
+// workflow.
+func continued(ctx workflow.Context) bool {
+	return workflow.GetInfo(ctx).ContinuedExecutionRunID != ""
+}

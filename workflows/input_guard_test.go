@@ -1,0 +1,43 @@
+package workflows
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Issue 20.7: what a workflow carries across continue-as-new is its own;
+// typed by hand it is refused, and so is a trigger that is not a word.
+func TestGuardRefusesWhatOnlyTheWorkflowWrites(t *testing.T) {
+	m := oneService("l")
+	bad := oneService("l")
+	bad.Services[0].Rollout = nil
+	bad.Services[0].Image = ""
+	for _, tc := range []struct {
+		name      string
+		in        DeployInput
+		continued bool
+		want      string
+	}{
+		{"a carry on a fresh start", DeployInput{Manifest: m, Carry: &DeployCarry{Phase: PhaseActive, LastGood: &m}}, false, "carry: is set by the workflow itself"},
+		{"a carried manifest that does not validate", DeployInput{Manifest: m, Carry: &DeployCarry{Phase: PhaseActive, LastGood: &bad}}, true, "carry.lastGood: services[0].image"},
+		{"a long trigger", DeployInput{Manifest: m, Trigger: strings.Repeat("x", 65)}, false, "trigger: 65 bytes"},
+		{"a markdown trigger", DeployInput{Manifest: m, Trigger: "[x](http://e)"}, false, "trigger: \"[x](http://e)\""},
+		{"a carried trigger", DeployInput{Manifest: m, Carry: &DeployCarry{PendingTrigger: "a\nb"}}, true, "carry.pendingTrigger"},
+	} {
+		err := tc.in.guard(tc.continued)
+		require.Error(t, err, tc.name)
+		assert.Contains(t, err.Error(), tc.want, tc.name)
+	}
+	for _, ok := range []DeployInput{
+		{Manifest: m, Trigger: "cli"},
+		{Manifest: m, Trigger: "schedule:nightly-restart"},
+		{Manifest: m, Carry: &DeployCarry{Phase: PhaseActive, LastGood: &m, PendingTrigger: "ui"}},
+	} {
+		assert.NoError(t, ok.guard(true))
+	}
+	assert.Error(t, RolloutInput{Namespace: "shop", Service: "web", Carry: &RolloutCarry{}}.guard(false))
+	assert.NoError(t, RolloutInput{Namespace: "shop", Service: "web", Carry: &RolloutCarry{}}.guard(true))
+}
