@@ -330,7 +330,9 @@ func TestHandTypedInputsCannotSkipValidation(t *testing.T) {
 	// A running lease refuses a deploy update whose trigger is markdown.
 	dt.temporalCLI("workflow", "start", "--type", "DeployWorkflow", "--task-queue", dt.tq,
 		"--workflow-id", workflows.DeployWorkflowID(dt.lease), "--input", `{"manifest": `+m+`}`)
-	t.Cleanup(func() { _ = dt.env.Temporal.TerminateWorkflow(context.Background(), workflows.DeployWorkflowID(dt.lease), "", "test over") })
+	t.Cleanup(func() {
+		_ = dt.env.Temporal.TerminateWorkflow(context.Background(), workflows.DeployWorkflowID(dt.lease), "", "test over")
+	})
 	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
 	out, err := exec.Command(dt.env.Stack.Bin(devstack.Temporal), "workflow", "update", "execute", "--address", devstack.TemporalAddress,
 		"--workflow-id", workflows.DeployWorkflowID(dt.lease), "--name", workflows.UpdateDeploy,
