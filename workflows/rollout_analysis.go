@@ -21,14 +21,21 @@ import (
 // runGate takes a's measurements into t, interval apart, until its verdict
 // is in, and returns it; last is the last measurement, as the status shows
 // it. It returns Running if skip became true first (promoted past the
-// gate, or aborted).
+// gate, or aborted), or the history is long (the run continues as new and
+// its successor goes on with t).
 func (r *rolloutRun) runGate(a *manifest.Analysis, t *analysis.Tally, last *string, skip func() bool) (analysis.Phase, error) {
 	for analysis.Verdict(a, *t) == analysis.Running {
+		if r.long() {
+			return analysis.Running, nil // the tally goes on in the continued run
+		}
 		if t.Measured > 0 {
-			if _, err := workflow.AwaitWithTimeout(r.ctx, a.IntervalDuration(), skip); err != nil {
+			if _, err := workflow.AwaitWithTimeout(r.ctx, a.IntervalDuration(), r.orLong(skip)); err != nil {
 				return "", err
 			}
 			if skip() {
+				return analysis.Running, nil
+			}
+			if r.long() {
 				return analysis.Running, nil
 			}
 		}

@@ -117,6 +117,7 @@ func (r *rolloutRun) pinRolledOut() error {
 // returns to the stable version, or the history is long (continue as new).
 func (r *rolloutRun) runBlueGreen() (continueAsNew bool, err error) {
 	b := r.blueGreen
+	r.continueInGates = gate(r.ctx, versionContinueInGates)
 	steps := r.blueGreenSteps()
 	for b.Step < len(steps) && r.outcome == "" && r.undoneTo == 0 {
 		if r.shouldContinueAsNew() {
@@ -231,14 +232,20 @@ func (r *rolloutRun) awaitPromotion() (bool, error) {
 	auto := time.Duration(r.in.BlueGreen.AutoPromotionSeconds) * time.Second
 	if auto <= 0 {
 		r.notify("Paused", fmt.Sprintf("step %d/%d: the preview is up; paused until promoted (deployflow promote)", b.Step+1, len(r.blueGreenSteps())))
-		err := workflow.Await(r.ctx, woken)
+		err := workflow.Await(r.ctx, r.orLong(woken))
+		if r.leftForLong(woken) {
+			return false, err
+		}
 		return err == nil, err
 	}
 	left := b.Started.Add(auto).Sub(workflow.Now(r.ctx))
 	if left <= 0 {
 		return true, nil
 	}
-	_, err := workflow.AwaitWithTimeout(r.ctx, left, woken)
+	_, err := workflow.AwaitWithTimeout(r.ctx, left, r.orLong(woken))
+	if r.leftForLong(woken) && workflow.Now(r.ctx).Before(b.Started.Add(auto)) {
+		return false, err
+	}
 	return err == nil, err
 }
 
@@ -273,7 +280,7 @@ func (r *rolloutRun) blueGreenGate(which string, a *manifest.Analysis) (bool, er
 	case analysis.Inconclusive:
 		b.Waiting = fmt.Sprintf("%s analysis inconclusive: %s (last: %s); promote to go on, abort to return to stable", which, b.Tally, b.Last)
 		r.notify("Paused", b.Waiting)
-		err := workflow.Await(r.ctx, stop)
+		err := workflow.Await(r.ctx, r.orLong(stop))
 		return b.promote, err
 	}
 	return true, nil
@@ -289,7 +296,11 @@ func (r *rolloutRun) scaleDownDelay() (bool, error) {
 	if left <= 0 {
 		return true, nil
 	}
-	_, err := workflow.AwaitWithTimeout(r.ctx, left, func() bool { return r.outcome != "" || r.undoneTo != 0 })
+	ended := func() bool { return r.outcome != "" || r.undoneTo != 0 }
+	_, err := workflow.AwaitWithTimeout(r.ctx, left, r.orLong(ended))
+	if r.leftForLong(ended) && workflow.Now(r.ctx).Before(b.Started.Add(delay)) {
+		return false, err
+	}
 	return err == nil, err
 }
 

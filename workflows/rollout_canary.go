@@ -101,8 +101,12 @@ func (r *rolloutRun) isCanary() bool {
 // history is long.
 func (r *rolloutRun) runCanary() (continueAsNew bool, err error) {
 	c := r.canary
+	r.continueInGates = gate(r.ctx, versionContinueInGates)
 	r.startBackground()
 	for c.Step < len(r.in.Steps) && !c.Promoted && r.outcome == "" {
+		if r.long() {
+			return true, nil // inside a step: its state is carried
+		}
 		if c.BackgroundFailed != "" {
 			r.abortCanary(OutcomeAborted, c.BackgroundFailed)
 			break
@@ -111,8 +115,11 @@ func (r *rolloutRun) runCanary() (continueAsNew bool, err error) {
 			// An inconclusive background analysis: a human decides.
 			c.Waiting = c.Held
 			r.notify("Paused", fmt.Sprintf("step %d/%d: %s", c.Step+1, len(r.in.Steps), c.Held))
-			if err := workflow.Await(r.ctx, c.moveOn(r)); err != nil {
+			if err := workflow.Await(r.ctx, r.orLong(c.moveOn(r))); err != nil {
 				return false, err
+			}
+			if r.leftForLong(c.moveOn(r)) {
+				continue // held still, in the continued run
 			}
 			if c.promote { // go on, with a fresh background tally
 				c.promote, c.Background = false, &analysis.Tally{}
@@ -251,7 +258,10 @@ func (r *rolloutRun) pause(p *manifest.Pause) (bool, error) {
 	if d == 0 {
 		r.canary.Waiting = "paused until promoted"
 		r.notify("Paused", fmt.Sprintf("step %d/%d: paused until promoted (deployflow promote)", r.canary.Step+1, len(r.in.Steps)))
-		err := workflow.Await(r.ctx, r.canary.moveOn(r))
+		err := workflow.Await(r.ctx, r.orLong(r.canary.moveOn(r)))
+		if r.leftForLong(r.canary.moveOn(r)) {
+			return false, err
+		}
 		return err == nil, err
 	}
 	r.canary.Waiting = "paused"
@@ -259,7 +269,10 @@ func (r *rolloutRun) pause(p *manifest.Pause) (bool, error) {
 	if left <= 0 {
 		return true, nil
 	}
-	_, err := workflow.AwaitWithTimeout(r.ctx, left, r.canary.moveOn(r))
+	_, err := workflow.AwaitWithTimeout(r.ctx, left, r.orLong(r.canary.moveOn(r)))
+	if r.leftForLong(r.canary.moveOn(r)) && workflow.Now(r.ctx).Before(r.canary.Started.Add(d)) {
+		return false, err // the rest of the pause in the continued run (Started is carried)
+	}
 	return err == nil, err
 }
 
@@ -283,7 +296,7 @@ func (r *rolloutRun) analyze(a *manifest.Analysis) (bool, error) {
 	case analysis.Inconclusive:
 		c.Waiting = fmt.Sprintf("analysis inconclusive: %s (last: %s); promote to go on, abort to return to stable", c.Tally, c.Last)
 		r.notify("Paused", fmt.Sprintf("step %d/%d: %s", c.Step+1, len(r.in.Steps), c.Waiting))
-		err := workflow.Await(r.ctx, c.moveOn(r))
+		err := workflow.Await(r.ctx, r.orLong(c.moveOn(r)))
 		return false, err
 	}
 	return true, nil

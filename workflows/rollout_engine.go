@@ -49,6 +49,9 @@ type rolloutRun struct {
 	jobs           int             // analysis Jobs this run started (their names)
 	undoneTo       int64           // the revision an operator's undo returned to, if any
 	wake           workflow.CancelFunc
+	// continueInGates: this run's waits and analysis gates end once its
+	// history is long, so it continues as new (versionContinueInGates).
+	continueInGates bool
 }
 
 func newRolloutRun(ctx workflow.Context, in RolloutInput, d *appsv1.Deployment) *rolloutRun {
@@ -429,6 +432,24 @@ func (r *rolloutRun) shouldContinueAsNew() bool {
 	return (info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > limit) &&
 		workflow.AllHandlersFinished(r.ctx)
 }
+
+// orLong is done, or, for a run that continues as new inside its gates and
+// waits, a history long enough to continue as new (issue 20.8: a canary
+// paused for a human with a background analysis every second reached
+// Temporal's 51,200-event limit in about a day, and the server terminated
+// it).
+func (r *rolloutRun) orLong(done func() bool) func() bool {
+	return func() bool { return done() || r.long() }
+}
+
+// long reports whether this run should leave its wait or gate to continue
+// as new.
+func (r *rolloutRun) long() bool { return r.continueInGates && r.shouldContinueAsNew() }
+
+// leftForLong reports whether a wait on done ended for a long history
+// rather than for done itself: the caller returns not done, and the step's
+// loop continues as new with the step's state carried.
+func (r *rolloutRun) leftForLong(done func() bool) bool { return !done() && r.long() }
 
 func (r *rolloutRun) carryOver() RolloutInput {
 	in := r.in

@@ -73,6 +73,13 @@ const (
 	// trigger that is not a short printable word (issue 20.7). Asked only
 	// when an input fails (input_guard.go): other runs record no marker.
 	versionGuardedInput = "guarded-input"
+	// versionContinueInGates: a canary's or blue-green's waits (pauses,
+	// the preview awaiting promotion, the scale-down delay, a hold on an
+	// inconclusive analysis) and analysis gates end once the run's history
+	// is long, and the run continues as new with the step's state (its
+	// start, tallies) carried; runs before it waited in one run until the
+	// server's history limit (issue 20.8).
+	versionContinueInGates = "continue-in-gates"
 	// versionUpgradeTest: only in the live upgrade test's build B
 	// (upgradeTestBuild), which marks the deploys it finishes.
 	versionUpgradeTest = "upgrade-test-build-b"

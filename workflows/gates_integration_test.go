@@ -1,0 +1,89 @@
+package workflows_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/workflows"
+)
+
+// Issue 20.8: a canary paused for a human with a background analysis every
+// second continues as new inside its pause, carrying its step and the
+// analysis's tally, so no run's history outgrows its budget. Before, waits
+// and gates never continued as new: such a canary reached Temporal's
+// 51,200-event hard limit in about a day and the server terminated it.
+// Here the budget is 60 events (a lease's rollouts use 4,000), so the
+// hand-over happens within seconds.
+func TestAPausedCanaryWithABackgroundAnalysisContinuesAsNewInsideItsPause(t *testing.T) {
+	rt := newRolloutTest(t)
+	ctx := context.Background()
+	rt.complete(version("nginx:1.26", 4, "", false))
+	limit := 60
+	steps := []manifest.CanaryStep{weight(50), pause("")}
+	in := workflows.RolloutInput{Namespace: rt.ns, Service: "web", Deployment: version("nginx:1.27", 4, "", false), Steps: steps,
+		Background: &manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: "vector(1)"}, SuccessCondition: "result == 1", Interval: "1s", Count: 1000},
+		MaxHistoryEvents: limit}
+	run := startRollout(t, rt.env, rt.tq, in)
+	id := run.GetID()
+
+	runs := func() []string {
+		var ids []string
+		list, err := rt.env.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: fmt.Sprintf("WorkflowId = %q", id)})
+		require.NoError(t, err)
+		for _, e := range list.GetExecutions() {
+			ids = append(ids, e.GetExecution().GetRunId())
+		}
+		return ids
+	}
+	require.Eventually(t, func() bool { return len(runs()) >= 4 }, 90*time.Second, time.Second,
+		"the paused canary never continued as new (%d runs)", len(runs()))
+
+	// Every run within its budget (one measurement's events past it, at
+	// most), the measurements going on across the runs.
+	dc := converter.GetDefaultDataConverter()
+	measured := 0
+	for _, runID := range runs() {
+		events := 0
+		it := rt.env.Temporal.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			require.NoError(t, err)
+			events++
+			if m := ev.GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() == "LocalActivity" {
+				var data struct{ ActivityType string }
+				require.NoError(t, dc.FromPayloads(m.GetDetails()["data"], &data))
+				if data.ActivityType == "MeasurePrometheus" {
+					measured++
+				}
+			}
+		}
+		assert.LessOrEqual(t, events, limit+15, "run %s outgrew its budget", runID)
+	}
+	assert.Greater(t, measured, limit/4, "the background analysis went on across the runs")
+
+	// Still paused at step 2, until promoted; then the rollout ends.
+	v, err := rt.env.Temporal.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	require.NoError(t, err)
+	var st workflows.RolloutStatus
+	require.NoError(t, v.Get(&st))
+	require.NotNil(t, st.Canary)
+	assert.Equal(t, 2, st.Canary.Step, st.Canary.Summary)
+	h, err := rt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: workflows.UpdatePromote,
+		Args: []any{workflows.PromoteRequest{}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	require.NoError(t, err)
+	require.NoError(t, h.Get(ctx, nil))
+	var res workflows.RolloutResult
+	require.NoError(t, rt.env.Temporal.GetWorkflow(ctx, id, "").Get(ctx, &res))
+	assert.Equal(t, workflows.OutcomeComplete, res.Outcome)
+	assert.Equal(t, int32(4), res.AvailableReplicas)
+}
