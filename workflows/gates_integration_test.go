@@ -31,7 +31,7 @@ func TestAPausedCanaryWithABackgroundAnalysisContinuesAsNewInsideItsPause(t *tes
 	limit := 60
 	steps := []manifest.CanaryStep{weight(50), pause("")}
 	in := workflows.RolloutInput{Namespace: rt.ns, Service: "web", Deployment: version("nginx:1.27", 4, "", false), Steps: steps,
-		Background: &manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: "vector(1)"}, SuccessCondition: "result == 1", Interval: "1s", Count: 1000},
+		Background:       &manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: "vector(1)"}, SuccessCondition: "result == 1", Interval: "1s", Count: 1000},
 		MaxHistoryEvents: limit}
 	run := startRollout(t, rt.env, rt.tq, in)
 	id := run.GetID()
