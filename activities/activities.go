@@ -51,6 +51,10 @@ type Activities struct {
 	// Limits bound what one lease's manifest may take (--max-*; zero
 	// values are manifest.DefaultLimits).
 	Limits manifest.Limits
+	// ReservedPrefixes are the label/annotation prefixes a tenant's pods
+	// may not use (nil: manifest.DefaultReservedPrefixes); AllowedPodKeys
+	// the reserved keys allowed anyway (--allow-pod-keys).
+	ReservedPrefixes, AllowedPodKeys []string
 	// Namespace is the profile every lease namespace gets: Pod Security
 	// level, ResourceQuota, LimitRange (zero: config's defaults).
 	Namespace config.NamespaceProfile

@@ -110,6 +110,9 @@ func (a *Activities) PlanDeploy(ctx context.Context, in PlanInput) (*DeployPlan,
 	if err := in.Manifest.CheckLimits(a.Limits); err != nil {
 		return nil, invalidManifest(err)
 	}
+	if err := in.Manifest.CheckReservedKeys(a.ReservedPrefixes, a.AllowedPodKeys); err != nil {
+		return nil, invalidManifest(err)
+	}
 	m := in.Manifest.WithDefaults()
 	p := &DeployPlan{Lease: m.Lease, Owner: in.Owner}
 	hostnames := m.Hostnames()

@@ -133,7 +133,7 @@ func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
 	// The worker, with that kubeconfig only, runs a lease's whole life.
 	tq := testenv.Name(t, "tq")
 	bins := buildBinaries(t)
-	startWorker(t, bins.worker, "--kubeconfig", kubeconfig, "--task-queue", tq,
+	startWorker(t, bins.worker, "--kubeconfig", kubeconfig, "--task-queue", tq, "--allow-pod-keys", strings.Join(devstack.KwokKnobs, ","),
 		"--temporal-address", devstack.TemporalAddress, "--metrics-address", freeAddr(t))
 	lease := testenv.ShortName("lp")
 	acts := env.Activities()

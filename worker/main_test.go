@@ -115,6 +115,7 @@ func startWorkerBinary(t *testing.T, env *testenv.Env, bin, taskQueue, metricsAd
 		"--kubeconfig", env.Stack.Kubeconfig(),
 		"--task-queue", taskQueue,
 		"--metrics-address", metricsAddr,
+		"--allow-pod-keys", strings.Join(devstack.KwokKnobs, ","), // as the stack's workers
 	}, extra...)...)
 	w := &workerProcess{cmd: cmd, exited: make(chan error, 1), logs: &strings.Builder{}}
 	cmd.Stdout, cmd.Stderr = w.logs, w.logs

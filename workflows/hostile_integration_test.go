@@ -115,6 +115,13 @@ func TestHostileTenants(t *testing.T) {
 		{"a query of another lease's series", []manifest.Service{svc(canaryWith(manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: `sum(rate(http_requests_total{namespace="lease-victim"}[1m]))`}}))}, "services[0].rollout.steps[1].analysis.prometheus.query"},
 		{"a query over 30 days", []manifest.Service{svc(canaryWith(manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: `max_over_time(up[30d])`}}))}, "range [30d]: at most 1h"},
 		{"a query at another time", []manifest.Service{svc(canaryWith(manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: `up @ 1609746000`}}))}, "the @ modifier is not allowed"},
+		{"an AppArmor profile turned off", []manifest.Service{svc(func(s *manifest.Service) {
+			s.PodAnnotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/web": "unconfined"}
+		})}, `services[0].podAnnotations["container.apparmor.security.beta.kubernetes.io/web"]: the prefix kubernetes.io is reserved`},
+		{"deployflow's own service label on a pod", []manifest.Service{svc(func(s *manifest.Service) { s.PodLabels = map[string]string{"deployflow.dev/service": "api"} })},
+			`services[0].podLabels["deployflow.dev/service"]: the prefix deployflow.dev is reserved`},
+		{"a mesh's sidecar skipped by an analysis Job", []manifest.Service{svc(canaryWith(manifest.Analysis{Job: &manifest.JobCheck{Image: "busybox:1.36", PodAnnotations: map[string]string{"sidecar.istio.io/inject": "false"}}}))},
+			`services[0].rollout.steps[1].analysis.job.podAnnotations["sidecar.istio.io/inject"]: the prefix istio.io is reserved`},
 		{"254 IP endpoints (the whole default pool)", []manifest.Service{svc(func(s *manifest.Service) { s.Ports = manyIPs })}, "declared IP endpoints"},
 		{"17 hostnames", []manifest.Service{svc(func(s *manifest.Service) { s.Ports = manyHosts })}, "services[0].ports[0].expose.http.hostnames[16]: 17 hostnames"},
 		{"17 services", manyServices, "services: 17 services"},

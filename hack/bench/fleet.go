@@ -372,7 +372,7 @@ func (f *fleet) startWorker() error {
 	addr := l.Addr().String()
 	_ = l.Close()
 	cmd := exec.Command(bin, "--kubeconfig", f.stack.Kubeconfig(), "--task-queue", f.tq, "--metrics-address", addr,
-		"--temporal-address", devstack.TemporalAddress, "--log-level", "warn")
+		"--temporal-address", devstack.TemporalAddress, "--log-level", "warn", "--allow-pod-keys", strings.Join(devstack.KwokKnobs, ","))
 	logFile, err := os.CreateTemp("", "bench-worker-*.log")
 	if err != nil {
 		return err

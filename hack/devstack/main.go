@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -116,5 +117,8 @@ func printEnv(s *devstack.Stack) {
 	fmt.Printf("export KUBECONFIG=%s\n", s.Kubeconfig())
 	fmt.Printf("export TEMPORAL_ADDRESS=%s\n", devstack.TemporalAddress)
 	fmt.Printf("export DEPLOYFLOW_PROMETHEUS_URL=%s\n", devstack.PrometheusURL)
+	// The fake pods' knobs (k8s/kwok/stages.yaml) are reserved keys a
+	// worker refuses unless allowed: the local stack's workers allow them.
+	fmt.Printf("export DEPLOYFLOW_ALLOW_POD_KEYS=%s\n", strings.Join(devstack.KwokKnobs, ","))
 	fmt.Printf("export PATH=%s:$PATH\n", filepath.Dir(s.Bin("kubectl")))
 }

@@ -126,6 +126,8 @@ func NewActivities(cfg config.Config, kc kubernetes.Interface, dyn dynamic.Inter
 	acts.ClusterDomain = cfg.ClusterDomain
 	acts.PrometheusLabel = cfg.PrometheusLabel
 	acts.Limits = cfg.LeaseLimits.Manifest
+	acts.ReservedPrefixes = cfg.LeaseLimits.ReservedPrefixes()
+	acts.AllowedPodKeys = cfg.LeaseLimits.AllowedPodKeys()
 	acts.Namespace = cfg.LeaseLimits.Namespace
 	if cfg.NotifyURL != "" {
 		acts.Notifier = &activities.Notifier{URL: cfg.NotifyURL, Client: &http.Client{Timeout: 10 * time.Second}}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -18,6 +19,10 @@ import (
 // (a ResourceQuota, a LimitRange, a Pod Security Admission level).
 type LeaseLimits struct {
 	Manifest manifest.Limits
+	// ReservedKeyPrefixes (--reserved-key-prefixes) are the label and
+	// annotation prefixes a tenant's pods may not use; AllowPodKeys
+	// (--allow-pod-keys) the reserved keys allowed anyway.
+	ReservedKeyPrefixes, AllowPodKeys string
 	// Namespace is the profile every lease namespace gets.
 	Namespace NamespaceProfile
 }
@@ -85,6 +90,8 @@ func (l *LeaseLimits) RegisterFlags(fs *flag.FlagSet) {
 	}
 	fs.DurationVar(&l.Manifest.MinInterval, "min-analysis-interval", interval, "worker: an analysis measures at most this often (env DEPLOYFLOW_MIN_ANALYSIS_INTERVAL)")
 
+	fs.StringVar(&l.ReservedKeyPrefixes, "reserved-key-prefixes", env("DEPLOYFLOW_RESERVED_KEY_PREFIXES", strings.Join(manifest.DefaultReservedPrefixes, ",")), "worker: comma-separated label/annotation prefixes (and their subdomains) a tenant's pods and analysis Jobs may not use (env DEPLOYFLOW_RESERVED_KEY_PREFIXES)")
+	fs.StringVar(&l.AllowPodKeys, "allow-pod-keys", os.Getenv("DEPLOYFLOW_ALLOW_POD_KEYS"), "worker: comma-separated reserved keys a tenant may use anyway, e.g. the local stack's kwok knobs deployflow.dev/ready-after (env DEPLOYFLOW_ALLOW_POD_KEYS)")
 	p := DefaultNamespaceProfile()
 	for _, k := range []struct {
 		v              *string
@@ -155,3 +162,9 @@ func envInt(key string, def int) int {
 	}
 	return def
 }
+
+// ReservedPrefixes is ReservedKeyPrefixes as a list.
+func (l LeaseLimits) ReservedPrefixes() []string { return list(l.ReservedKeyPrefixes) }
+
+// AllowedPodKeys is AllowPodKeys as a list.
+func (l LeaseLimits) AllowedPodKeys() []string { return list(l.AllowPodKeys) }

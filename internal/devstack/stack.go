@@ -63,6 +63,11 @@ const Controllers = "replicaset-controller,garbage-collector-controller,namespac
 	"serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller," +
 	"job-controller,ttl-after-finished-controller,resourcequota-controller"
 
+// KwokKnobs are the pod labels and annotations the local stack's fake
+// pods obey (k8s/kwok/stages.yaml): reserved deployflow.dev keys its
+// workers allow (--allow-pod-keys).
+var KwokKnobs = []string{"deployflow.dev/ready-after", "deployflow.dev/never-ready", "deployflow.dev/exit-code"}
+
 // Stack is the local stack rooted at a cache directory.
 type Stack struct {
 	RepoDir  string // the deployflow checkout (hack/, k8s/kwok)

@@ -78,3 +78,30 @@ func TestTheOperatorSetsTheLimits(t *testing.T) {
 	assert.True(t, strings.HasPrefix(err.Error(), "services[0].ports[1].expose.ip: 2 declared IP endpoints"), err.Error())
 	assert.NoError(t, m.CheckLimits(Limits{IPEndpoints: 2, MinInterval: time.Second}))
 }
+
+// Issue 20.5: a tenant's pod labels and annotations (and its analysis
+// Jobs' pod annotations) may not use a reserved prefix: an AppArmor
+// profile turned off, a mesh's sidecar skipped, deployflow's own service
+// label. Before, every key was copied onto the pods.
+func TestReservedKeysAreRefusedNamingTheField(t *testing.T) {
+	one := int32(1)
+	m := &Manifest{Lease: "a", Services: []Service{{Name: "web", Image: "nginx:1.27", Replicas: &one,
+		PodLabels:      map[string]string{"deployflow.dev/service": "api", "example.com/tier": "web", "app.kubernetes.io/name": "shop"},
+		PodAnnotations: map[string]string{"container.apparmor.security.beta.kubernetes.io/web": "unconfined", "sidecar.istio.io/inject": "false", "kubectl.kubernetes.io/restartedAt": "2026-11-25T00:00:00Z"},
+		Rollout: &Rollout{Strategy: StrategyCanary, Steps: []CanaryStep{{Analysis: &Analysis{Job: &JobCheck{Image: "busybox:1.36",
+			PodAnnotations: map[string]string{"seccomp.security.alpha.kubernetes.io/pod": "unconfined", "deployflow.dev/ready-after": "1s"}}}}}}}}}
+	err := m.CheckReservedKeys(nil, []string{"deployflow.dev/ready-after"})
+	require.Error(t, err)
+	for _, want := range []string{
+		`services[0].podLabels["deployflow.dev/service"]: the prefix deployflow.dev is reserved`,
+		`services[0].podAnnotations["container.apparmor.security.beta.kubernetes.io/web"]: the prefix kubernetes.io is reserved`,
+		`services[0].podAnnotations["sidecar.istio.io/inject"]: the prefix istio.io is reserved`,
+		`services[0].rollout.steps[0].analysis.job.podAnnotations["seccomp.security.alpha.kubernetes.io/pod"]`,
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
+	for _, allowed := range []string{"example.com/tier", "app.kubernetes.io/name", "restartedAt", "ready-after"} {
+		assert.NotContains(t, err.Error(), allowed)
+	}
+	assert.NoError(t, m.CheckReservedKeys([]string{"example.org"}, nil), "the operator's list")
+}

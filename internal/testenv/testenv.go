@@ -181,6 +181,7 @@ func (e *Env) Namespace(t testing.TB) string {
 func (e *Env) Activities() *activities.Activities {
 	a := app.Activities(e.Kube, e.Dynamic, IPPool, BlockedHostnames, metrics.New(prometheus.NewRegistry()))
 	a.Prometheus, _ = app.PrometheusAPI(devstack.PrometheusURL) // the stack's
+	a.AllowedPodKeys = devstack.KwokKnobs                       // as the stack's workers (bin/devstack env)
 	return a
 }
 

@@ -1,0 +1,89 @@
+package manifest
+
+import (
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Reserved label and annotation keys (issue 20.5): a tenant's pod labels
+// and annotations, and its analysis Jobs' pod annotations, may not use a
+// prefix the platform gives meaning to. kubernetes.io and k8s.io keys steer
+// the cluster (AppArmor and seccomp profiles, the restart annotation),
+// deployflow.dev keys steer deployflow, and a mesh's keys inject or skip
+// its sidecar. The operator sets the list (--reserved-key-prefixes) and the
+// keys allowed anyway (--allow-pod-keys: the local stack's kwok knobs).
+
+// DefaultReservedPrefixes are the reserved key prefixes unless the
+// operator sets others. A prefix reserves itself and every subdomain
+// (kubernetes.io reserves container.apparmor.security.beta.kubernetes.io).
+var DefaultReservedPrefixes = []string{"kubernetes.io", "k8s.io", "deployflow.dev", "istio.io", "linkerd.io", "kuma.io", "consul.hashicorp.com"}
+
+// AlwaysAllowedKeys are reserved keys a manifest may carry whatever the
+// operator says: Kubernetes' recommended labels, and the restart
+// annotation deployflow itself writes into a lease's manifest (restart).
+var AlwaysAllowedKeys = []string{
+	"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
+	"app.kubernetes.io/component", "app.kubernetes.io/part-of",
+	"kubectl.kubernetes.io/restartedAt",
+}
+
+// reservedBy is the reserved prefix key falls under, or "".
+func reservedBy(key string, prefixes []string) string {
+	prefix, _, ok := strings.Cut(key, "/")
+	if !ok {
+		return ""
+	}
+	prefix = strings.ToLower(prefix)
+	for _, p := range prefixes {
+		p = strings.ToLower(strings.TrimSpace(p))
+		if p != "" && (prefix == p || strings.HasSuffix(prefix, "."+p)) {
+			return p
+		}
+	}
+	return ""
+}
+
+// CheckReservedKeys returns a *ValidationError naming each tenant-set pod
+// label or annotation (and analysis Job pod annotation) under a reserved
+// prefix and not allowed, or nil. Nil prefixes are DefaultReservedPrefixes.
+func (m *Manifest) CheckReservedKeys(prefixes, allowed []string) error {
+	if prefixes == nil {
+		prefixes = DefaultReservedPrefixes
+	}
+	ok := map[string]bool{}
+	for _, k := range append(slices.Clone(AlwaysAllowedKeys), allowed...) {
+		ok[strings.TrimSpace(k)] = true
+	}
+	var v problems
+	check := func(path string, keys map[string]string) {
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
+			if p := reservedBy(k, prefixes); p != "" && !ok[k] {
+				v.add(key(path, k), "the prefix %s is reserved (it steers the cluster, deployflow or a mesh): use a key of your own domain, such as example.com/%s", p, k[strings.Index(k, "/")+1:])
+			}
+		}
+	}
+	job := func(path string, a *Analysis) {
+		if a != nil && a.Job != nil {
+			check(field(path, "job.podAnnotations"), a.Job.PodAnnotations)
+		}
+	}
+	for i := range m.Services {
+		s := &m.Services[i]
+		p := index("services", i)
+		check(field(p, "podLabels"), s.PodLabels)
+		check(field(p, "podAnnotations"), s.PodAnnotations)
+		if r := s.Rollout; r != nil {
+			rp := field(p, "rollout")
+			for j, st := range r.Steps {
+				job(field(index(field(rp, "steps"), j), "analysis"), st.Analysis)
+			}
+			job(field(rp, "analysis"), r.Analysis)
+			if bg := r.BlueGreen; bg != nil {
+				job(field(rp, "blueGreen.prePromotionAnalysis"), bg.PrePromotionAnalysis)
+				job(field(rp, "blueGreen.postPromotionAnalysis"), bg.PostPromotionAnalysis)
+			}
+		}
+	}
+	return v.err()
+}
