@@ -389,7 +389,7 @@ func (w *deployRun) continueAsNew() (*DeployStatus, error) {
 	if w.takes(versionDrainSignals) {
 		w.drainSignals()
 	}
-	return nil, workflow.NewContinueAsNewError(w.ctx, DeployWorkflow, w.carryOver())
+	return nil, workflow.NewContinueAsNewError(w.ctx, DeployWorkflow, fitCarry(w.carryOver()))
 }
 
 // tearDown cancels any rollout, deletes the lease's namespace (and with it

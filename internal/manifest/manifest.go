@@ -77,8 +77,10 @@ const (
 	MaxReplicas = 1000
 	// MaxHostnameLength is DNS's limit on a fully qualified name.
 	MaxHostnameLength = 253
-	// MaxSize bounds the input Parse accepts, in bytes.
-	MaxSize = 1 << 20
+	// MaxSize bounds the input Parse accepts, in bytes: a lease's workflow
+	// carries up to four manifests across continue-as-new, in one payload
+	// under Temporal's 2 MiB limit (workflows/carry_budget.go).
+	MaxSize = 256 << 10
 )
 
 // Manifest describes one tenant lease's group of services. Its JSON form is
