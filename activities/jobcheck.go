@@ -96,6 +96,17 @@ func (a *Activities) runJob(ctx context.Context, in JobCheckInput) (*Measurement
 		return false, nil
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			// Cancelled: the rollout aborted or ended (a heartbeat to a closed
+			// workflow cancels the activity). The Job goes with it rather
+			// than running on to its deadline (issue 20.6).
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			bg := metav1.DeletePropagationBackground
+			if derr := jobs.Delete(dctx, in.Name, metav1.DeleteOptions{PropagationPolicy: &bg}); derr != nil && !apierrors.IsNotFound(derr) {
+				return nil, fmt.Errorf("wait for job %s/%s: %w (and delete it: %v)", in.Namespace, in.Name, err, derr)
+			}
+		}
 		return nil, fmt.Errorf("wait for job %s/%s: %w", in.Namespace, in.Name, err)
 	}
 	return out, nil

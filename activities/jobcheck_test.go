@@ -1,0 +1,68 @@
+package activities
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/deployflow/deployflow/internal/manifest"
+)
+
+// Issue 20.6: an analysis Job is bounded. Its pod mounts no service
+// account token and gets no Service links; and when its activity is
+// cancelled (the rollout aborted or ended: a heartbeat to a closed
+// workflow cancels it) the Job is deleted rather than left running to its
+// deadline. Before, it ran on.
+func TestACancelledJobCheckDeletesItsJob(t *testing.T) {
+	kc := fake.NewClientset()
+	a := &Activities{Kube: kc}
+	ctx, cancel := context.WithCancel(context.Background())
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.SetWorkerOptions(worker.Options{BackgroundActivityContext: ctx})
+	env.RegisterActivity(a.RunJob)
+	time.AfterFunc(1500*time.Millisecond, cancel)
+	_, err := env.ExecuteActivity(a.RunJob, JobCheckInput{Namespace: "lease-a", Service: "web", Name: "web-check-1", Job: manifest.JobCheck{Image: "busybox:1.36"}})
+	require.Error(t, err, "cancelled while the Job runs")
+	_, err = kc.BatchV1().Jobs("lease-a").Get(context.Background(), "web-check-1", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the Job is deleted with its cancelled check: %v", err)
+}
+
+func TestAJobChecksPodMountsNoToken(t *testing.T) {
+	kc := fake.NewClientset()
+	a := &Activities{Kube: kc}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.SetWorkerOptions(worker.Options{BackgroundActivityContext: ctx})
+	env.RegisterActivity(a.RunJob)
+	created := make(chan struct{})
+	go func() {
+		for range 100 {
+			if l, _ := kc.BatchV1().Jobs("lease-a").List(context.Background(), metav1.ListOptions{}); l != nil && len(l.Items) > 0 {
+				spec := l.Items[0].Spec.Template.Spec
+				assert.False(t, *spec.AutomountServiceAccountToken)
+				assert.False(t, *spec.EnableServiceLinks)
+				assert.Equal(t, int64(manifest.DefaultJobDeadlineSeconds), *l.Items[0].Spec.ActiveDeadlineSeconds)
+				close(created)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	_, _ = env.ExecuteActivity(a.RunJob, JobCheckInput{Namespace: "lease-a", Service: "web", Name: "web-check-2", Job: manifest.JobCheck{Image: "busybox:1.36"}})
+	select {
+	case <-created:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no Job was created")
+	}
+}
