@@ -58,6 +58,9 @@ type Activities struct {
 	// Namespace is the profile every lease namespace gets: Pod Security
 	// level, ResourceQuota, LimitRange (zero: config's defaults).
 	Namespace config.NamespaceProfile
+	// MountServiceAccountToken lets a lease's pods mount their namespace's
+	// service account token (--mount-service-account-token; off).
+	MountServiceAccountToken bool
 
 	guard namespaceGuard
 }

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/deployflow/deployflow/internal/config"
@@ -78,6 +79,23 @@ func (a *Activities) applyLeaseProfile(ctx context.Context, ns *corev1.Namespace
 			WithDefault(corev1.ResourceList{corev1.ResourceCPU: q(p.DefaultLimitCPU), corev1.ResourceMemory: q(p.DefaultLimitMemory)})))
 	if _, err := a.Kube.CoreV1().LimitRanges(ns.Name).Apply(ctx, limits, opts); err != nil {
 		return fmt.Errorf("apply limitrange %s/%s: %w", ns.Name, ProfileName, err)
+	}
+	return nil
+}
+
+// keepTokenUnmounted makes a lease namespace's default ServiceAccount mount
+// no API token into pods (automountServiceAccountToken: false) unless the
+// operator allows it (--mount-service-account-token): a tenant's pods
+// need no credentials for the cluster. Pods inherit it (a manifest cannot
+// set the pod's own field), so no pod template changes.
+func (a *Activities) keepTokenUnmounted(ctx context.Context, sa *corev1.ServiceAccount) error {
+	want := a.MountServiceAccountToken
+	if sa.AutomountServiceAccountToken != nil && *sa.AutomountServiceAccountToken == want {
+		return nil
+	}
+	patch := fmt.Appendf(nil, `{"automountServiceAccountToken": %t}`, want)
+	if _, err := a.Kube.CoreV1().ServiceAccounts(sa.Namespace).Patch(ctx, sa.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return fmt.Errorf("set automountServiceAccountToken of serviceaccount %s/%s: %w", sa.Namespace, sa.Name, err)
 	}
 	return nil
 }

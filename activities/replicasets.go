@@ -107,6 +107,9 @@ func (a *Activities) EnsureNamespace(ctx context.Context, in EnsureNamespaceInpu
 			return fmt.Errorf("list serviceaccounts in %s: %w", in.Name, err)
 		}
 		if len(list.Items) > 0 {
+			if isLease {
+				return a.keepTokenUnmounted(ctx, &list.Items[0])
+			}
 			return nil
 		}
 		w, err := sas.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.ResourceVersion})

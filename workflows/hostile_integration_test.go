@@ -196,6 +196,25 @@ func TestHostileTenants(t *testing.T) {
 		dt.noFailedWorkflowTask(workflows.RolloutWorkflowID(manifest.Namespace(lease), "web"))
 	})
 
+	// Its namespace's profile (issue 20.4, 20.5): the Pod Security level,
+	// the quota and the defaults, and pods without an API token.
+	ns, err := dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(bystander), metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "baseline", ns.Labels[activities.PodSecurityEnforceLabel])
+	_, err = dt.env.Kube.CoreV1().ResourceQuotas(ns.Name).Get(context.Background(), activities.ProfileName, metav1.GetOptions{})
+	assert.NoError(t, err, "the lease's ResourceQuota")
+	_, err = dt.env.Kube.CoreV1().LimitRanges(ns.Name).Get(context.Background(), activities.ProfileName, metav1.GetOptions{})
+	assert.NoError(t, err, "the lease's LimitRange")
+	pods, err := dt.env.Kube.CoreV1().Pods(ns.Name).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.NotEmpty(t, pods.Items)
+	for _, p := range pods.Items {
+		for _, v := range p.Spec.Volumes {
+			assert.False(t, v.Projected != nil && strings.HasPrefix(v.Name, "kube-api-access"), "pod %s mounts an API token", p.Name)
+		}
+		assert.NotEmpty(t, p.Spec.Containers[0].Resources.Limits, "pod %s has the LimitRange's defaults", p.Name)
+	}
+
 	// The bystander kept deploying meanwhile, on the same worker.
 	dt.deploy(twoServices(bystander, bystander+".apps.example.com", "nginx:1.27", nil, false))
 	st := dt.waitRevision(bystander, 2)

@@ -25,6 +25,9 @@ type LeaseLimits struct {
 	ReservedKeyPrefixes, AllowPodKeys string
 	// Namespace is the profile every lease namespace gets.
 	Namespace NamespaceProfile
+	// MountServiceAccountToken (--mount-service-account-token) lets lease
+	// pods mount their service account's API token.
+	MountServiceAccountToken bool
 }
 
 // NamespaceProfile is what a lease namespace enforces, whatever its
@@ -92,6 +95,7 @@ func (l *LeaseLimits) RegisterFlags(fs *flag.FlagSet) {
 
 	fs.StringVar(&l.ReservedKeyPrefixes, "reserved-key-prefixes", env("DEPLOYFLOW_RESERVED_KEY_PREFIXES", strings.Join(manifest.DefaultReservedPrefixes, ",")), "worker: comma-separated label/annotation prefixes (and their subdomains) a tenant's pods and analysis Jobs may not use (env DEPLOYFLOW_RESERVED_KEY_PREFIXES)")
 	fs.StringVar(&l.AllowPodKeys, "allow-pod-keys", os.Getenv("DEPLOYFLOW_ALLOW_POD_KEYS"), "worker: comma-separated reserved keys a tenant may use anyway, e.g. the local stack's kwok knobs deployflow.dev/ready-after (env DEPLOYFLOW_ALLOW_POD_KEYS)")
+	fs.BoolVar(&l.MountServiceAccountToken, "mount-service-account-token", os.Getenv("DEPLOYFLOW_MOUNT_SERVICE_ACCOUNT_TOKEN") == "true", "worker: let lease pods mount their namespace's service account token (default off: a lease namespace's default ServiceAccount mounts none) (env DEPLOYFLOW_MOUNT_SERVICE_ACCOUNT_TOKEN)")
 	p := DefaultNamespaceProfile()
 	for _, k := range []struct {
 		v              *string
