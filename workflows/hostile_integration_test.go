@@ -118,8 +118,8 @@ func TestHostileTenants(t *testing.T) {
 		{"an AppArmor profile turned off", []manifest.Service{svc(func(s *manifest.Service) {
 			s.PodAnnotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/web": "unconfined"}
 		})}, `services[0].podAnnotations["container.apparmor.security.beta.kubernetes.io/web"]: the prefix kubernetes.io is reserved`},
-		{"deployflow's own service label on a pod", []manifest.Service{svc(func(s *manifest.Service) { s.PodLabels = map[string]string{"deployflow.dev/service": "api"} })},
-			`services[0].podLabels["deployflow.dev/service"]: the prefix deployflow.dev is reserved`},
+		{"a label in deployflow's own domain on a pod", []manifest.Service{svc(func(s *manifest.Service) { s.PodLabels = map[string]string{"deployflow.dev/owner": "mallory"} })},
+			`services[0].podLabels["deployflow.dev/owner"]: the prefix deployflow.dev is reserved`},
 		{"a mesh's sidecar skipped by an analysis Job", []manifest.Service{svc(canaryWith(manifest.Analysis{Job: &manifest.JobCheck{Image: "busybox:1.36", PodAnnotations: map[string]string{"sidecar.istio.io/inject": "false"}}}))},
 			`services[0].rollout.steps[1].analysis.job.podAnnotations["sidecar.istio.io/inject"]: the prefix istio.io is reserved`},
 		{"254 IP endpoints (the whole default pool)", []manifest.Service{svc(func(s *manifest.Service) { s.Ports = manyIPs })}, "declared IP endpoints"},
