@@ -54,12 +54,35 @@ type httpTarget struct {
 }
 
 // forbiddenUnlessListed are addresses no check dials unless an operator
-// CIDR holds them.
+// CIDR holds them: anything but global unicast. Loopback, link-local (the
+// cloud's metadata service), private and shared (CGNAT: Alibaba's metadata
+// at 100.100.100.200) ranges, and IPv6 forms that carry an IPv4 address
+// (NAT64, 6to4, IPv4-compatible), so a name the operator allows cannot
+// resolve into the cluster's or the provider's own network.
 func forbiddenUnlessListed(ip netip.Addr) bool {
 	ip = ip.Unmap()
-	metadata := netip.MustParseAddr("fd00:ec2::254")
-	return ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsMulticast() ||
-		ip.IsUnspecified() || ip.IsInterfaceLocalMulticast() || ip == metadata || !ip.IsValid()
+	if !ip.IsValid() || !ip.IsGlobalUnicast() || ip.IsPrivate() {
+		return true
+	}
+	for _, p := range nonPublic {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+var nonPublic = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"), // shared address space (CGNAT)
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("64:ff9b::/96"),   // NAT64
+	netip.MustParsePrefix("64:ff9b:1::/48"), // local NAT64
+	netip.MustParsePrefix("2002::/16"),      // 6to4
+	netip.MustParsePrefix("::/96"),          // IPv4-compatible
+	netip.MustParsePrefix("fd00:ec2::254/128"),
 }
 
 // httpCheckPolicy decides what a lease's check may dial.
@@ -75,8 +98,12 @@ func (a *Activities) httpCheckPolicy(namespace string) *httpCheckPolicy {
 	for _, s := range a.HTTPCheckAllow {
 		s = strings.ToLower(strings.TrimSpace(s))
 		if pre, err := netip.ParsePrefix(s); err == nil {
+			if pre.Addr().Is4In6() && pre.Bits() >= 96 { // ::ffff:a.b.c.d/n is a.b.c.d/n-96
+				pre = netip.PrefixFrom(pre.Addr().Unmap(), pre.Bits()-96)
+			}
 			p.cidrs = append(p.cidrs, pre.Masked())
 		} else if ip, err := netip.ParseAddr(s); err == nil {
+			ip = ip.Unmap()
 			p.cidrs = append(p.cidrs, netip.PrefixFrom(ip, ip.BitLen()))
 		} else if s != "" {
 			p.names = append(p.names, strings.TrimSuffix(s, "."))
@@ -120,6 +147,7 @@ func (p *httpCheckPolicy) leaseService(host string) string {
 func (p *httpCheckPolicy) target(ctx context.Context, host string) (*httpTarget, error) {
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
 	if ip, err := netip.ParseAddr(host); err == nil {
+		ip = ip.Unmap()
 		if !p.listed(ip) {
 			return nil, fmt.Errorf("%s is not in the worker's --http-check-allow CIDRs", host)
 		}

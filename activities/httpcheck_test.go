@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -151,4 +152,26 @@ func TestHTTPCheckRedirectsAreCheckedByAddress(t *testing.T) {
 	assert.Nil(t, m.Value)
 	assert.Contains(t, m.Message, "not checked")
 	assert.Zero(t, hit.Load(), "no request reached a loopback address the operator allowed only by name")
+}
+
+// A name the operator allows must resolve to a public address: every other
+// class is refused unless an operator CIDR lists it (review of issue 20.2:
+// private, CGNAT and IPv4-carrying IPv6 forms reached the cluster's own
+// network). A listed ::ffff:a.b.c.d CIDR is a.b.c.d's.
+func TestOnlyPublicAddressesAreDialledForAName(t *testing.T) {
+	for ip, forbidden := range map[string]bool{
+		"93.184.216.34": false, "2606:2800:220:1::1": false,
+		"127.0.0.1": true, "::1": true, "169.254.169.254": true, "fe80::1": true, "10.96.0.1": true, "172.16.0.1": true,
+		"192.168.1.1": true, "100.100.100.200": true, "fd12::1": true, "fd00:ec2::254": true, "64:ff9b::a00:1": true,
+		"2002:a00:1::": true, "::a00:1": true, "::ffff:10.0.0.1": true, "0.0.0.0": true, "::": true, "224.0.0.1": true,
+	} {
+		assert.Equal(t, forbidden, forbiddenUnlessListed(netip.MustParseAddr(ip)), ip)
+	}
+	p := (&Activities{HTTPCheckAllow: []string{"::ffff:10.1.0.0/112"}}).httpCheckPolicy("lease-a")
+	tg, err := p.target(context.Background(), "10.1.2.3")
+	require.NoError(t, err)
+	assert.Equal(t, "10.1.2.3", tg.addrs[0].String())
+	tg, err = p.target(context.Background(), "::ffff:10.1.2.3")
+	require.NoError(t, err)
+	assert.Equal(t, "10.1.2.3", tg.addrs[0].String(), "dialled as the IPv4 address its check compares")
 }

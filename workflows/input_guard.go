@@ -86,7 +86,11 @@ func refuseGuarded(ctx workflow.Context, problem error) error {
 }
 
 // continued reports whether this run continues an earlier one of the same
-// workflow.
-func continued(ctx workflow.Context) bool {
-	return workflow.GetInfo(ctx).ContinuedExecutionRunID != ""
+// workflow by its own continue-as-new: not a cron run nor a retry, which
+// also name the run before them but start from the input typed by hand
+// (a carry refused in the first run must not be taken in the second).
+func continued(ctx workflow.Context) bool { return continuedRun(workflow.GetInfo(ctx)) }
+
+func continuedRun(info *workflow.Info) bool {
+	return info.ContinuedExecutionRunID != "" && info.CronSchedule == "" && info.Attempt <= 1
 }
