@@ -175,3 +175,25 @@ func TestOnlyPublicAddressesAreDialledForAName(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "10.1.2.3", tg.addrs[0].String(), "dialled as the IPv4 address its check compares")
 }
+
+// The pod policy names every field that would give a pod the node's
+// privileges, whoever typed the template (issue 20.5 and its review).
+func TestPodPolicyNamesEachPrivilegedField(t *testing.T) {
+	yes := true
+	unconfined := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
+	spec := &corev1.PodSpec{
+		HostNetwork: true, HostPID: true, HostIPC: true, ServiceAccountName: "cluster-admin", AutomountServiceAccountToken: &yes,
+		SecurityContext: &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "kernel.msgmax", Value: "1"}}, SeccompProfile: unconfined},
+		Volumes:         []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}},
+		Containers: []corev1.Container{{Name: "c", Image: "x", Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: 80}},
+			SecurityContext: &corev1.SecurityContext{Privileged: &yes, Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}, SeccompProfile: unconfined}}},
+	}
+	got := strings.Join(podPolicyProblems("spec", spec), "\n")
+	for _, want := range []string{"spec.hostNetwork", "spec.hostPID", "spec.hostIPC", "spec.serviceAccountName", "spec.automountServiceAccountToken",
+		"spec.securityContext.sysctls[0]: kernel.msgmax", "spec.securityContext.seccompProfile", "spec.volumes[0].hostPath",
+		"spec.containers[0].ports[0].hostPort", "spec.containers[0].securityContext.privileged",
+		"spec.containers[0].securityContext.capabilities.add: NET_ADMIN", "spec.containers[0].securityContext.seccompProfile"} {
+		assert.Contains(t, got, want)
+	}
+	assert.Empty(t, podPolicyProblems("spec", &corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}))
+}

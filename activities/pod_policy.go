@@ -31,6 +31,28 @@ func podPolicyProblems(path string, spec *corev1.PodSpec) []string {
 	if spec.HostIPC {
 		bad("hostIPC", "a pod may not share the node's IPC")
 	}
+	if spec.ServiceAccountName != "" && spec.ServiceAccountName != "default" {
+		bad("serviceAccountName", "a pod runs as its namespace's default ServiceAccount")
+	}
+	if spec.AutomountServiceAccountToken != nil && *spec.AutomountServiceAccountToken {
+		bad("automountServiceAccountToken", "a pod may not ask for the API token (the operator's --mount-service-account-token decides)")
+	}
+	if sc := spec.SecurityContext; sc != nil {
+		for i, sysctl := range sc.Sysctls {
+			if !safeSysctls[sysctl.Name] {
+				bad(fmt.Sprintf("securityContext.sysctls[%d]", i), fmt.Sprintf("%s is not one of Kubernetes' safe sysctls", sysctl.Name))
+			}
+		}
+		if sp := sc.SeccompProfile; sp != nil && sp.Type == corev1.SeccompProfileTypeUnconfined {
+			bad("securityContext.seccompProfile", "a pod may not run unconfined")
+		}
+		if ap := sc.AppArmorProfile; ap != nil && ap.Type == corev1.AppArmorProfileTypeUnconfined {
+			bad("securityContext.appArmorProfile", "a pod may not run unconfined")
+		}
+		if w := sc.WindowsOptions; w != nil && w.HostProcess != nil && *w.HostProcess {
+			bad("securityContext.windowsOptions.hostProcess", "a pod may not run as a host process")
+		}
+	}
 	for i, v := range spec.Volumes {
 		if v.HostPath != nil {
 			bad(fmt.Sprintf("volumes[%d].hostPath", i), "a pod may not mount the node's files")
@@ -42,9 +64,6 @@ func podPolicyProblems(path string, spec *corev1.PodSpec) []string {
 			if sc.Privileged != nil && *sc.Privileged {
 				bad(p+".securityContext.privileged", "a container may not be privileged")
 			}
-			if sc.AllowPrivilegeEscalation != nil && *sc.AllowPrivilegeEscalation && sc.Capabilities != nil && len(sc.Capabilities.Add) > 0 {
-				bad(p+".securityContext.allowPrivilegeEscalation", "a container may not escalate to added capabilities")
-			}
 			if sc.Capabilities != nil && len(sc.Capabilities.Add) > 0 {
 				var caps []string
 				for _, c := range sc.Capabilities.Add {
@@ -54,6 +73,15 @@ func podPolicyProblems(path string, spec *corev1.PodSpec) []string {
 			}
 			if sc.ProcMount != nil && *sc.ProcMount == corev1.UnmaskedProcMount {
 				bad(p+".securityContext.procMount", "a container may not unmask /proc")
+			}
+			if sp := sc.SeccompProfile; sp != nil && sp.Type == corev1.SeccompProfileTypeUnconfined {
+				bad(p+".securityContext.seccompProfile", "a container may not run unconfined")
+			}
+			if ap := sc.AppArmorProfile; ap != nil && ap.Type == corev1.AppArmorProfileTypeUnconfined {
+				bad(p+".securityContext.appArmorProfile", "a container may not run unconfined")
+			}
+			if w := sc.WindowsOptions; w != nil && w.HostProcess != nil && *w.HostProcess {
+				bad(p+".securityContext.windowsOptions.hostProcess", "a container may not run as a host process")
 			}
 		}
 		for j, port := range c.Ports {
@@ -73,4 +101,12 @@ func podPolicyProblems(path string, spec *corev1.PodSpec) []string {
 		check("ephemeralContainers", i, &c)
 	}
 	return out
+}
+
+// safeSysctls are Kubernetes' safe sysctls (Pod Security's baseline).
+var safeSysctls = map[string]bool{
+	"kernel.shm_rmid_forced": true, "net.ipv4.ip_local_port_range": true, "net.ipv4.ip_unprivileged_port_start": true,
+	"net.ipv4.tcp_syncookies": true, "net.ipv4.ping_group_range": true, "net.ipv4.ip_local_reserved_ports": true,
+	"net.ipv4.tcp_keepalive_time": true, "net.ipv4.tcp_fin_timeout": true, "net.ipv4.tcp_keepalive_intvl": true,
+	"net.ipv4.tcp_keepalive_probes": true,
 }

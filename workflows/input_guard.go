@@ -70,10 +70,14 @@ func (in DeployInput) guard(continued bool) error {
 // guard is what is wrong with a RolloutInput that the workflow itself
 // would never have written.
 func (in RolloutInput) guard(continued bool) error {
+	var errs []error
 	if in.Carry != nil && !continued {
-		return errors.New("carry: is set by the workflow itself when it continues as new; leave it out when starting a rollout")
+		errs = append(errs, errors.New("carry: is set by the workflow itself when it continues as new; leave it out when starting a rollout"))
 	}
-	return nil
+	if r := in.Deployment.Spec.Replicas; r != nil && *r > manifest.MaxReplicas {
+		errs = append(errs, fmt.Errorf("deployment.spec.replicas: %d is too many: use at most %d (as a lease's service)", *r, manifest.MaxReplicas))
+	}
+	return errors.Join(errs...)
 }
 
 // refuseGuarded ends a run whose input fails its guard, for runs that take

@@ -52,3 +52,12 @@ func TestOnlyAContinueAsNewIsAContinuedRun(t *testing.T) {
 	assert.False(t, continuedRun(&workflow.Info{ContinuedExecutionRunID: "r1", CronSchedule: "* * * * *", Attempt: 1}), "a cron run")
 	assert.False(t, continuedRun(&workflow.Info{ContinuedExecutionRunID: "r1", Attempt: 2}), "a retry")
 }
+
+func TestARolloutsReplicasAreBoundedLikeALeasesService(t *testing.T) {
+	n := int32(100000)
+	in := RolloutInput{Namespace: "shop", Service: "web"}
+	in.Deployment.Spec.Replicas = &n
+	err := in.guard(false)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "deployment.spec.replicas: 100000 is too many: use at most 1000")
+}

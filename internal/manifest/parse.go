@@ -53,6 +53,11 @@ func Parse(data []byte) (*Manifest, error) {
 	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
+	// As the workflows carry it (Temporal's JSON: <, > and & take six
+	// bytes each, YAML anchors are expanded), within MaxSize too.
+	if enc, err := json.Marshal(&m); err == nil && len(enc) > MaxSize {
+		return nil, fmt.Errorf("the manifest is %d bytes as JSON (YAML anchors expanded; <, > and & are 6 bytes each), more than the %d allowed", len(enc), MaxSize)
+	}
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}

@@ -329,3 +329,14 @@ func TestParseChecksAnInt64Field(t *testing.T) {
 	_, err = Parse([]byte(fmt.Sprintf(in, "99999999999999999999")))
 	require.Error(t, err)
 }
+
+// Review of issue 20.7: MaxSize bounds the manifest as the workflows carry
+// it, JSON with <, > and & escaped to six bytes: 200 KiB of '<' in YAML is
+// 1.2 MB in a continue-as-new payload.
+func TestParseBoundsTheManifestAsJSON(t *testing.T) {
+	in := "lease: a\nservices:\n- name: web\n  image: nginx\n  env: {X: \"" + strings.Repeat("<", 200<<10) + "\"}\n"
+	require.Less(t, len(in), MaxSize)
+	_, err := Parse([]byte(in))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "bytes as JSON")
+}
