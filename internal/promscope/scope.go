@@ -51,9 +51,22 @@ func Scope(query, label, value string) (string, error) {
 			problem = fmt.Errorf(format, args...)
 		}
 	}
-	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+	parser.Inspect(expr, func(n parser.Node, path []parser.Node) error {
 		switch n := n.(type) {
 		case *parser.VectorSelector:
+			// Ranges, subqueries and offsets on the way down add up.
+			back := n.OriginalOffset
+			for _, a := range path {
+				switch a := a.(type) {
+				case *parser.MatrixSelector:
+					back += a.Range
+				case *parser.SubqueryExpr:
+					back += a.Range + a.OriginalOffset
+				}
+			}
+			if back > MaxRange {
+				refuse("looks back %s in all (ranges, subqueries and offsets add up): at most %s", dur(back), dur(MaxRange))
+			}
 			if n.Timestamp != nil || n.StartOrEnd != 0 {
 				refuse("the @ modifier is not allowed: a measurement is of now")
 			}

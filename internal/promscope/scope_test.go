@@ -38,6 +38,8 @@ func TestQueriesThatCannotBeScopedAreRefused(t *testing.T) {
 		{`up @ 1609746000`, "the @ modifier"},
 		{`up @ start()`, "the @ modifier"},
 		{`info(up)`, "does not parse"},
+		{`max_over_time(max_over_time(rate(x[1h] offset 1h)[1h:1m] offset 1h)[1h:1m] offset 1h)`, "looks back 6h in all"},
+		{`max_over_time(rate(x[40m])[30m:1m])`, "looks back 1h10m in all"},
 		{`sum(`, "does not parse"},
 		{strings.Repeat("up+", 700) + "up", "at most 2048"},
 	} {
