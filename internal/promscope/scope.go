@@ -54,6 +54,17 @@ func Scope(query, label, value string) (string, error) {
 	parser.Inspect(expr, func(n parser.Node, path []parser.Node) error {
 		switch n := n.(type) {
 		case *parser.VectorSelector:
+			if n.Timestamp != nil || n.StartOrEnd != 0 {
+				refuse("the @ modifier is not allowed: a measurement is of now")
+			}
+			if n.OriginalOffset > MaxRange || n.OriginalOffset < -MaxRange {
+				refuse("offset %s: at most %s", dur(n.OriginalOffset), dur(MaxRange))
+			}
+			for _, m := range n.LabelMatchers {
+				if m.Name == label {
+					refuse("selects by %s: the worker scopes every query to the lease's own %s, leave it out", label, label)
+				}
+			}
 			// Ranges, subqueries and offsets on the way down add up.
 			back := n.OriginalOffset
 			for _, a := range path {
@@ -66,17 +77,6 @@ func Scope(query, label, value string) (string, error) {
 			}
 			if back > MaxRange {
 				refuse("looks back %s in all (ranges, subqueries and offsets add up): at most %s", dur(back), dur(MaxRange))
-			}
-			if n.Timestamp != nil || n.StartOrEnd != 0 {
-				refuse("the @ modifier is not allowed: a measurement is of now")
-			}
-			if n.OriginalOffset > MaxRange || n.OriginalOffset < -MaxRange {
-				refuse("offset %s: at most %s", dur(n.OriginalOffset), dur(MaxRange))
-			}
-			for _, m := range n.LabelMatchers {
-				if m.Name == label {
-					refuse("selects by %s: the worker scopes every query to the lease's own %s, leave it out", label, label)
-				}
 			}
 			n.LabelMatchers = append(n.LabelMatchers, labels.MustNewMatcher(labels.MatchEqual, label, value))
 		case *parser.MatrixSelector:
