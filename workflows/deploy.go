@@ -118,7 +118,7 @@ func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error)
 	if in.invalid != nil && gate(ctx, versionStrictInput) {
 		return nil, temporal.NewNonRetryableApplicationError(in.invalid.Error(), inputErrorType(in.invalid, "manifest"), nil)
 	}
-	if err := in.Manifest.Validate(); err != nil {
+	if err := validateManifest(ctx, &in.Manifest, in.Carry != nil && continued(ctx)); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
 	}
 	if err := refuseGuarded(ctx, in.guard(continued(ctx))); err != nil {

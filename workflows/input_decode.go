@@ -54,7 +54,9 @@ func inputProblems(data []byte, v any, manifestField string) error {
 			continue
 		}
 		if k == manifestField && !bytes.Equal(bytes.TrimSpace(top[k]), []byte("null")) {
-			_, err := manifest.Parse(top[k])
+			// Lenient: a continued run carries a manifest accepted under
+			// the rules of its day; validateManifest applies today's.
+			_, err := manifest.ParseLenient(top[k])
 			var verr *manifest.ValidationError
 			switch {
 			case errors.As(err, &verr):

@@ -57,7 +57,7 @@ func (in DeployInput) guard(continued bool) error {
 		if m.m == nil {
 			continue
 		}
-		if err := m.m.Validate(); err != nil {
+		if err := m.m.ValidateLenient(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", m.field, err))
 		}
 	}
@@ -78,6 +78,24 @@ func (in RolloutInput) guard(continued bool) error {
 		errs = append(errs, fmt.Errorf("deployment.spec.replicas: %d is too many: use at most %d (as a lease's service)", *r, manifest.MaxReplicas))
 	}
 	return errors.Join(errs...)
+}
+
+// validateManifest validates a workflow's starting manifest: by today's
+// rules for a fresh start, by the rules of its day for one a continued run
+// carries (it was accepted then, and is contained at measurement: a
+// condition or query today's rules refuse is not judged, not run). A fresh
+// start that passes the older rules only is refused behind
+// versionStrictAnalyses, asked only then: runs before issue 20 replay as
+// they ran.
+func validateManifest(ctx workflow.Context, m *manifest.Manifest, carried bool) error {
+	if carried {
+		return m.ValidateLenient()
+	}
+	err := m.Validate()
+	if err != nil && m.ValidateLenient() == nil && !gate(ctx, versionStrictAnalyses) {
+		return nil
+	}
+	return err
 }
 
 // refuseGuarded ends a run whose input fails its guard, for runs that take

@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/deployflow/deployflow/internal/manifest"
 )
 
 // Issue 20.7: what a workflow carries across continue-as-new is its own;
@@ -60,4 +62,17 @@ func TestARolloutsReplicasAreBoundedLikeALeasesService(t *testing.T) {
 	err := in.guard(false)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "deployment.spec.replicas: 100000 is too many: use at most 1000")
+}
+
+// Review of issue 20: today's stricter rules (the condition language,
+// PromQL scoping, 256 KiB) apply to fresh starts; a continued run carries a
+// manifest accepted under the rules of its day, and its lease must not
+// lose its workflow for it (measurement contains it: not judged, not run).
+func TestACarriedManifestIsValidatedByTheRulesOfItsDay(t *testing.T) {
+	m := oneService("l")
+	m.Services[0].Rollout = &manifest.Rollout{Strategy: manifest.StrategyCanary, Steps: []manifest.CanaryStep{{Analysis: &manifest.Analysis{
+		Prometheus: &manifest.PrometheusQuery{Query: `rate(x{namespace="lease-l"}[1m])`}, SuccessCondition: "result in [200, 204]"}}}}
+	require.Error(t, m.Validate(), "today's rules refuse it")
+	assert.NoError(t, m.ValidateLenient(), "the rules of its day took it")
+	assert.NoError(t, DeployInput{Manifest: m, Carry: &DeployCarry{Phase: PhaseActive, LastGood: &m}}.guard(true))
 }

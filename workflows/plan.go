@@ -34,7 +34,7 @@ func PlanWorkflowID(m manifest.Manifest) string {
 // --plan` prints its answer; `--yes` then deploys with the printed plan's
 // fingerprint, and the lease's workflow refuses to act on any other plan.
 func PlanWorkflow(ctx workflow.Context, in PlanRequest) (*activities.DeployPlan, error) {
-	if err := in.Manifest.Validate(); err != nil {
+	if err := validateManifest(ctx, &in.Manifest, false); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
 	}
 	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{

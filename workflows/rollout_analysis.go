@@ -90,7 +90,7 @@ func (r *rolloutRun) measure(ctx workflow.Context, a *manifest.Analysis) (analys
 	phase := m.Phase
 	if judge == nil {
 		var err error
-		if phase, err = analysis.ConditionsOf(a).Judge(m.Value); err != nil {
+		if phase, err = analysis.ConditionsOf(a).JudgeLegacy(m.Value); err != nil {
 			phase, m.Message = analysis.Inconclusive, err.Error()
 		}
 	}

@@ -80,6 +80,12 @@ const (
 	// start, tallies) carried; runs before it waited in one run until the
 	// server's history limit (issue 20.8).
 	versionContinueInGates = "continue-in-gates"
+	// versionStrictAnalyses: a fresh start whose manifest passes only the
+	// rules before issue 20 (any expr condition, any PromQL query, up to
+	// 1 MiB) is refused; runs before it went on. Asked only then
+	// (validateManifest); continued runs validate what they carry by the
+	// older rules.
+	versionStrictAnalyses = "strict-analyses"
 	// versionUpgradeTest: only in the live upgrade test's build B
 	// (upgradeTestBuild), which marks the deploys it finishes.
 	versionUpgradeTest = "upgrade-test-build-b"

@@ -7,6 +7,8 @@ package analysis
 import (
 	"fmt"
 
+	"github.com/expr-lang/expr"
+
 	"github.com/deployflow/deployflow/internal/condition"
 	"github.com/deployflow/deployflow/internal/manifest"
 )
@@ -49,17 +51,38 @@ func Judge(a *manifest.Analysis, result *float64) (Phase, error) {
 	return Conditions{SuccessCondition: a.SuccessCondition, FailureCondition: a.FailureCondition}.Judge(result)
 }
 
+// JudgeLegacy is Judge as runs before judge-where-measured judged, in
+// their workflow code, with all of expr's language: they replay as they
+// ran (new runs never call it: the activity judges, in internal/condition's
+// language).
+func (c Conditions) JudgeLegacy(result *float64) (Phase, error) {
+	return c.judge(result, func(cond string) (bool, error) {
+		out, err := expr.Eval(cond, map[string]any{"result": *result})
+		if err != nil {
+			return false, fmt.Errorf("%q: %w", cond, err)
+		}
+		b, ok := out.(bool)
+		if !ok {
+			return false, fmt.Errorf("%q is %v, not true or false", cond, out)
+		}
+		return b, nil
+	})
+}
+
 // Judge is Judge of the conditions c.
 func (c Conditions) Judge(result *float64) (Phase, error) {
-	if result == nil {
-		return Inconclusive, nil
-	}
-	holds := func(cond string) (bool, error) {
+	return c.judge(result, func(cond string) (bool, error) {
 		p, err := condition.Compile(cond)
 		if err != nil {
 			return false, fmt.Errorf("%q: %w", cond, err)
 		}
 		return p.Holds(*result)
+	})
+}
+
+func (c Conditions) judge(result *float64, holds func(string) (bool, error)) (Phase, error) {
+	if result == nil {
+		return Inconclusive, nil
 	}
 	var failed, succeeded bool
 	var err error

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/expr-lang/expr"
+
 	"github.com/deployflow/deployflow/internal/condition"
 	"github.com/deployflow/deployflow/internal/promscope"
 )
@@ -154,6 +156,13 @@ func CompileCondition(cond string) error {
 	return condition.Check(cond)
 }
 
+// legacyCompileCondition is CompileCondition before issue 20: any expr
+// expression over result that yields a boolean (ValidateLenient).
+func legacyCompileCondition(cond string) error {
+	_, err := expr.Compile(cond, expr.Env(map[string]any{"result": 0.0}), expr.AsBool())
+	return err
+}
+
 func (v *validator) canarySteps(path string, steps []CanaryStep) {
 	if len(steps) == 0 {
 		v.add(path, "a Canary needs steps: for example [{setWeight: 20}, {pause: {duration: 1m}}, {setWeight: 50}, {pause: {}}]")
@@ -234,7 +243,7 @@ func (v *validator) analysis(path string, a *Analysis) {
 	default:
 		// Only the lease's own series are read (issue 20.3): what cannot be
 		// scoped to them is refused here.
-		if err := promscope.Check(a.Prometheus.Query); err != nil {
+		if err := promscope.Check(a.Prometheus.Query); err != nil && !v.lenient {
 			v.add(field(path, "prometheus.query"), "%q: %s", truncate(a.Prometheus.Query, 80), err)
 		}
 	}
@@ -245,7 +254,11 @@ func (v *validator) analysis(path string, a *Analysis) {
 		if c.cond == "" {
 			continue
 		}
-		if err := CompileCondition(c.cond); err != nil {
+		compile := CompileCondition
+		if v.lenient {
+			compile = legacyCompileCondition
+		}
+		if err := compile(c.cond); err != nil {
 			v.add(field(path, c.name), "%q: %s; write a comparison over result, like \"result < 0.05\"", truncate(c.cond, 80), firstLine(err.Error()))
 		}
 	}

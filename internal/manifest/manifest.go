@@ -81,6 +81,8 @@ const (
 	// carries up to four manifests across continue-as-new, in one payload
 	// under Temporal's 2 MiB limit (workflows/carry_budget.go).
 	MaxSize = 256 << 10
+	// legacyMaxSize is MaxSize before issue 20 (ParseLenient).
+	legacyMaxSize = 1 << 20
 )
 
 // Manifest describes one tenant lease's group of services. Its JSON form is

@@ -28,7 +28,22 @@ import (
 // plain error.
 //
 // The manifest is returned as written; WithDefaults fills in the defaults.
-func Parse(data []byte) (*Manifest, error) {
+func Parse(data []byte) (*Manifest, error) { return parse(data, false) }
+
+// ParseLenient is Parse as manifests were parsed before issue 20's
+// stricter rules (1 MiB; any expr condition; any PromQL query): for what a
+// lease's workflow carries from an earlier run, which was accepted under
+// the rules of its day. Containment holds at measurement: a condition or a
+// query the stricter rules refuse is not judged, not run (inconclusive).
+func ParseLenient(data []byte) (*Manifest, error) { return parse(data, true) }
+
+func parse(data []byte, lenient bool) (*Manifest, error) {
+	if lenient && len(data) > legacyMaxSize {
+		return nil, fmt.Errorf("the manifest is %d bytes, more than the %d allowed", len(data), legacyMaxSize)
+	}
+	if !lenient && len(data) > MaxSize {
+		return nil, fmt.Errorf("the manifest is %d bytes, more than the %d allowed", len(data), MaxSize)
+	}
 	doc, err := decode(data)
 	if err != nil {
 		return nil, err
@@ -55,10 +70,14 @@ func Parse(data []byte) (*Manifest, error) {
 	}
 	// As the workflows carry it (Temporal's JSON: <, > and & take six
 	// bytes each, YAML anchors are expanded), within MaxSize too.
-	if enc, err := json.Marshal(&m); err == nil && len(enc) > MaxSize {
+	if enc, err := json.Marshal(&m); err == nil && len(enc) > MaxSize && !lenient {
 		return nil, fmt.Errorf("the manifest is %d bytes as JSON (YAML anchors expanded; <, > and & are 6 bytes each), more than the %d allowed", len(enc), MaxSize)
 	}
-	if err := m.Validate(); err != nil {
+	validate := m.Validate
+	if lenient {
+		validate = m.ValidateLenient
+	}
+	if err := validate(); err != nil {
 		return nil, err
 	}
 	return &m, nil
@@ -70,9 +89,6 @@ const maxDepth = 64
 // decode turns YAML or JSON into the generic JSON value (maps, slices,
 // strings, json.Numbers, bools and nils).
 func decode(data []byte) (any, error) {
-	if len(data) > MaxSize {
-		return nil, fmt.Errorf("the manifest is %d bytes, more than the %d allowed", len(data), MaxSize)
-	}
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // UTF-8 byte order mark
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {

@@ -86,11 +86,18 @@ func key(parent, k string) string {
 // defaults are taken into account (a manifest that validates also validates
 // after WithDefaults). Parse validates already; call Validate on a manifest
 // that arrives as a struct, such as the deploy workflow's input.
-func (m *Manifest) Validate() error {
+func (m *Manifest) Validate() error { return m.validate(false) }
+
+// ValidateLenient is Validate as it was before issue 20's stricter
+// analyses (see ParseLenient).
+func (m *Manifest) ValidateLenient() error { return m.validate(true) }
+
+func (m *Manifest) validate(lenient bool) error {
 	if m == nil {
 		return (problems{{Message: "the manifest is empty: give lease and services"}}).err()
 	}
 	v := validator{
+		lenient:    lenient,
 		serviceAt:  map[string]int{},
 		hostAt:     map[string]string{},
 		ipPortAt:   map[string]use{},
@@ -126,6 +133,7 @@ type use struct{ path, svc, endpoint string }
 // validator carries what Validate must see across services.
 type validator struct {
 	problems
+	lenient    bool              // the rules before issue 20's stricter analyses
 	serviceAt  map[string]int    // service name -> index of its first use
 	hostAt     map[string]string // hostname -> path of its first use
 	ipPortAt   map[string]use    // "endpoint port/protocol" -> its first use
