@@ -278,8 +278,11 @@ func (r *rolloutRun) blueGreenGate(which string, a *manifest.Analysis) (bool, er
 		r.notify("Aborted", b.Reason+"; the active Service selects the stable version again")
 		return false, nil
 	case analysis.Inconclusive:
-		b.Waiting = fmt.Sprintf("%s analysis inconclusive: %s (last: %s); promote to go on, abort to return to stable", which, b.Tally, b.Last)
-		r.notify("Paused", b.Waiting)
+		waiting := fmt.Sprintf("%s analysis inconclusive: %s (last: %s); promote to go on, abort to return to stable", which, b.Tally, b.Last)
+		if r.newWait(b.Waiting, waiting) {
+			r.notify("Paused", waiting)
+		}
+		b.Waiting = waiting
 		err := workflow.Await(r.ctx, r.orLong(stop))
 		return b.promote, err
 	}

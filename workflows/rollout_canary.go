@@ -113,8 +113,10 @@ func (r *rolloutRun) runCanary() (continueAsNew bool, err error) {
 		}
 		if c.Held != "" {
 			// An inconclusive background analysis: a human decides.
+			if r.newWait(c.Waiting, c.Held) {
+				r.notify("Paused", fmt.Sprintf("step %d/%d: %s", c.Step+1, len(r.in.Steps), c.Held))
+			}
 			c.Waiting = c.Held
-			r.notify("Paused", fmt.Sprintf("step %d/%d: %s", c.Step+1, len(r.in.Steps), c.Held))
 			if err := workflow.Await(r.ctx, r.orLong(c.moveOn(r))); err != nil {
 				return false, err
 			}
@@ -256,8 +258,10 @@ func (r *rolloutRun) scaleCanary() (bool, error) {
 func (r *rolloutRun) pause(p *manifest.Pause) (bool, error) {
 	d := p.PauseDuration()
 	if d == 0 {
+		if r.newWait(r.canary.Waiting, "paused until promoted") {
+			r.notify("Paused", fmt.Sprintf("step %d/%d: paused until promoted (deployflow promote)", r.canary.Step+1, len(r.in.Steps)))
+		}
 		r.canary.Waiting = "paused until promoted"
-		r.notify("Paused", fmt.Sprintf("step %d/%d: paused until promoted (deployflow promote)", r.canary.Step+1, len(r.in.Steps)))
 		err := workflow.Await(r.ctx, r.orLong(r.canary.moveOn(r)))
 		if r.leftForLong(r.canary.moveOn(r)) {
 			return false, err
@@ -294,8 +298,11 @@ func (r *rolloutRun) analyze(a *manifest.Analysis) (bool, error) {
 		r.abortCanary(OutcomeAborted, fmt.Sprintf("analysis failed: %s (last: %s)", c.Tally, c.Last))
 		return false, nil
 	case analysis.Inconclusive:
-		c.Waiting = fmt.Sprintf("analysis inconclusive: %s (last: %s); promote to go on, abort to return to stable", c.Tally, c.Last)
-		r.notify("Paused", fmt.Sprintf("step %d/%d: %s", c.Step+1, len(r.in.Steps), c.Waiting))
+		waiting := fmt.Sprintf("analysis inconclusive: %s (last: %s); promote to go on, abort to return to stable", c.Tally, c.Last)
+		if r.newWait(c.Waiting, waiting) {
+			r.notify("Paused", fmt.Sprintf("step %d/%d: %s", c.Step+1, len(r.in.Steps), waiting))
+		}
+		c.Waiting = waiting
 		err := workflow.Await(r.ctx, r.orLong(c.moveOn(r)))
 		return false, err
 	}

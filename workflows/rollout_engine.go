@@ -451,6 +451,11 @@ func (r *rolloutRun) long() bool { return r.continueInGates && r.shouldContinueA
 // loop continues as new with the step's state carried.
 func (r *rolloutRun) leftForLong(done func() bool) bool { return !done() && r.long() }
 
+// newWait reports whether a wait is news to tell the webhook: not the same
+// wait a run continued as new inside (its Waiting is carried), which would
+// notify again on every hand-over.
+func (r *rolloutRun) newWait(was, now string) bool { return !r.continueInGates || was != now }
+
 func (r *rolloutRun) carryOver() RolloutInput {
 	in := r.in
 	in.FewerEvents = r.fewer
