@@ -35,34 +35,22 @@ func DefaultLimits() Limits {
 // OrDefaults is l with each unset (zero) limit at its default.
 func (l Limits) OrDefaults() Limits {
 	d := DefaultLimits()
-	if l.Services <= 0 {
-		l.Services = d.Services
-	}
-	if l.PortsPerService <= 0 {
-		l.PortsPerService = d.PortsPerService
-	}
-	if l.IPEndpoints <= 0 {
-		l.IPEndpoints = d.IPEndpoints
-	}
-	if l.Hostnames <= 0 {
-		l.Hostnames = d.Hostnames
-	}
-	if l.TotalReplicas <= 0 {
-		l.TotalReplicas = d.TotalReplicas
-	}
-	if l.CanarySteps <= 0 {
-		l.CanarySteps = d.CanarySteps
-	}
-	if l.MinInterval <= 0 {
-		l.MinInterval = d.MinInterval
-	}
-	if l.MaxCount <= 0 {
-		l.MaxCount = d.MaxCount
-	}
-	if l.MaxJobSeconds <= 0 {
-		l.MaxJobSeconds = d.MaxJobSeconds
-	}
+	orDefault(&l.Services, d.Services)
+	orDefault(&l.PortsPerService, d.PortsPerService)
+	orDefault(&l.IPEndpoints, d.IPEndpoints)
+	orDefault(&l.Hostnames, d.Hostnames)
+	orDefault(&l.TotalReplicas, d.TotalReplicas)
+	orDefault(&l.CanarySteps, d.CanarySteps)
+	orDefault(&l.MinInterval, d.MinInterval)
+	orDefault(&l.MaxCount, d.MaxCount)
+	orDefault(&l.MaxJobSeconds, d.MaxJobSeconds)
 	return l
+}
+
+func orDefault[T int | int32 | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // CheckLimits returns a *ValidationError naming each field of m over a
