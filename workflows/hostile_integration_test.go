@@ -174,6 +174,12 @@ func TestHostileTenants(t *testing.T) {
 				HTTP: &manifest.HTTPCheck{URL: tg.url, JSONField: tg.field}, SuccessCondition: "result == 200", Interval: "1s", InconclusiveLimit: 1,
 			}})
 		}
+		// And a query of another tenant's series (real, and scraped): the
+		// worker confines it to this lease's namespace, so it finds none.
+		victim := newErrorRateTarget(t, dt.env, "lease-victim", 0.5)
+		steps = append(steps, manifest.CanaryStep{Analysis: &manifest.Analysis{
+			Prometheus: &manifest.PrometheusQuery{Query: victim.query()}, SuccessCondition: "result >= 0", Interval: "1s", InconclusiveLimit: 1,
+		}})
 		m := canaryManifest(lease, "nginx:1.26", 3, 0, steps...)
 		m.Services[0].Replicas = &three
 		dt.deploy(m)
@@ -192,6 +198,10 @@ func TestHostileTenants(t *testing.T) {
 			assert.NotContains(t, msgs[i].Message, "s3cr3t", "a field's text is never echoed")
 		}
 		assert.Zero(t, forbidden.hits.Load(), "no request reached the forbidden address")
+		prom := dt.measurements(workflows.RolloutWorkflowID(manifest.Namespace(lease), "web"), "MeasurePrometheus")
+		require.Len(t, prom, 1)
+		assert.Nil(t, prom[0].Value, "another tenant's series are not read: %s", prom[0].Message)
+		assert.Contains(t, prom[0].Message, "no data")
 		dt.noFailedWorkflowTask(workflows.DeployWorkflowID(lease))
 		dt.noFailedWorkflowTask(workflows.RolloutWorkflowID(manifest.Namespace(lease), "web"))
 	})
@@ -334,8 +344,8 @@ func TestHandTypedInputsCannotSkipValidation(t *testing.T) {
 	for i, c := range []struct{ workflowType, input, want string }{
 		{"DeployWorkflow", `{"manifest": ` + m + `, "carry": {"phase": "Active", "revision": 41, "lastGood": {"lease": "` + dt.lease + `", "services": [{"name": "web", "image": "nginx:1.27", "replicas": 1000}]}}}`,
 			"carry: is set by the workflow itself when it continues as new"},
-		{"DeployWorkflow", `{"manifest": ` + m + `, "carry": {"phase": "Active", "lastGood": {"lease": "` + dt.lease + `", "services": [{"name": "web", "image": "nginx:1.27", "rollout": {"strategy": "Canary", "steps": [{"analysis": {"prometheus": {"query": "up"}, "successCondition": "now() != nil"}}]}}]}}}`,
-			"carry.lastGood: services[0].rollout.steps[0].analysis.successCondition"},
+		{"DeployWorkflow", `{"manifest": ` + m + `, "carry": {"phase": "Active", "lastGood": {"lease": "` + dt.lease + `", "services": [{"name": "web", "image": "", "replicas": 1}]}}}`,
+			"carry.lastGood: services[0].image"},
 		{"DeployWorkflow", `{"manifest": ` + m + `, "trigger": "` + strings.Repeat("x", 100) + `"}`, "trigger: 100 bytes"},
 		{"DeployWorkflow", `{"manifest": ` + m + `, "trigger": "[click](http://evil.example)"}`, `trigger: "[click](http://evil.example)": use letters, digits`},
 		{"RolloutWorkflow", `{"namespace": "shop", "service": "web", "carry": {"deployment": {"spec": {"replicas": 3}}, "stableRevision": 7}}`, "carry: is set by the workflow itself"},
