@@ -12,6 +12,9 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/workflows"
@@ -86,4 +89,41 @@ func TestAPausedCanaryWithABackgroundAnalysisContinuesAsNewInsideItsPause(t *tes
 	require.NoError(t, rt.env.Temporal.GetWorkflow(ctx, id, "").Get(ctx, &res))
 	assert.Equal(t, workflows.OutcomeComplete, res.Outcome)
 	assert.Equal(t, int32(4), res.AvailableReplicas)
+}
+
+// Issue 20.6 on the real stack: a background analysis Job still running
+// when its canary is aborted is deleted once the rollout has ended (the
+// check's next heartbeat finds its workflow closed and cancels it), rather
+// than running on to its activeDeadlineSeconds. Before, it ran on.
+func TestAnAbortedCanarysRunningAnalysisJobIsDeleted(t *testing.T) {
+	rt := newRolloutTest(t)
+	ctx := context.Background()
+	rt.complete(version("nginx:1.26", 2, "", false))
+	in := workflows.RolloutInput{Namespace: rt.ns, Service: "web", Deployment: version("nginx:1.27", 2, "", false),
+		Steps: []manifest.CanaryStep{weight(50), pause("")},
+		// A smoke test that never ends (no exit-code knob): it runs until aborted.
+		Background: &manifest.Analysis{Job: &manifest.JobCheck{Image: "busybox:1.36"}, Interval: "1s"}}
+	run := startRollout(t, rt.env, rt.tq, in)
+	var job string
+	require.Eventually(t, func() bool {
+		list, err := rt.env.Kube.BatchV1().Jobs(rt.ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) == 0 {
+			return false
+		}
+		job = list.Items[0].Name
+		return true
+	}, 60*time.Second, 200*time.Millisecond, "the background analysis never started its Job")
+
+	h, err := rt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: run.GetID(), UpdateName: workflows.UpdateAbort,
+		WaitForStage: client.WorkflowUpdateStageCompleted})
+	require.NoError(t, err)
+	require.NoError(t, h.Get(ctx, nil))
+	err = rt.env.Temporal.GetWorkflow(ctx, run.GetID(), "").Get(ctx, nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, "RolloutAborted", appErr.Type())
+	require.Eventually(t, func() bool {
+		j, err := rt.env.Kube.BatchV1().Jobs(rt.ns).Get(ctx, job, metav1.GetOptions{})
+		return apierrors.IsNotFound(err) || (err == nil && j.DeletionTimestamp != nil)
+	}, 90*time.Second, time.Second, "the aborted canary's Job %s runs on", job)
 }

@@ -142,10 +142,11 @@ func TestClosingAnIdleLeaseTearsItDownWithinSeconds(t *testing.T) {
 // With no observer running (every worker down while the lease closed, or
 // an observer that missed it), the lease's safety-net timer catches the
 // change: here every 5s, by default every hour. It runs alone (make test's
-// serial phase): an observer of another test would report the change
-// before the safety net could.
+// serial phase), its lease's workflow in a Temporal namespace of its own:
+// an observer of another test, or of a worker left running on the stack
+// (make demo's), would report the change before the safety net could.
 func TestAloneAMissedChangeIsCaughtByTheSafetyNet(t *testing.T) {
-	env := testenv.Get(t)
+	env := testenv.Get(t).Isolated(t)
 	dt := &deployTest{t: t, env: env, tq: testenv.Name(t, "tq"), acts: env.Activities(),
 		lease: testenv.ShortName("lease"), owner: "acme", healthInterval: 5}
 	dt.createLease(dt.lease, dt.owner)
