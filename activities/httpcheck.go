@@ -49,8 +49,6 @@ type HTTPCheckInput struct {
 // dial for it.
 type httpTarget struct {
 	addrs []netip.Addr
-	// service: a lease Service, dialled at its ClusterIPs only.
-	service bool
 }
 
 // forbiddenUnlessListed are addresses no check dials unless an operator
@@ -163,7 +161,7 @@ func (p *httpCheckPolicy) target(ctx context.Context, host string) (*httpTarget,
 		case err != nil:
 			return nil, fmt.Errorf("look up Service %s/%s: %w", p.namespace, svc, err)
 		}
-		t := &httpTarget{service: true}
+		t := &httpTarget{}
 		for _, c := range s.Spec.ClusterIPs {
 			if ip, err := netip.ParseAddr(c); err == nil {
 				t.addrs = append(t.addrs, ip)

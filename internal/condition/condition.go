@@ -96,9 +96,6 @@ func (c *Condition) Holds(result float64) (bool, error) {
 	return b, nil
 }
 
-// String is the condition's source.
-func (c *Condition) String() string { return c.src }
-
 // allowed walks a parsed condition and keeps the first node it refuses.
 type allowed struct{ err error }
 
