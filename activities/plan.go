@@ -107,7 +107,9 @@ type DeployPlan struct {
 func (a *Activities) PlanDeploy(ctx context.Context, in PlanInput) (*DeployPlan, error) {
 	// The operator's limits, before anything is read or written (issue
 	// 20.4): a manifest over one is refused naming the field and the limit.
-	if err := in.Manifest.CheckLimits(a.Limits); err != nil {
+	limits := a.Limits
+	limits.PrometheusLabel = a.PrometheusLabel
+	if err := in.Manifest.CheckLimits(limits); err != nil {
 		return nil, invalidManifest(err)
 	}
 	if err := in.Manifest.CheckReservedKeys(a.ReservedPrefixes, a.AllowedPodKeys); err != nil {

@@ -3,6 +3,8 @@ package manifest
 import (
 	"fmt"
 	"time"
+
+	"github.com/deployflow/deployflow/internal/promscope"
 )
 
 // Limits are the operator's bounds on what one lease's manifest may take
@@ -20,6 +22,11 @@ type Limits struct {
 	MinInterval     time.Duration `json:"minInterval"`     // an analysis's shortest interval
 	MaxCount        int32         `json:"maxCount"`        // an analysis's most measurements
 	MaxJobSeconds   int64         `json:"maxJobSeconds"`   // an analysis Job's longest activeDeadlineSeconds
+	// PrometheusLabel is the label the worker confines every query to
+	// (--prometheus-namespace-label; "" is promscope.DefaultLabel): a
+	// query selecting by it is refused. Validation checks the default
+	// label; this checks the operator's own.
+	PrometheusLabel string `json:"prometheusLabel,omitempty"`
 }
 
 // DefaultLimits are the limits a worker enforces unless its operator sets
@@ -142,6 +149,11 @@ func analysisLimits(v *problems, path string, a *Analysis, l Limits) {
 	}
 	if a.Count > l.MaxCount {
 		v.add(field(path, "count"), "%d measurements: this provider allows at most %d per analysis (the operator's --max-analysis-count)", a.Count, l.MaxCount)
+	}
+	if q := a.Prometheus; q != nil && l.PrometheusLabel != "" && l.PrometheusLabel != promscope.DefaultLabel {
+		if _, err := promscope.Scope(q.Query, l.PrometheusLabel, "lease"); err != nil {
+			v.add(field(path, "prometheus.query"), "%q: %s", truncate(q.Query, 80), err)
+		}
 	}
 	if a.Job != nil && a.Job.Deadline() > l.MaxJobSeconds {
 		v.add(field(path, "job.activeDeadlineSeconds"), "%d: this provider runs an analysis Job for at most %d seconds (the operator's --max-job-seconds)", a.Job.Deadline(), l.MaxJobSeconds)

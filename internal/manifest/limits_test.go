@@ -79,6 +79,24 @@ func TestTheOperatorSetsTheLimits(t *testing.T) {
 	assert.NoError(t, m.CheckLimits(Limits{IPEndpoints: 2, MinInterval: time.Second}))
 }
 
+// Issue 20.3 with an operator's own namespace label: a query selecting by
+// --prometheus-namespace-label is refused before anything is written,
+// naming the field. Before, validation checked only the label "namespace",
+// and such a query was accepted and then inconclusive at every
+// measurement.
+func TestAQuerySelectingByTheOperatorsNamespaceLabelIsRefused(t *testing.T) {
+	one := int32(1)
+	m := &Manifest{Lease: "a", Services: []Service{{Name: "web", Image: "nginx:1.27", Replicas: &one,
+		Rollout: &Rollout{Strategy: StrategyCanary, Steps: []CanaryStep{{Pause: &Pause{}}}, Analysis: &Analysis{
+			Prometheus: &PrometheusQuery{Query: `sum(rate(http_requests_total{kubernetes_namespace="lease-b"}[1m]))`}, SuccessCondition: "result < 1"}}}}}
+	require.NoError(t, m.Validate(), "the default label is not selected")
+	assert.NoError(t, m.CheckLimits(Limits{}))
+	err := m.CheckLimits(Limits{PrometheusLabel: "kubernetes_namespace"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "services[0].rollout.analysis.prometheus.query:")
+	assert.Contains(t, err.Error(), "selects by kubernetes_namespace")
+}
+
 // Issue 20.5: a tenant's pod labels and annotations (and its analysis
 // Jobs' pod annotations) may not use a reserved prefix: an AppArmor
 // profile turned off, a mesh's sidecar skipped, deployflow's own service
