@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/observe"
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
 
@@ -327,24 +328,17 @@ type HealthInput struct {
 	Services  []string `json:"services"`
 }
 
-// ServiceHealth is one service's availability.
-type ServiceHealth struct {
-	Service   string `json:"service"`
-	Desired   int32  `json:"desired"`
-	Available int32  `json:"available"`
-}
-
 // CheckHealth reads each service's ReplicaSets and reports desired vs
 // available replicas. It does not retry for long: the monitor treats an
 // error as "unknown" (the API server is unreachable), never as unhealthy.
-func (a *Activities) CheckHealth(ctx context.Context, in HealthInput) ([]ServiceHealth, error) {
-	out := make([]ServiceHealth, 0, len(in.Services))
+func (a *Activities) CheckHealth(ctx context.Context, in HealthInput) ([]observe.ServiceHealth, error) {
+	out := make([]observe.ServiceHealth, 0, len(in.Services))
 	for _, svc := range in.Services {
 		st, err := a.ReadRolloutState(ctx, ServiceRef{Namespace: in.Namespace, Service: svc})
 		if err != nil {
 			return nil, err
 		}
-		h := ServiceHealth{Service: svc}
+		h := observe.ServiceHealth{Service: svc}
 		for _, rs := range st.ReplicaSets {
 			if rs.Spec.Replicas != nil {
 				h.Desired += *rs.Spec.Replicas

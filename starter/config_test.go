@@ -13,8 +13,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/deployflow/deployflow/internal/devstack"
-	"github.com/deployflow/deployflow/internal/testenv"
 	"github.com/deployflow/deployflow/k8s/crds"
+	"github.com/deployflow/deployflow/worker/testenv"
 )
 
 // Issue 10.3 and 10.4: the CLI finds Temporal through a temporal.toml

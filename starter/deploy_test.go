@@ -16,7 +16,7 @@ import (
 
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/worker/testenv"
 )
 
 // Every manifest of the bad-manifest catalogue (internal/manifest/testdata/bad)

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/internal/devstack"
-	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/worker/testenv"
 	"github.com/deployflow/deployflow/workflows"
 )
 

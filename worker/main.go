@@ -17,8 +17,8 @@ import (
 
 	"go.uber.org/fx"
 
-	"github.com/deployflow/deployflow/internal/app"
 	"github.com/deployflow/deployflow/internal/config"
+	"github.com/deployflow/deployflow/worker/app"
 )
 
 func main() {

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/deployflow/deployflow/internal/devstack"
-	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/worker/testenv"
 )
 
 // The worker binary, as a user runs it: against the real Temporal server and

@@ -16,7 +16,7 @@ import (
 
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/searchattr"
-	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/worker/testenv"
 )
 
 // Guards 8.8: a worker on a Temporal namespace without deployflow's search

@@ -28,11 +28,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/deployflow/deployflow/activities"
-	"github.com/deployflow/deployflow/internal/app"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
-	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/worker/app"
+	"github.com/deployflow/deployflow/worker/testenv"
 	"github.com/deployflow/deployflow/workflows"
 )
 

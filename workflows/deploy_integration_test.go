@@ -21,8 +21,8 @@ import (
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/internal/testenv"
 	"github.com/deployflow/deployflow/k8s/crds"
+	"github.com/deployflow/deployflow/worker/testenv"
 	"github.com/deployflow/deployflow/workflows"
 )
 

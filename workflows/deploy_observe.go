@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/observe"
 )
 
 // How a lease's workflow learns what happens to its workload while idle:
@@ -48,13 +49,13 @@ func (w *deployRun) idleInterval() time.Duration {
 
 func (w *deployRun) registerObserve() error {
 	return workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateObserve,
-		func(_ workflow.Context, o activities.Observation) (activities.ObserveResult, error) {
+		func(_ workflow.Context, o observe.Observation) (observe.ObserveResult, error) {
 			w.observation = &o
-			return activities.ObserveResult{RecheckAfter: w.recheckAfter(&o)}, nil
+			return observe.ObserveResult{RecheckAfter: w.recheckAfter(&o)}, nil
 		},
 		workflow.UpdateHandlerOptions{
 			Description: "What the worker's observer sees of the lease (sent by the worker, not by people)",
-			Validator: func(_ workflow.Context, o activities.Observation) error {
+			Validator: func(_ workflow.Context, o observe.Observation) error {
 				return w.takesObservation(&o)
 			},
 		})
@@ -62,7 +63,7 @@ func (w *deployRun) registerObserve() error {
 
 // takesObservation decides whether o changes anything this workflow
 // decides on; if not, the update is rejected (and leaves no history).
-func (w *deployRun) takesObservation(o *activities.Observation) error {
+func (w *deployRun) takesObservation(o *observe.Observation) error {
 	switch {
 	case o.Lease != w.lease:
 		return fmt.Errorf("lease: the observation is of lease %q, this workflow deploys lease %q", o.Lease, w.lease)
@@ -76,7 +77,7 @@ func (w *deployRun) takesObservation(o *activities.Observation) error {
 		return known("this run predates observations")
 	case w.observation != nil && w.observation.Key() == o.Key():
 		// Another observer's, in the same workflow task: the same change.
-		return temporal.NewApplicationError("already taken, not yet acted on", ErrObservationKnown, activities.ObserveResult{RecheckAfter: w.recheckAfter(o)})
+		return temporal.NewApplicationError("already taken, not yet acted on", ErrObservationKnown, observe.ObserveResult{RecheckAfter: w.recheckAfter(o)})
 	case o.Closed:
 		return nil
 	case w.current == nil:
@@ -98,7 +99,7 @@ func (w *deployRun) takesObservation(o *activities.Observation) error {
 	case w.phase != PhaseDegraded && w.recheckAfter(o) == 0:
 		return nil // degradedAfter has passed
 	default:
-		return temporal.NewApplicationError("already below its replicas", ErrObservationKnown, activities.ObserveResult{RecheckAfter: w.recheckAfter(o)})
+		return temporal.NewApplicationError("already below its replicas", ErrObservationKnown, observe.ObserveResult{RecheckAfter: w.recheckAfter(o)})
 	}
 }
 
@@ -107,7 +108,7 @@ func known(why string) error { return temporal.NewApplicationError(why, ErrObser
 // healthyIn reports whether every service of the deployed manifest has its
 // replicas available in o. A service without ReplicaSets (deleted by hand)
 // is not.
-func (w *deployRun) healthyIn(o *activities.Observation) bool {
+func (w *deployRun) healthyIn(o *observe.Observation) bool {
 	if w.current == nil {
 		return true
 	}
@@ -127,7 +128,7 @@ func (w *deployRun) healthyIn(o *activities.Observation) bool {
 // earlier of the workflow's and the observer's, but not before this run
 // started (a run starts when the last deploy ended: its rollout's own
 // dips do not count) nor in the future.
-func (w *deployRun) unhealthyFrom(o *activities.Observation) time.Time {
+func (w *deployRun) unhealthyFrom(o *observe.Observation) time.Time {
 	since := w.unhealthySince
 	if !o.Since.IsZero() && (since.IsZero() || o.Since.Before(since)) {
 		since = o.Since
@@ -143,7 +144,7 @@ func (w *deployRun) unhealthyFrom(o *activities.Observation) time.Time {
 
 // recheckAfter is how long until an unhealthy lease turns Degraded; zero
 // when it is healthy, not observable, or due now.
-func (w *deployRun) recheckAfter(o *activities.Observation) time.Duration {
+func (w *deployRun) recheckAfter(o *observe.Observation) time.Duration {
 	if o.Closed || o.Unknown || w.healthyIn(o) || w.phase == PhaseDegraded {
 		return 0
 	}
@@ -153,7 +154,7 @@ func (w *deployRun) recheckAfter(o *activities.Observation) time.Duration {
 
 // takeObservation acts on an observation: a closed lease is torn down (or,
 // with nothing deployed, its workflow ends); Unknown is never Degraded.
-func (w *deployRun) takeObservation(o *activities.Observation) {
+func (w *deployRun) takeObservation(o *observe.Observation) {
 	switch {
 	case o.Closed && w.lastGood == nil && w.current == nil:
 		w.leaseGone = true
@@ -173,16 +174,16 @@ func (w *deployRun) takeObservation(o *activities.Observation) {
 // observeLease is the safety-net tick's own observation (from the worker's
 // informers when in sync, else the API server); nil when the cluster cannot
 // be observed.
-func (w *deployRun) observeLease() *activities.Observation {
+func (w *deployRun) observeLease() *observe.Observation {
 	var a *activities.Activities
-	var o activities.Observation
+	var o observe.Observation
 	err := workflow.ExecuteLocalActivity(w.probeCtx("observe lease "+w.lease), a.ObserveLease, w.lease).Get(w.ctx, &o)
 	if err != nil {
 		var canceled *temporal.CanceledError
 		if !errors.As(err, &canceled) {
 			workflow.GetLogger(w.ctx).Warn("lease not observed", "lease", w.lease, "error", err)
 		}
-		return &activities.Observation{Lease: w.lease, Unknown: true}
+		return &observe.Observation{Lease: w.lease, Unknown: true}
 	}
 	return &o
 }

@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/observe"
 )
 
 // Unit tests of what an idle lease's workflow does with the observer's
@@ -34,22 +34,22 @@ func idleLease(t *testing.T, setup func(*deployEnv)) *deployEnv {
 	return env
 }
 
-func web(available int32) activities.Observation {
-	return activities.Observation{Lease: "l", Services: map[string]activities.ServiceHealth{"web": {Service: "web", Desired: 2, Available: available}}}
+func web(available int32) observe.Observation {
+	return observe.Observation{Lease: "l", Services: map[string]observe.ServiceHealth{"web": {Service: "web", Desired: 2, Available: available}}}
 }
 
 // observeStep sends one observation at a time after the start and says
 // what the workflow must make of it.
 type observeStep struct {
 	at       time.Duration
-	obs      activities.Observation
+	obs      observe.Observation
 	rejected string // the rejection's error type, "" if accepted
 	recheck  time.Duration
 	phase    string // the phase right after
 }
 
 func TestIdleLeaseTakesOnlyObservationsThatChangeSomething(t *testing.T) {
-	unknown := activities.Observation{Lease: "l", Unknown: true}
+	unknown := observe.Observation{Lease: "l", Unknown: true}
 	steps := []observeStep{
 		{at: time.Second, obs: web(2), rejected: ErrObservationKnown, phase: PhaseActive},
 		// Scaled to 0 by hand: below the manifest's replicas. Degraded only
@@ -66,10 +66,10 @@ func TestIdleLeaseTakesOnlyObservationsThatChangeSomething(t *testing.T) {
 		{at: 17 * time.Second, obs: web(2), phase: PhaseActive},
 		// A service with no ReplicaSet at all (deleted by hand) is below
 		// its replicas too.
-		{at: 18 * time.Second, obs: activities.Observation{Lease: "l"}, recheck: 10 * time.Second, phase: PhaseActive},
+		{at: 18 * time.Second, obs: observe.Observation{Lease: "l"}, recheck: 10 * time.Second, phase: PhaseActive},
 		{at: 19 * time.Second, obs: web(2), phase: PhaseActive},
 		// Another lease's observation is refused, naming the field.
-		{at: 20 * time.Second, obs: activities.Observation{Lease: "other", Closed: true}, rejected: "lease", phase: PhaseActive},
+		{at: 20 * time.Second, obs: observe.Observation{Lease: "other", Closed: true}, rejected: "lease", phase: PhaseActive},
 	}
 	env := idleLease(t, func(*deployEnv) {})
 	for i, s := range steps {
@@ -93,7 +93,7 @@ func TestIdleLeaseTakesOnlyObservationsThatChangeSomething(t *testing.T) {
 				},
 				OnComplete: func(res any, err error) {
 					require.NoError(t, err)
-					assert.Equal(t, s.recheck, res.(activities.ObserveResult).RecheckAfter, "step %d: recheck", i)
+					assert.Equal(t, s.recheck, res.(observe.ObserveResult).RecheckAfter, "step %d: recheck", i)
 				},
 			}, s.obs)
 		}, s.at)
@@ -106,7 +106,7 @@ func TestIdleLeaseTakesOnlyObservationsThatChangeSomething(t *testing.T) {
 	env.RegisterDelayedCallback(func() {
 		env.UpdateWorkflow(UpdateObserve, "", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { t.Errorf("closed: rejected: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
-		}, activities.Observation{Lease: "l", Closed: true})
+		}, observe.Observation{Lease: "l", Closed: true})
 	}, 30*time.Second)
 	env.ExecuteWorkflow(DeployWorkflow, env.in)
 	require.True(t, env.IsWorkflowCompleted())
@@ -125,13 +125,13 @@ func TestIdleLeaseSafetyNetIsOneObservationAnHour(t *testing.T) {
 	var calls []time.Duration
 	var start time.Time
 	env := idleLease(t, func(env *deployEnv) {
-		env.OnActivity(env.a.ObserveLease, mock.Anything, "l").Return(func(context.Context, string) (*activities.Observation, error) {
+		env.OnActivity(env.a.ObserveLease, mock.Anything, "l").Return(func(context.Context, string) (*observe.Observation, error) {
 			calls = append(calls, env.Now().Sub(start))
 			if len(calls) < 3 {
 				o := web(2)
 				return &o, nil
 			}
-			return &activities.Observation{Lease: "l", Closed: true}, nil
+			return &observe.Observation{Lease: "l", Closed: true}, nil
 		})
 	})
 	start = env.Now()
@@ -190,7 +190,7 @@ func TestALeaseClosedMidRolloutIsTornDownWhenObserved(t *testing.T) {
 		})
 	})
 	env.OnActivity(env.a.DeleteNamespace, mock.Anything, mock.Anything).Return(nil).Maybe()
-	send := func(o activities.Observation, check func(error)) {
+	send := func(o observe.Observation, check func(error)) {
 		env.UpdateWorkflow(UpdateObserve, "", &testsuite.TestUpdateCallback{
 			OnReject: check, OnAccept: func() { check(nil) }, OnComplete: func(any, error) {},
 		}, o)
@@ -204,7 +204,7 @@ func TestALeaseClosedMidRolloutIsTornDownWhenObserved(t *testing.T) {
 		})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
-		send(activities.Observation{Lease: "l", Closed: true}, func(err error) {
+		send(observe.Observation{Lease: "l", Closed: true}, func(err error) {
 			assert.NoError(t, err, "the closed lease's observation is taken mid-rollout")
 		})
 	}, 2*time.Minute)

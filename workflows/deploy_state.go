@@ -12,6 +12,7 @@ import (
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/observe"
 	"github.com/deployflow/deployflow/internal/plan"
 	"github.com/deployflow/deployflow/internal/searchattr"
 )
@@ -61,10 +62,10 @@ type deployRun struct {
 	lastFailed     *manifest.Manifest // the manifest of the last deploy, if it failed
 	teardowns      workflow.ReceiveChannel
 	redeploys      workflow.ReceiveChannel
-	leaseGone      bool                    // the lease is unknown or closed and nothing of it is deployed
-	events         bool                    // this run takes the observer's observations (versionLeaseEvents)
-	idle           bool                    // waiting for work: observations are taken only then
-	observation    *activities.Observation // accepted, not yet acted on
+	leaseGone      bool                 // the lease is unknown or closed and nothing of it is deployed
+	events         bool                 // this run takes the observer's observations (versionLeaseEvents)
+	idle           bool                 // waiting for work: observations are taken only then
+	observation    *observe.Observation // accepted, not yet acted on
 	// fewer: this run takes versionFewerEvents and every change before it.
 	fewer bool
 	// published is the search attributes last upserted (fewer-events
@@ -534,7 +535,7 @@ func (w *deployRun) checkHealth() (bool, error) {
 		return true, nil
 	}
 	var a *activities.Activities
-	var health []activities.ServiceHealth
+	var health []observe.ServiceHealth
 	if err := workflow.ExecuteLocalActivity(w.probeCtx("check health"), a.CheckHealth, activities.HealthInput{
 		Namespace: manifest.Namespace(w.lease), Services: w.current.ServiceNames(),
 	}).Get(w.ctx, &health); err != nil {

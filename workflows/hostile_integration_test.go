@@ -22,7 +22,7 @@ import (
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/worker/testenv"
 	"github.com/deployflow/deployflow/workflows"
 )
 

@@ -18,10 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/deployflow/deployflow/activities"
-	"github.com/deployflow/deployflow/internal/app"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/internal/testenv"
 	"github.com/deployflow/deployflow/k8s/crds"
+	"github.com/deployflow/deployflow/worker/app"
+	"github.com/deployflow/deployflow/worker/testenv"
 	"github.com/deployflow/deployflow/workflows"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/deployflow/deployflow/internal/testenv"
+	"github.com/deployflow/deployflow/worker/testenv"
 )
 
 // The reduced slice of `make bench`'s fleet benchmark that `make test`

@@ -34,13 +34,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/deployflow/deployflow/activities"
-	"github.com/deployflow/deployflow/internal/app"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/observe"
 	"github.com/deployflow/deployflow/internal/searchattr"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/k8s/kube"
 	"github.com/deployflow/deployflow/k8s/rollout"
+	"github.com/deployflow/deployflow/worker/app"
 	"github.com/deployflow/deployflow/workflows"
 )
 

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/deployflow/deployflow/internal/lease"
-	"github.com/deployflow/deployflow/internal/testenv"
 	"github.com/deployflow/deployflow/k8s/crds"
+	"github.com/deployflow/deployflow/worker/testenv"
 )
 
 // store installs the CRDs and returns a KubeStore on the local cluster and a

@@ -37,7 +37,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/lease"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/crds"
@@ -62,7 +61,7 @@ const deferredRetry = 2 * time.Second
 // ErrDeferred is sent again after deferredRetry; any other error than
 // ErrNoWorkflow and ErrKnown (Temporal unreachable) with backoff.
 type Sender interface {
-	Send(ctx context.Context, o *activities.Observation) (*activities.ObserveResult, error)
+	Send(ctx context.Context, o *Observation) (*ObserveResult, error)
 }
 
 // Options tune an Observer.
@@ -150,7 +149,7 @@ func (o *Observer) watch(kc kubernetes.Interface, dyn dynamic.Interface) {
 	// Only deployflow's ReplicaSets (they carry the service label), without
 	// managed fields.
 	f := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-		lo.LabelSelector = activities.ServiceLabel
+		lo.LabelSelector = manifest.ServiceLabel
 	}), informers.WithTransform(func(obj any) (any, error) {
 		if rs, ok := obj.(*appsv1.ReplicaSet); ok {
 			rs.ManagedFields = nil
@@ -252,7 +251,7 @@ func (o *Observer) WaitSynced(timeout time.Duration) error {
 // Observe is the lease as the caches have it; ok is false when they are not
 // in sync, or a lease the caches do not show active could not be read from
 // the API server (the caller reads the API server instead).
-func (o *Observer) Observe(ctx context.Context, id string) (*activities.Observation, bool) {
+func (o *Observer) Observe(ctx context.Context, id string) (*Observation, bool) {
 	if !o.Synced() {
 		return nil, false
 	}
@@ -269,8 +268,8 @@ func (o *Observer) Observe(ctx context.Context, id string) (*activities.Observat
 // during control-plane trouble, and a closed lease is torn down), and a
 // record that does not parse makes the lease Unknown, never closed. An
 // error is a direct read that failed: nothing is known yet.
-func (o *Observer) observe(ctx context.Context, id string) (*activities.Observation, error) {
-	obs := &activities.Observation{Lease: id}
+func (o *Observer) observe(ctx context.Context, id string) (*Observation, error) {
+	obs := &Observation{Lease: id}
 	state, err := o.cachedLease(id)
 	if err == nil && state != lease.StateActive {
 		var l *lease.Lease
@@ -290,7 +289,7 @@ func (o *Observer) observe(ctx context.Context, id string) (*activities.Observat
 	}
 	obs.Closed = state == lease.StateClosed
 	rsList, _ := o.rsList.ReplicaSets(manifest.Namespace(id)).List(labels.Everything())
-	obs.Services = activities.ObserveReplicaSets(rsList)
+	obs.Services = ObserveReplicaSets(rsList)
 	return obs, nil
 }
 
@@ -326,7 +325,7 @@ func (o *Observer) ReplicaSetsOf(namespace, service string) ([]*appsv1.ReplicaSe
 	}
 	o.mu.Unlock()
 	// Listed after taking the channel: a change in between closes it.
-	list, err := o.rsList.ReplicaSets(namespace).List(labels.SelectorFromSet(labels.Set{activities.ServiceLabel: service}))
+	list, err := o.rsList.ReplicaSets(namespace).List(labels.SelectorFromSet(labels.Set{manifest.ServiceLabel: service}))
 	if err != nil {
 		return nil, nil, false
 	}
@@ -439,9 +438,9 @@ func (o *Observer) sync(ctx context.Context, id string) error {
 	now := o.now()
 	o.mu.Unlock()
 
-	var obs *activities.Observation
+	var obs *Observation
 	if unknown {
-		obs = &activities.Observation{Lease: id, Unknown: true}
+		obs = &Observation{Lease: id, Unknown: true}
 	} else {
 		if !o.rs.HasSynced() || !o.leases.HasSynced() {
 			return errors.New("caches not in sync yet")

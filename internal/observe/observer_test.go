@@ -17,7 +17,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
@@ -29,16 +29,16 @@ import (
 type fakeSender struct {
 	mu     sync.Mutex
 	sent   []string // Observation.Key of each send
-	answer func(o *activities.Observation) (*activities.ObserveResult, error)
+	answer func(o *Observation) (*ObserveResult, error)
 }
 
-func (f *fakeSender) Send(_ context.Context, o *activities.Observation) (*activities.ObserveResult, error) {
+func (f *fakeSender) Send(_ context.Context, o *Observation) (*ObserveResult, error) {
 	f.mu.Lock()
 	f.sent = append(f.sent, o.Key())
 	answer := f.answer
 	f.mu.Unlock()
 	if answer == nil {
-		return &activities.ObserveResult{}, nil
+		return &ObserveResult{}, nil
 	}
 	return answer(o)
 }
@@ -60,7 +60,7 @@ func leaseRecord(id, state string) *unstructured.Unstructured {
 func replicaSet(lease string, replicas, available int32) *appsv1.ReplicaSet {
 	return &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "lease-" + lease,
-			Labels:      map[string]string{activities.ServiceLabel: "web"},
+			Labels:      map[string]string{manifest.ServiceLabel: "web"},
 			Annotations: map[string]string{rollout.RevisionAnnotation: "1", rollout.DesiredReplicasAnnotation: "3"}},
 		Spec:   appsv1.ReplicaSetSpec{Replicas: &replicas},
 		Status: appsv1.ReplicaSetStatus{AvailableReplicas: available},
@@ -74,7 +74,7 @@ type observerTest struct {
 	dyn  *dynamicfake.FakeDynamicClient
 }
 
-func newObserverTest(t *testing.T, answer func(*activities.Observation) (*activities.ObserveResult, error)) *observerTest {
+func newObserverTest(t *testing.T, answer func(*Observation) (*ObserveResult, error)) *observerTest {
 	kc := fake.NewClientset(replicaSet("a", 3, 3))
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{crds.Leases: "LeaseList"}, leaseRecord("a", "active"))
@@ -129,7 +129,7 @@ func TestObserverHonoursTheWorkflowsAnswers(t *testing.T) {
 	var mu sync.Mutex
 	answers := []error{ErrKnown}
 	recheck := 1
-	ot := newObserverTest(t, func(o *activities.Observation) (*activities.ObserveResult, error) {
+	ot := newObserverTest(t, func(o *Observation) (*ObserveResult, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		var err error
@@ -138,9 +138,9 @@ func TestObserverHonoursTheWorkflowsAnswers(t *testing.T) {
 		}
 		if o.Key() == unhealthy && recheck > 0 {
 			recheck--
-			return &activities.ObserveResult{RecheckAfter: 300 * time.Millisecond}, err
+			return &ObserveResult{RecheckAfter: 300 * time.Millisecond}, err
 		}
-		return &activities.ObserveResult{}, err
+		return &ObserveResult{}, err
 	})
 	ot.waitSent(t, healthy) // known: not resent
 	ot.scale(t, 0, 0)
@@ -160,14 +160,14 @@ func TestObserverHonoursTheWorkflowsAnswers(t *testing.T) {
 func TestObserverRetriesADeferredObservation(t *testing.T) {
 	var mu sync.Mutex
 	deferred := 1
-	ot := newObserverTest(t, func(*activities.Observation) (*activities.ObserveResult, error) {
+	ot := newObserverTest(t, func(*Observation) (*ObserveResult, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if deferred > 0 {
 			deferred--
 			return nil, ErrDeferred
 		}
-		return &activities.ObserveResult{}, nil
+		return &ObserveResult{}, nil
 	})
 	require.Eventually(t, func() bool { return len(ot.send.keys()) == 2 }, 10*time.Second, 50*time.Millisecond,
 		"sent again after the deploy: %q", ot.send.keys())

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/deployflow/deployflow/internal/lease"
-	"github.com/deployflow/deployflow/internal/testenv"
 	"github.com/deployflow/deployflow/k8s/crds"
+	"github.com/deployflow/deployflow/worker/testenv"
 )
 
 // cluster installs the CRDs on the local cluster and returns a dynamic client.

@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/deployflow/deployflow/internal/testenv"
 	"github.com/deployflow/deployflow/k8s/crds"
+	"github.com/deployflow/deployflow/worker/testenv"
 )
 
 func TestDefinitions(t *testing.T) {

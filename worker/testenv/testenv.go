@@ -33,13 +33,13 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/deployflow/deployflow/activities"
-	"github.com/deployflow/deployflow/internal/app"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/metrics"
 	"github.com/deployflow/deployflow/internal/observe"
 	"github.com/deployflow/deployflow/internal/searchattr"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/k8s/kube"
+	"github.com/deployflow/deployflow/worker/app"
 )
 
 // Env is the running local stack.
@@ -245,7 +245,7 @@ func (e *Env) Observer(t testing.TB, unknownAfter time.Duration) *observe.Observ
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	o, err := observe.New(e.RESTConfig, observe.TemporalSender{Client: e.Temporal}, observe.Options{UnknownAfter: unknownAfter, Log: log})
+	o, err := observe.New(e.RESTConfig, app.TemporalSender{Client: e.Temporal}, observe.Options{UnknownAfter: unknownAfter, Log: log})
 	if err != nil {
 		t.Fatalf("observer: %v", err)
 	}

@@ -1,4 +1,4 @@
-package observe
+package app
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/observe"
 	"github.com/deployflow/deployflow/workflows"
 )
 
@@ -17,14 +17,14 @@ import (
 type TemporalSender struct{ Client client.Client }
 
 // Send implements Sender.
-func (s TemporalSender) Send(ctx context.Context, o *activities.Observation) (*activities.ObserveResult, error) {
+func (s TemporalSender) Send(ctx context.Context, o *observe.Observation) (*observe.ObserveResult, error) {
 	h, err := s.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflows.DeployWorkflowID(o.Lease),
 		UpdateName:   workflows.UpdateObserve,
 		Args:         []any{o},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
-	var res activities.ObserveResult
+	var res observe.ObserveResult
 	if err == nil {
 		err = h.Get(ctx, &res)
 	}
@@ -34,12 +34,12 @@ func (s TemporalSender) Send(ctx context.Context, o *activities.Observation) (*a
 	case err == nil:
 		return &res, nil
 	case errors.As(err, &notFound):
-		return nil, ErrNoWorkflow
+		return nil, observe.ErrNoWorkflow
 	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrObservationKnown:
 		_ = appErr.Details(&res) // a recheck time, if the lease is below its replicas
-		return &res, ErrKnown
+		return &res, observe.ErrKnown
 	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrObservationDeferred:
-		return nil, ErrDeferred
+		return nil, observe.ErrDeferred
 	}
 	return nil, err
 }

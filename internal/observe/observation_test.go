@@ -1,4 +1,4 @@
-package activities
+package observe
 
 import (
 	"testing"
@@ -7,12 +7,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
 
 func rs(service, revision, desired string, spec, available int32) *appsv1.ReplicaSet {
 	r := &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Name: service + "-" + revision, Labels: map[string]string{ServiceLabel: service},
+		ObjectMeta: metav1.ObjectMeta{Name: service + "-" + revision, Labels: map[string]string{manifest.ServiceLabel: service},
 			Annotations: map[string]string{rollout.RevisionAnnotation: revision}},
 		Spec:   appsv1.ReplicaSetSpec{Replicas: &spec},
 		Status: appsv1.ReplicaSetStatus{AvailableReplicas: available},

@@ -6,13 +6,14 @@ package app
 import (
 	"context"
 	"fmt"
-	promapi "github.com/prometheus/client_golang/api"
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"log/slog"
 	"net/http"
 	"net/netip"
 	"os"
 	"time"
+
+	promapi "github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
@@ -170,7 +171,7 @@ func StartObserver(lc fx.Lifecycle, cfg config.Config, rc *rest.Config, c client
 		log.Info("observer off (--observe=false): idle leases learn of changes from their safety-net timer only")
 		return nil
 	}
-	o, err := observe.New(rc, observe.TemporalSender{Client: c}, observe.Options{UnknownAfter: cfg.UnknownAfter, Log: log})
+	o, err := observe.New(rc, TemporalSender{Client: c}, observe.Options{UnknownAfter: cfg.UnknownAfter, Log: log})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,92 @@
+package deployflow_test
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/deployflow/deployflow"
+
+// Issue 21.4: arrows point down. Every package of the module belongs to a
+// layer of the README's table, and imports (directly or not) only packages
+// of its own layer or below. Before, internal/app (the wiring) and the
+// observer's Temporal sender imported workflows, and the observer's pure
+// Observation type lived in activities.
+func TestImportsPointDown(t *testing.T) {
+	layers := readLayers(t)
+	layerOf := func(pkg string) (int, bool) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
+		best, found := 0, false
+		for pattern, n := range layers {
+			base, tree := strings.CutSuffix(pattern, "/...")
+			if rel == base || (tree && strings.HasPrefix(rel, base+"/")) {
+				best, found = n, true
+			}
+		}
+		return best, found
+	}
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, "./...").Output()
+	require.NoError(t, err, "go list")
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := fields[0]
+		n, ok := layerOf(pkg)
+		if !ok {
+			t.Errorf("%s is in no layer: add it to the README's layer table", pkg)
+			continue
+		}
+		checked++
+		for _, dep := range fields[1:] {
+			if dep != module && !strings.HasPrefix(dep, module+"/") {
+				continue
+			}
+			if m, ok := layerOf(dep); ok && m > n {
+				t.Errorf("%s (layer %d) imports %s (layer %d): arrows point down", pkg, n, dep, m)
+			}
+		}
+	}
+	require.Greater(t, checked, 20, "the module's packages were listed")
+}
+
+// readLayers parses the README's layer table: package pattern → layer.
+func readLayers(t *testing.T) map[string]int {
+	t.Helper()
+	f, err := os.Open("README.md")
+	require.NoError(t, err)
+	defer f.Close()
+	row := regexp.MustCompile("^\\| (\\d+) \\| (.*?) \\|")
+	code := regexp.MustCompile("`([^`]+)`")
+	layers := map[string]int{}
+	in := false
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "<!-- layers"):
+			in = true
+		case strings.HasPrefix(line, "<!-- /layers"):
+			in = false
+		case in:
+			m := row.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			n, _ := strconv.Atoi(m[1])
+			for _, c := range code.FindAllStringSubmatch(m[2], -1) {
+				layers[c[1]] = n
+			}
+			if strings.Contains(m[2], "the module root") {
+				layers[""] = n
+			}
+		}
+	}
+	require.NotEmpty(t, layers, "README.md has no layer table between <!-- layers --> markers")
+	return layers
+}
