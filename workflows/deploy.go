@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -49,60 +48,6 @@ const (
 
 // DeployWorkflowID is the one workflow of a lease.
 func DeployWorkflowID(lease string) string { return "deploy-" + lease }
-
-// DeployInput is DeployWorkflow's input: plain JSON, so it can be started
-// from the Temporal UI or `temporal workflow start`.
-type DeployInput struct {
-	Manifest manifest.Manifest `json:"manifest"`
-	// Trigger says who started it: cli, ui, schedule (default: api).
-	Trigger string `json:"trigger,omitempty"`
-	// HealthIntervalSeconds is the idle lease's safety-net timer: how often
-	// it checks itself in case the worker's observer missed a change; zero
-	// means an hour (30s for runs that predate lease-events).
-	HealthIntervalSeconds int `json:"healthIntervalSeconds,omitempty"`
-	// DegradedAfterSeconds: a lease below its replicas for this long is
-	// Degraded; zero means 60.
-	DegradedAfterSeconds int `json:"degradedAfterSeconds,omitempty"`
-	// ApprovalTimeoutSeconds bounds the wait for a plan's approval
-	// (manifests with requireApproval); zero means an hour.
-	ApprovalTimeoutSeconds int `json:"approvalTimeoutSeconds,omitempty"`
-	// Carry is the state handed to a continued run; leave it empty.
-	Carry *DeployCarry `json:"carry,omitempty"`
-
-	invalid error // what is wrong with an input typed by hand (UnmarshalJSON)
-}
-
-// DeployCarry is what a lease's workflow carries across continue-as-new.
-type DeployCarry struct {
-	Owner    string             `json:"owner,omitempty"`
-	Phase    string             `json:"phase"`
-	LastGood *manifest.Manifest `json:"lastGood,omitempty"`
-	Pending  *manifest.Manifest `json:"pending,omitempty"`
-	// PendingTrigger is who asked for Pending.
-	PendingTrigger string `json:"pendingTrigger,omitempty"`
-	// PendingPlan is the plan fingerprint Pending was approved with.
-	PendingPlan string         `json:"pendingPlan,omitempty"`
-	Revision    int64          `json:"revision"`
-	History     []DeployRecord `json:"history,omitempty"`
-	Teardown    bool           `json:"teardown,omitempty"`
-	// What the status query shows of the last deploy.
-	LastError string                `json:"lastError,omitempty"`
-	Classes   map[string]string     `json:"classes,omitempty"`
-	Hostnames []string              `json:"hostnames,omitempty"`
-	Withheld  []activities.Withheld `json:"withheld,omitempty"`
-	IPs       map[string]string     `json:"ips,omitempty"`
-	// Objects are the lease's Services and Ingress after the last apply.
-	Objects []string `json:"objects,omitempty"`
-	// Plan is the last deploy's plan, as the status query shows it.
-	Plan *activities.DeployPlan `json:"plan,omitempty"`
-	// FewerEvents: the run took versionFewerEvents, and so does this one.
-	FewerEvents bool `json:"fewerEvents,omitempty"`
-	// Published is the search attributes the run ended with (they carry over).
-	Published string `json:"published,omitempty"`
-	// LastFailed is the manifest of the last deploy, if it failed (retry
-	// deploys it again).
-	LastFailed *manifest.Manifest `json:"lastFailed,omitempty"`
-}
 
 // DeployWorkflow is one lease's durable deployment, the deploymentManager of
 // the Akash provider rebuilt on Temporal. It deploys the manifest it starts
@@ -306,64 +251,6 @@ func errorMessage(err error) string {
 		return fmt.Sprintf("%s: %s", appErr.Type(), appErr.Message())
 	}
 	return err.Error()
-}
-
-// monitor is the health monitor's tick: a closed lease tears down; fewer
-// available replicas than desired for longer than degradedAfter is Degraded;
-// a cluster that cannot be observed is Unknown — never Degraded, never a
-// reason to tear anything down.
-func (w *deployRun) monitor() {
-	if w.events {
-		w.takeObservation(w.observeLease())
-		return
-	}
-	if w.lastGood == nil && w.current == nil {
-		// Nothing deployed: the workflow waits for a manifest, unless its
-		// lease is gone, which ends it.
-		if w.takes(versionEndUnknownLease) {
-			if active, err := w.leaseActive(); err == nil && !active {
-				w.leaseGone = true
-			}
-		}
-		return
-	}
-	active, err := w.leaseActive()
-	switch {
-	case err != nil:
-		w.observe(false, false)
-		return
-	case !active:
-		w.teardown = true
-		return
-	}
-	healthy, err := w.checkHealth()
-	w.observe(err == nil, healthy)
-}
-
-// observe moves the phase on one health observation.
-func (w *deployRun) observe(observed, healthy bool) {
-	now := workflow.Now(w.ctx)
-	switch {
-	case !observed:
-		w.setPhase(PhaseUnknown)
-	case healthy:
-		w.unhealthySince = time.Time{}
-		if w.phase != PhaseFailed {
-			w.setPhase(PhaseActive)
-		}
-	default:
-		if w.unhealthySince.IsZero() {
-			w.unhealthySince = now
-		}
-		if now.Sub(w.unhealthySince) >= w.degradedAfter {
-			w.setPhase(PhaseDegraded)
-		}
-	}
-}
-
-func isLeaseNotActive(err error) bool {
-	var appErr *temporal.ApplicationError
-	return errors.As(err, &appErr) && appErr.Type() == ErrLeaseNotActive
 }
 
 // end closes the workflow of a lease that is unknown or closed and has

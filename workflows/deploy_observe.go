@@ -187,3 +187,61 @@ func (w *deployRun) observeLease() *observe.Observation {
 	}
 	return &o
 }
+
+// monitor is the health monitor's tick: a closed lease tears down; fewer
+// available replicas than desired for longer than degradedAfter is Degraded;
+// a cluster that cannot be observed is Unknown — never Degraded, never a
+// reason to tear anything down.
+func (w *deployRun) monitor() {
+	if w.events {
+		w.takeObservation(w.observeLease())
+		return
+	}
+	if w.lastGood == nil && w.current == nil {
+		// Nothing deployed: the workflow waits for a manifest, unless its
+		// lease is gone, which ends it.
+		if w.takes(versionEndUnknownLease) {
+			if active, err := w.leaseActive(); err == nil && !active {
+				w.leaseGone = true
+			}
+		}
+		return
+	}
+	active, err := w.leaseActive()
+	switch {
+	case err != nil:
+		w.observe(false, false)
+		return
+	case !active:
+		w.teardown = true
+		return
+	}
+	healthy, err := w.checkHealth()
+	w.observe(err == nil, healthy)
+}
+
+// observe moves the phase on one health observation.
+func (w *deployRun) observe(observed, healthy bool) {
+	now := workflow.Now(w.ctx)
+	switch {
+	case !observed:
+		w.setPhase(PhaseUnknown)
+	case healthy:
+		w.unhealthySince = time.Time{}
+		if w.phase != PhaseFailed {
+			w.setPhase(PhaseActive)
+		}
+	default:
+		if w.unhealthySince.IsZero() {
+			w.unhealthySince = now
+		}
+		if now.Sub(w.unhealthySince) >= w.degradedAfter {
+			w.setPhase(PhaseDegraded)
+		}
+	}
+}
+
+func isLeaseNotActive(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == ErrLeaseNotActive
+}

@@ -112,3 +112,41 @@ func withSummary(ctx workflow.Context, summary string) workflow.Context {
 	o.Summary = summary
 	return workflow.WithLocalActivityOptions(ctx, o)
 }
+
+// startBackground runs the canary's background analysis, if it has one,
+// beside its steps until they end: a failed verdict aborts the canary, an
+// inconclusive one holds it before its next step for a human (promote
+// goes on, abort returns to stable). What cannot be measured is never a
+// failure.
+func (r *rolloutRun) startBackground() {
+	a, c := r.in.Background, r.canary
+	if a == nil {
+		return
+	}
+	if c.Background == nil {
+		c.Background = &analysis.Tally{}
+	}
+	over := func() bool {
+		return c.Step >= len(r.in.Steps) || c.Promoted || r.outcome != "" || c.BackgroundFailed != ""
+	}
+	workflow.Go(r.ctx, func(ctx workflow.Context) {
+		for !over() {
+			if c.Background.Measured > 0 {
+				if _, err := workflow.AwaitWithTimeout(ctx, a.IntervalDuration(), over); err != nil || over() {
+					return
+				}
+			}
+			phase, msg := r.measure(ctx, a)
+			c.BackgroundLast = msg
+			c.Background.Add(phase)
+			switch {
+			case c.Background.Failed > a.FailureLimit:
+				c.BackgroundFailed = fmt.Sprintf("background analysis failed: %s (last: %s)", c.Background, msg)
+				r.wakeUp()
+				return
+			case c.Background.Inconclusive > a.InconclusiveLimit && c.Held == "":
+				c.Held = fmt.Sprintf("background analysis inconclusive: %s (last: %s); promote to go on, abort to return to stable", c.Background, msg)
+			}
+		}
+	})
+}

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -45,17 +44,6 @@ type BlueGreenState struct {
 	// too.
 	PromotedEarly bool `json:"promotedEarly,omitempty"`
 	promote       bool // an operator's promote
-}
-
-// BlueGreenStatus is the status query's view of a blue-green.
-type BlueGreenStatus struct {
-	Step    int      `json:"step"` // 1-based; Steps+1 once done
-	Steps   int      `json:"steps"`
-	Summary string   `json:"summary"` // "step 2/5: await promotion (automatic in 12s)"
-	List    []string `json:"list"`
-	Active  string   `json:"active,omitempty"`  // the pod-template-hash the active Services select
-	Preview string   `json:"preview,omitempty"` // and the preview
-	Reason  string   `json:"reason,omitempty"`
 }
 
 // isBlueGreen reports whether this rollout runs blue-green: the manifest
@@ -324,69 +312,6 @@ func (r *rolloutRun) pin(active, preview string) error {
 	return nil
 }
 
-// pinServices runs PinServices for this rollout's service.
-func (r *rolloutRun) pinServices(in activities.PinInput) (*activities.PinResult, error) {
-	in.Namespace, in.Service = r.in.Namespace, r.in.Service
-	summary := fmt.Sprintf("pin %s: active %s, preview %s", r.in.Service, orDash(in.Active), orDash(in.Preview))
-	switch {
-	case in.Unpin:
-		summary = "unpin " + r.in.Service
-	case in.Active == "" && in.Preview == "":
-		summary = "read the pins of " + r.in.Service
-	}
-	var a *activities.Activities
-	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 30 * time.Second, ScheduleToCloseTimeout: 5 * time.Minute, RetryPolicy: kubeRetry, Summary: summary,
-	})
-	var res activities.PinResult
-	err := workflow.ExecuteLocalActivity(ctx, a.PinServices, in).Get(r.ctx, &res)
-	return &res, err
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// blueGreenControl says why an operator's control does not apply to this
-// blue-green now, or nil. Undo and abort switch back to the stable version
-// while it is still up (until the scale-down delay ends), and only to it;
-// a new template comes by a new deploy, not restart; promote acts on the
-// promotion and the analyses around it.
-func (r *rolloutRun) blueGreenControl(control string, toRevision int64) error {
-	b := r.blueGreen
-	if b == nil {
-		return nil
-	}
-	steps := r.blueGreenSteps()
-	kind := ""
-	if b.Step < len(steps) {
-		kind = steps[b.Step].Kind
-	}
-	switch control {
-	case UpdateRestart:
-		return errors.New("a blue-green changes its template by a new deploy (deployflow deploy), not restart")
-	case UpdateUndo, UpdateAbort:
-		if kind == "" {
-			return fmt.Errorf("the scale-down delay is over and revision %d is scaled down: deploy its manifest again (it runs as a new blue-green)", r.stableRevision)
-		}
-		if control == UpdateUndo && toRevision != 0 && toRevision != r.stableRevision {
-			return fmt.Errorf("toRevision: a blue-green switches back to its stable version, revision %d, which is still up; leave toRevision out or give %d", r.stableRevision, r.stableRevision)
-		}
-	case UpdatePromote:
-		switch kind {
-		case manifest.BlueGreenPrePromotion, manifest.BlueGreenPromotion, manifest.BlueGreenPostPromo:
-		case manifest.BlueGreenPreview:
-			return errors.New("nothing to promote yet: the preview is coming up")
-		default:
-			return errors.New("this blue-green is promoted already")
-		}
-	}
-	return nil
-}
-
 // stableHash is the stable revision's pod-template-hash.
 func (r *rolloutRun) stableHash() string {
 	for _, rs := range r.state.ReplicaSets {
@@ -413,46 +338,4 @@ func (r *rolloutRun) blueGreenSteps() []manifest.BlueGreenStep {
 		image = cs[0].Image
 	}
 	return r.in.BlueGreen.Steps(r.in.Service, image, *r.d.Spec.Replicas)
-}
-
-// blueGreenStatus is the status query's blue-green view.
-func (r *rolloutRun) blueGreenStatus() *BlueGreenStatus {
-	b := r.blueGreen
-	if b == nil {
-		return nil
-	}
-	steps := r.blueGreenSteps()
-	st := &BlueGreenStatus{Step: b.Step + 1, Steps: len(steps), Active: b.Active, Preview: b.Preview, Reason: b.Reason}
-	for _, s := range steps {
-		st.List = append(st.List, s.Text)
-	}
-	switch {
-	case b.Reason != "":
-		st.Summary = "aborted: " + b.Reason
-	case r.undoneTo != 0:
-		st.Summary = fmt.Sprintf("undone: the active Service selects revision %d again", r.undoneTo)
-	case r.outcome != "":
-		st.Summary = "aborted: the active Service selects the stable version again"
-	case b.Step >= len(steps):
-		st.Summary = "switched: scaling the old version down"
-	default:
-		st.Summary = fmt.Sprintf("step %d/%d: %s", st.Step, st.Steps, st.List[b.Step])
-		if b.Waiting != "" {
-			st.Summary += ": " + b.Waiting
-		} else if b.Tally != nil && b.Tally.Measured > 0 {
-			st.Summary += fmt.Sprintf(": %s (last: %s)", b.Tally, b.Last)
-		}
-		var d time.Duration
-		switch steps[b.Step].Kind {
-		case manifest.BlueGreenPromotion:
-			d = time.Duration(r.in.BlueGreen.AutoPromotionSeconds) * time.Second
-		case manifest.BlueGreenScaleDown:
-			d = time.Duration(r.in.BlueGreen.ScaleDownDelay()) * time.Second
-		}
-		if d > 0 && !b.Started.IsZero() {
-			left := b.Started.Add(d).Sub(workflow.Now(r.ctx)).Round(time.Second)
-			st.Summary += fmt.Sprintf(" (%s left)", max(left, 0))
-		}
-	}
-	return st
 }

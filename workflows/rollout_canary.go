@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/analysis"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/canary"
@@ -70,16 +68,6 @@ type CanaryState struct {
 // background analysis.
 func (c *CanaryState) moveOn(r *rolloutRun) func() bool {
 	return func() bool { return c.promote || c.Promoted || r.outcome != "" || c.BackgroundFailed != "" }
-}
-
-// CanaryStatus is the status query's view of a canary.
-type CanaryStatus struct {
-	Step    int      `json:"step"` // 1-based; Steps+1 once the steps are done
-	Steps   int      `json:"steps"`
-	Weight  int32    `json:"weight"`
-	Summary string   `json:"summary"` // "step 3/7: pause 4m12s left"
-	List    []string `json:"list"`    // every step, as the manifest says it
-	Reason  string   `json:"reason,omitempty"`
 }
 
 // isCanary reports whether this rollout runs canary steps: it has steps,
@@ -181,35 +169,6 @@ func (r *rolloutRun) runCanary() (continueAsNew bool, err error) {
 		c.Step = len(r.in.Steps)
 	}
 	return false, nil
-}
-
-// notify tells the worker's webhook (if any) what the canary (or
-// blue-green) did; a
-// webhook that does not answer delays the canary by its retries at most,
-// and never fails it.
-func (r *rolloutRun) notify(event, message string) {
-	var a *activities.Activities
-	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 5},
-		Summary:     "notify " + event,
-	})
-	n := activities.Notification{Time: workflow.Now(r.ctx), Event: event, Namespace: r.in.Namespace, Service: r.in.Service, Message: message}
-	switch {
-	case r.canary != nil:
-		n.Steps, n.Weight = len(r.in.Steps), r.canary.Weight
-		if r.canary.Step < len(r.in.Steps) {
-			n.Step = r.canary.Step + 1
-		}
-	case r.blueGreen != nil:
-		n.Steps = len(r.blueGreenSteps())
-		if r.blueGreen.Step < n.Steps {
-			n.Step = r.blueGreen.Step + 1
-		}
-	}
-	if err := workflow.ExecuteLocalActivity(ctx, a.Notify, n).Get(r.ctx, nil); err != nil {
-		workflow.GetLogger(r.ctx).Warn("canary notification not delivered", "event", event, "error", err)
-	}
 }
 
 // scaleCanary is one sync of a setWeight step: create the canary
@@ -322,75 +281,4 @@ func (r *rolloutRun) abortCanary(outcome, reason string) {
 		event = "Failed"
 	}
 	r.notify(event, reason+"; returning to the stable revision")
-}
-
-// canaryStatus is the status query's canary view.
-func (r *rolloutRun) canaryStatus() *CanaryStatus {
-	c := r.canary
-	if c == nil || len(r.in.Steps) == 0 {
-		return nil
-	}
-	st := &CanaryStatus{Step: c.Step + 1, Steps: len(r.in.Steps), Weight: c.Weight, Reason: c.Reason}
-	for _, s := range r.in.Steps {
-		st.List = append(st.List, s.String())
-	}
-	switch {
-	case c.Reason != "":
-		st.Summary = "aborted: " + c.Reason
-	case c.Promoted || c.Step >= len(r.in.Steps):
-		st.Summary = "promoted: finishing the rollout"
-	default:
-		step := r.in.Steps[c.Step]
-		st.Summary = fmt.Sprintf("step %d/%d: %s", st.Step, st.Steps, step)
-		if p := step.Pause; p != nil {
-			if p.PauseDuration() > 0 && !c.Started.IsZero() {
-				left := c.Started.Add(p.PauseDuration()).Sub(workflow.Now(r.ctx)).Round(time.Second)
-				st.Summary = fmt.Sprintf("step %d/%d: pause %s left", st.Step, st.Steps, max(left, 0))
-			}
-		} else if c.Waiting != "" {
-			st.Summary += ": " + c.Waiting
-		}
-		if c.Tally != nil && c.Tally.Measured > 0 && c.Waiting == "" {
-			st.Summary += fmt.Sprintf(": %s (last: %s)", c.Tally, c.Last)
-		}
-	}
-	return st
-}
-
-// startBackground runs the canary's background analysis, if it has one,
-// beside its steps until they end: a failed verdict aborts the canary, an
-// inconclusive one holds it before its next step for a human (promote
-// goes on, abort returns to stable). What cannot be measured is never a
-// failure.
-func (r *rolloutRun) startBackground() {
-	a, c := r.in.Background, r.canary
-	if a == nil {
-		return
-	}
-	if c.Background == nil {
-		c.Background = &analysis.Tally{}
-	}
-	over := func() bool {
-		return c.Step >= len(r.in.Steps) || c.Promoted || r.outcome != "" || c.BackgroundFailed != ""
-	}
-	workflow.Go(r.ctx, func(ctx workflow.Context) {
-		for !over() {
-			if c.Background.Measured > 0 {
-				if _, err := workflow.AwaitWithTimeout(ctx, a.IntervalDuration(), over); err != nil || over() {
-					return
-				}
-			}
-			phase, msg := r.measure(ctx, a)
-			c.BackgroundLast = msg
-			c.Background.Add(phase)
-			switch {
-			case c.Background.Failed > a.FailureLimit:
-				c.BackgroundFailed = fmt.Sprintf("background analysis failed: %s (last: %s)", c.Background, msg)
-				r.wakeUp()
-				return
-			case c.Background.Inconclusive > a.InconclusiveLimit && c.Held == "":
-				c.Held = fmt.Sprintf("background analysis inconclusive: %s (last: %s); promote to go on, abort to return to stable", c.Background, msg)
-			}
-		}
-	})
 }

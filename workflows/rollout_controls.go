@@ -211,3 +211,63 @@ func (r *rolloutRun) notFinishing() error {
 	}
 	return nil
 }
+
+// settleControls ends the current workflow task with a tiny durable timer
+// if an operator control was handled in it. The server refuses to complete
+// a workflow while new events (say, the interrupted wait's result) are
+// arriving, and a refused task takes the updates it accepted with it: the
+// operator would see "unexpected workflow task failure" for an abort that
+// then never happened. Settling first records the update on its own.
+func (r *rolloutRun) settleControls() {
+	if r.unsettled && r.fewer && workflow.GetInfo(r.ctx).GetCurrentHistoryLength() > r.unsettledAt {
+		r.unsettled = false // handled in a task that has completed: recorded already
+	}
+	if r.unsettled {
+		_ = workflow.Sleep(r.ctx, time.Millisecond)
+		r.unsettled = false
+	}
+}
+
+// wakeUp interrupts a running wait so the next sync sees a control's change.
+func (r *rolloutRun) wakeUp() {
+	if r.wake != nil {
+		r.wake()
+	}
+}
+
+// blueGreenControl says why an operator's control does not apply to this
+// blue-green now, or nil. Undo and abort switch back to the stable version
+// while it is still up (until the scale-down delay ends), and only to it;
+// a new template comes by a new deploy, not restart; promote acts on the
+// promotion and the analyses around it.
+func (r *rolloutRun) blueGreenControl(control string, toRevision int64) error {
+	b := r.blueGreen
+	if b == nil {
+		return nil
+	}
+	steps := r.blueGreenSteps()
+	kind := ""
+	if b.Step < len(steps) {
+		kind = steps[b.Step].Kind
+	}
+	switch control {
+	case UpdateRestart:
+		return errors.New("a blue-green changes its template by a new deploy (deployflow deploy), not restart")
+	case UpdateUndo, UpdateAbort:
+		if kind == "" {
+			return fmt.Errorf("the scale-down delay is over and revision %d is scaled down: deploy its manifest again (it runs as a new blue-green)", r.stableRevision)
+		}
+		if control == UpdateUndo && toRevision != 0 && toRevision != r.stableRevision {
+			return fmt.Errorf("toRevision: a blue-green switches back to its stable version, revision %d, which is still up; leave toRevision out or give %d", r.stableRevision, r.stableRevision)
+		}
+	case UpdatePromote:
+		switch kind {
+		case manifest.BlueGreenPrePromotion, manifest.BlueGreenPromotion, manifest.BlueGreenPostPromo:
+		case manifest.BlueGreenPreview:
+			return errors.New("nothing to promote yet: the preview is coming up")
+		default:
+			return errors.New("this blue-green is promoted already")
+		}
+	}
+	return nil
+}

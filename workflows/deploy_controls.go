@@ -1,0 +1,289 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deployflow/deployflow/internal/manifest"
+)
+
+// The lease's controls: the updates, signals and queries an operator (the
+// CLI, the UI, a schedule) sends a lease's workflow, their validators, and
+// what each does to the run's state.
+
+// ScaleServiceRequest is the "scale" update's argument.
+type ScaleServiceRequest struct {
+	Service  string `json:"service"`
+	Replicas int32  `json:"replicas"`
+
+	invalid error // a field unknown or of the wrong type (UnmarshalJSON)
+}
+
+// redeploy queues the lease's last-known-good manifest again, restarted if
+// asked. A lease with nothing deployed yet has nothing to redeploy.
+func (w *deployRun) redeploy(req RedeployRequest) {
+	if req.Action != RedeployRestart && req.Action != RedeployReapply && gate(w.ctx, versionStrictInput) {
+		// A signal has no answer: what is wrong goes to the worker's log.
+		workflow.GetLogger(w.ctx).Warn(fmt.Sprintf("redeploy signal ignored: action %q: want %s or %s", req.Action, RedeployRestart, RedeployReapply), "lease", w.lease)
+		return
+	}
+	base := w.base()
+	if base == nil || w.teardown {
+		workflow.GetLogger(w.ctx).Warn("redeploy ignored: nothing deployed", "lease", w.lease, "action", req.Action)
+		return
+	}
+	m := *base.WithDefaults()
+	if req.Action == RedeployRestart {
+		at := workflow.Now(w.ctx).UTC().Format(time.RFC3339)
+		for i := range m.Services {
+			if m.Services[i].PodAnnotations == nil {
+				m.Services[i].PodAnnotations = map[string]string{}
+			}
+			m.Services[i].PodAnnotations[RestartedAtAnnotation] = at
+		}
+	}
+	if w.pending == nil {
+		w.pending = &m
+		w.pendingTrigger = req.Trigger
+		if checkTrigger("trigger", req.Trigger) != nil && gate(w.ctx, versionGuardedInput) {
+			// A signal has no answer: a trigger that is not a short
+			// printable word never reaches the search attributes.
+			workflow.GetLogger(w.ctx).Warn("redeploy signal's trigger dropped", "lease", w.lease, "error", checkTrigger("trigger", req.Trigger))
+			w.pendingTrigger = ""
+		}
+		if w.pendingTrigger == "" {
+			w.pendingTrigger = "api"
+		}
+	}
+}
+
+// keepRestarts carries restart annotations of the running services into a
+// new manifest that does not set them, as a Deployment keeps
+// kubectl.kubernetes.io/restartedAt across applies: a new manifest is not a
+// reason to restart again, nor to drop a restart.
+func (w *deployRun) keepRestarts(m *manifest.Manifest) *manifest.Manifest {
+	if w.current == nil {
+		return m
+	}
+	out := *m.WithDefaults()
+	for i, s := range out.Services {
+		old, ok := w.current.Lookup(s.Name)
+		at := old.PodAnnotations[RestartedAtAnnotation]
+		if !ok || at == "" || s.PodAnnotations[RestartedAtAnnotation] != "" {
+			continue
+		}
+		ann := map[string]string{RestartedAtAnnotation: at}
+		for k, v := range s.PodAnnotations {
+			ann[k] = v
+		}
+		out.Services[i].PodAnnotations = ann
+	}
+	return &out
+}
+
+// DeployRequest is the "deploy" update's argument.
+type DeployRequest struct {
+	Manifest manifest.Manifest `json:"manifest"`
+	// PlanFingerprint, if set, is the plan the requester reviewed
+	// (`deploy --plan --yes`): the deploy acts only if its own plan has this
+	// fingerprint, and counts as approved (requireApproval); otherwise it is
+	// aborted with nothing changed.
+	PlanFingerprint string `json:"planFingerprint,omitempty"`
+	// Trigger says who asked: cli, ui, schedule, api (the default).
+	Trigger string `json:"trigger,omitempty"`
+
+	invalid error // what is wrong with a request typed by hand (UnmarshalJSON)
+}
+
+func (r DeployRequest) trigger() string {
+	if r.Trigger == "" {
+		return "api"
+	}
+	return r.Trigger
+}
+
+func (w *deployRun) registerControls() error {
+	if err := workflow.SetQueryHandlerWithOptions(w.ctx, QueryDeploy, func() (DeployStatus, error) {
+		return w.status(), nil
+	}, workflow.QueryHandlerOptions{Description: "The lease's phase, deploys, reservations and change classes"}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateDeploy,
+		func(_ workflow.Context, req DeployRequest) (DeployStatus, error) {
+			if w.joins(req) {
+				st := w.status()
+				st.Revision-- // the deploy in progress is the caller's: it waits for the one after the last before it
+				return st, nil
+			}
+			m := req.Manifest
+			w.pending = &m // the newest manifest wins; older pending ones are dropped
+			w.pendingTrigger = req.trigger()
+			w.pendingPlan = req.PlanFingerprint
+			w.unsettle()
+			return w.status(), nil
+		},
+		workflow.UpdateHandlerOptions{
+			Description: `Deploy a manifest to this lease (supersedes a deploy in progress). Argument: {"manifest": {...}, "trigger": "ui"}`,
+			Validator: func(_ workflow.Context, req DeployRequest) error {
+				if req.invalid != nil {
+					return req.invalid
+				}
+				if err := checkTrigger("trigger", req.Trigger); err != nil {
+					return err
+				}
+				if req.Manifest.Lease != w.lease {
+					return errors.New("manifest.lease: the manifest is for lease " + req.Manifest.Lease + ", this workflow deploys lease " + w.lease)
+				}
+				if w.teardown || w.phase == PhaseTearingDown || w.phase == PhaseTornDown {
+					return errors.New("the lease is being torn down; start a new deploy once it is gone")
+				}
+				return req.Manifest.Validate()
+			},
+		}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateTeardown,
+		func(workflow.Context) (DeployStatus, error) {
+			w.teardown = true
+			w.unsettle()
+			return w.status(), nil
+		},
+		workflow.UpdateHandlerOptions{Description: "Tear the lease's workload down and release its hostnames and IPs"}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateRetry,
+		func(workflow.Context) (DeployStatus, error) {
+			if w.lastFailed == nil { // a deploy ended between the validator and here
+				return w.status(), errors.New("the last deploy of lease " + w.lease + " did not fail: there is nothing to retry")
+			}
+			m := *w.lastFailed
+			w.pending, w.pendingTrigger, w.pendingPlan = &m, "retry", ""
+			w.unsettle()
+			return w.status(), nil
+		},
+		workflow.UpdateHandlerOptions{
+			Description: "Deploy the manifest of the last deploy again, if it failed (an aborted canary, a failed analysis)",
+			Validator: func(workflow.Context) error {
+				switch {
+				case w.teardown || w.phase == PhaseTearingDown || w.phase == PhaseTornDown:
+					return errors.New("the lease is being torn down; start a new deploy once it is gone")
+				case w.lastFailed == nil:
+					return errors.New("the last deploy of lease " + w.lease + " did not fail: there is nothing to retry")
+				case w.pending != nil || w.phase == PhaseDeploying || w.phase == PhaseAwaitingApproval:
+					return errors.New("a deploy of lease " + w.lease + " is in progress or waiting: retry once it has ended")
+				}
+				return nil
+			},
+		}); err != nil {
+		return err
+	}
+	if err := w.registerObserve(); err != nil {
+		return err
+	}
+	if err := w.registerApproval(); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateScaleService,
+		func(_ workflow.Context, req ScaleServiceRequest) (DeployStatus, error) {
+			m := *w.base().WithDefaults()
+			for i := range m.Services {
+				if m.Services[i].Name == req.Service {
+					r := req.Replicas
+					m.Services[i].Replicas = &r
+				}
+			}
+			w.pending, w.pendingTrigger = &m, "cli"
+			w.unsettle()
+			return w.status(), nil
+		},
+		workflow.UpdateHandlerOptions{
+			Description: `Scale one service of the lease (a scale-only deploy). Argument: {"service": "web", "replicas": 6}`,
+			Validator: func(_ workflow.Context, req ScaleServiceRequest) error {
+				if req.invalid != nil {
+					return req.invalid
+				}
+				if w.base() == nil {
+					return errors.New("nothing is deployed to lease " + w.lease + " yet")
+				}
+				if _, ok := w.base().Lookup(req.Service); !ok {
+					return fmt.Errorf("service %q: the lease runs %v", req.Service, w.base().ServiceNames())
+				}
+				if req.Replicas < 0 || req.Replicas > manifest.MaxReplicas {
+					return fmt.Errorf("replicas: %d is out of range: use 0 to %d", req.Replicas, manifest.MaxReplicas)
+				}
+				return nil
+			},
+		}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateRestart,
+		func(_ workflow.Context) (DeployStatus, error) {
+			w.redeploy(RedeployRequest{Action: RedeployRestart, Trigger: "cli"})
+			w.unsettle()
+			return w.status(), nil
+		},
+		workflow.UpdateHandlerOptions{
+			Description: "Restart every pod of the lease on a new revision of the same manifest",
+			Validator: func(workflow.Context) error {
+				if w.base() == nil {
+					return errors.New("nothing is deployed to lease " + w.lease + " yet")
+				}
+				return nil
+			},
+		}); err != nil {
+		return err
+	}
+	w.teardowns = workflow.GetSignalChannel(w.ctx, SignalTeardown)
+	workflow.Go(w.ctx, func(ctx workflow.Context) {
+		for {
+			w.teardowns.Receive(ctx, nil)
+			w.teardown = true
+		}
+	})
+	w.redeploys = workflow.GetSignalChannel(w.ctx, SignalRedeploy)
+	workflow.Go(w.ctx, func(ctx workflow.Context) {
+		for {
+			var req RedeployRequest
+			w.redeploys.Receive(ctx, &req)
+			w.redeploy(req)
+		}
+	})
+	return nil
+}
+
+// drainSignals handles the signals delivered but not yet received.
+func (w *deployRun) drainSignals() {
+	for w.teardowns.ReceiveAsync(nil) {
+		w.teardown = true
+	}
+	for {
+		var req RedeployRequest
+		if !w.redeploys.ReceiveAsync(&req) {
+			return
+		}
+		w.redeploy(req)
+	}
+}
+
+// joins reports whether a deploy request is for the deploy in progress: the
+// same manifest, nothing pending, no plan or approval involved (a deploy
+// bound to an approved plan may yet abort, and one awaiting approval may
+// time out: a request joining either would be lost). It then joins that
+// deploy rather than superseding it, which would cancel its rollouts and
+// roll the same manifest out again. A start with an update (the CLI's
+// update-with-start) hands the workflow the manifest twice, as its input and
+// as the update; when the update comes in a later workflow task than the
+// start (a loaded worker, a restart) the deploy of the input has begun.
+func (w *deployRun) joins(req DeployRequest) bool {
+	return w.phase == PhaseDeploying && !w.reverting && w.pending == nil && w.requested != nil &&
+		req.PlanFingerprint == "" && w.approvedPlan == "" && !req.Manifest.RequireApproval &&
+		sameManifest(w.requested, &req.Manifest) && gate(w.ctx, versionJoinSameManifest)
+}
+
+func sameManifest(a, b *manifest.Manifest) bool {
+	return reflect.DeepEqual(a.WithDefaults(), b.WithDefaults())
+}

@@ -1,0 +1,281 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/k8s/rollout"
+)
+
+// Where a rollout touches the cluster: its local activities and the wait
+// for a change, each with its options. The decisions are in
+// rollout_engine.go (k8s/rollout's Sync) and the strategy files.
+
+// prepare ensures the namespace (usable for pods), replaces the desired
+// Deployment by the API server's defaulted version of it, so the
+// pod-template-hash matches the cluster's, and reads what runs of the
+// service. A continued run has done the first two.
+func (r *rolloutRun) prepare() error {
+	switch {
+	case r.in.Carry != nil:
+		return r.read()
+	case r.fewer:
+		var a *activities.Activities
+		var res activities.PrepareRolloutResult
+		if err := workflow.ExecuteLocalActivity(kubeSteps(r.ctx, "ensure namespace, default "+r.in.Service+", read"), a.PrepareRollout,
+			activities.PrepareRolloutInput{Namespace: r.namespace(), Deployment: r.d, Ref: r.ref}).Get(r.ctx, &res); err != nil {
+			return err
+		}
+		r.d, r.state = res.Deployment, &res.State
+		return nil
+	}
+	// Legacy: one local activity per call.
+	if err := r.ensureNamespace(); err != nil {
+		return err
+	}
+	if err := r.defaultDeployment(); err != nil {
+		return err
+	}
+	return r.read()
+}
+
+func (r *rolloutRun) namespace() activities.EnsureNamespaceInput {
+	return activities.EnsureNamespaceInput{
+		Name:   r.in.Namespace,
+		Labels: map[string]string{"app.kubernetes.io/managed-by": "deployflow"},
+		// Who started this rollout, as Temporal says (issue 20.5).
+		Rollout: true, ParentLease: r.parentLease(),
+	}
+}
+
+// parentLease is the lease whose workflow started this rollout as its
+// child, "" for a standalone rollout. A continued run has it from the run
+// it continues (its carry is the workflow's own: input_guard.go).
+func (r *rolloutRun) parentLease() string {
+	if p := workflow.GetInfo(r.ctx).ParentWorkflowExecution; p != nil {
+		if lease, ok := strings.CutPrefix(p.ID, DeployWorkflowID("")); ok {
+			return lease
+		}
+		return ""
+	}
+	if r.in.Carry != nil {
+		return r.in.Carry.ParentLease
+	}
+	return ""
+}
+
+func (r *rolloutRun) ensureNamespace() error {
+	var a *activities.Activities
+	return workflow.ExecuteLocalActivity(r.kubeCtx("ensure namespace "+r.in.Namespace), a.EnsureNamespace, r.namespace()).Get(r.ctx, nil)
+}
+
+// defaultDeployment replaces the desired Deployment by the API server's
+// defaulted version of it, so the pod-template-hash matches the cluster's.
+func (r *rolloutRun) defaultDeployment() error {
+	var a *activities.Activities
+	var d *appsv1.Deployment
+	if err := workflow.ExecuteLocalActivity(r.kubeCtx("default and validate "+r.in.Service), a.DefaultDeployment,
+		activities.DefaultDeploymentInput{Deployment: r.d}).Get(r.ctx, &d); err != nil {
+		return err
+	}
+	r.d = d
+	return nil
+}
+
+// read refreshes the cluster state.
+func (r *rolloutRun) read() error {
+	var a *activities.Activities
+	var st activities.RolloutState
+	if err := workflow.ExecuteLocalActivity(r.kubeCtx("read "+r.in.Service), a.ReadRolloutState, r.ref).Get(r.ctx, &st); err != nil {
+		return err
+	}
+	r.state = &st
+	return nil
+}
+
+// apply performs a plan in upstream's order: update or create the new
+// ReplicaSet, scale, delete old history. Then it reads the cluster again, as
+// upstream re-syncs on the events of its own writes. A StalePlan (someone
+// else changed a ReplicaSet in between) just means: read and decide again.
+func (r *rolloutRun) apply(plan rollout.Plan) error {
+	var a *activities.Activities
+	uids := map[string]types.UID{}
+	for _, rs := range r.state.ReplicaSets {
+		uids[rs.Name] = rs.UID
+	}
+	if r.fewer {
+		in := activities.ApplyPlanInput{Ref: r.ref, Update: plan.Update, Scales: plan.Scales, Deletes: plan.Deletes, UIDs: uids}
+		if plan.Create != nil {
+			in.Create = plan.Create.DeepCopy()
+			in.Create.Labels[activities.ServiceLabel] = r.in.Service
+		}
+		var res activities.ApplyPlanResult
+		if err := workflow.ExecuteLocalActivity(kubeSteps(r.ctx, planSummary(plan)), a.ApplyPlan, in).Get(r.ctx, &res); err != nil {
+			return err
+		}
+		r.state = &res.State
+		return nil
+	}
+	// Legacy: one local activity per write, then a read.
+	err := func() error {
+		if plan.Update != nil {
+			var rs *appsv1.ReplicaSet
+			summary := fmt.Sprintf("update %s (revision %s)", plan.Update.Name, plan.Update.Annotations[rollout.RevisionAnnotation])
+			if err := workflow.ExecuteLocalActivity(r.kubeCtx(summary), a.UpdateReplicaSet,
+				activities.UpdateReplicaSetInput{ReplicaSet: plan.Update}).Get(r.ctx, &rs); err != nil {
+				return err
+			}
+		}
+		if plan.Create != nil {
+			want := plan.Create.DeepCopy()
+			want.Labels[activities.ServiceLabel] = r.in.Service
+			var rs *appsv1.ReplicaSet
+			summary := fmt.Sprintf("create %s with %d replicas (revision %s)", want.Name, *want.Spec.Replicas, want.Annotations[rollout.RevisionAnnotation])
+			if err := workflow.ExecuteLocalActivity(r.kubeCtx(summary), a.EnsureReplicaSet,
+				activities.EnsureReplicaSetInput{ReplicaSet: want}).Get(r.ctx, &rs); err != nil {
+				return err
+			}
+			uids[rs.Name] = rs.UID
+		}
+		for _, op := range plan.Scales {
+			summary := fmt.Sprintf("scale %s %d→%d", op.ReplicaSet, op.From, op.To)
+			if err := workflow.ExecuteLocalActivity(r.kubeCtx(summary), a.ScaleReplicaSet, activities.ScaleInput{
+				Namespace: r.in.Namespace, Op: op, UID: uids[op.ReplicaSet],
+			}).Get(r.ctx, nil); err != nil {
+				return err
+			}
+		}
+		for _, name := range plan.Deletes {
+			if err := workflow.ExecuteLocalActivity(r.kubeCtx("delete old "+name), a.DeleteReplicaSet, activities.DeleteReplicaSetInput{
+				Namespace: r.in.Namespace, Name: name, UID: uids[name],
+			}).Get(r.ctx, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if err != nil && !activities.IsStalePlan(err) {
+		return err
+	}
+	return r.read()
+}
+
+// planSummary is what a sync writes, as the UI shows its local activity.
+func planSummary(plan rollout.Plan) string {
+	var ops []string
+	if plan.Update != nil {
+		ops = append(ops, fmt.Sprintf("update %s (revision %s)", plan.Update.Name, plan.Update.Annotations[rollout.RevisionAnnotation]))
+	}
+	if c := plan.Create; c != nil {
+		ops = append(ops, fmt.Sprintf("create %s with %d replicas (revision %s)", c.Name, *c.Spec.Replicas, c.Annotations[rollout.RevisionAnnotation]))
+	}
+	for _, op := range plan.Scales {
+		ops = append(ops, fmt.Sprintf("scale %s %d→%d", op.ReplicaSet, op.From, op.To))
+	}
+	for _, name := range plan.Deletes {
+		ops = append(ops, "delete old "+name)
+	}
+	if len(ops) == 0 {
+		return "read"
+	}
+	return strings.Join(ops, ", ") + "; read"
+}
+
+// waitForChange blocks until the service's ReplicaSets (or, for Recreate,
+// pods) change, requeueAfter passes (the controller's progress-deadline
+// re-check), or an operator control wakes it.
+func (r *rolloutRun) waitForChange(requeueAfter time.Duration) error {
+	timeout := requeueAfter
+	if timeout <= 0 {
+		timeout = maxIdleWait
+	}
+	waitCtx, cancel := workflow.WithCancel(r.ctx)
+	r.wake = cancel
+	defer func() { r.wake = nil }()
+
+	var a *activities.Activities
+	var st activities.RolloutState
+	rvs := make(map[string]string, len(r.state.ReplicaSets))
+	for _, rs := range r.state.ReplicaSets {
+		rvs[rs.Name] = rs.ResourceVersion
+	}
+	err := workflow.ExecuteActivity(r.waitCtx(waitCtx, timeout), a.WaitForChange, activities.WaitForChangeInput{
+		ServiceRef:       r.ref,
+		Digest:           r.state.Digest,
+		Timeout:          timeout,
+		ResourceVersions: rvs,
+	}).Get(r.ctx, &st)
+	if temporal.IsCanceledError(err) {
+		if r.ctx.Err() != nil {
+			return err // the rollout itself is cancelled (superseded, torn down)
+		}
+		return nil // an operator changed the desired state: decide again
+	}
+	if err != nil {
+		return err
+	}
+	r.state = &st
+	return nil
+}
+
+// pinServices runs PinServices for this rollout's service.
+func (r *rolloutRun) pinServices(in activities.PinInput) (*activities.PinResult, error) {
+	in.Namespace, in.Service = r.in.Namespace, r.in.Service
+	summary := fmt.Sprintf("pin %s: active %s, preview %s", r.in.Service, orDash(in.Active), orDash(in.Preview))
+	switch {
+	case in.Unpin:
+		summary = "unpin " + r.in.Service
+	case in.Active == "" && in.Preview == "":
+		summary = "read the pins of " + r.in.Service
+	}
+	var a *activities.Activities
+	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second, ScheduleToCloseTimeout: 5 * time.Minute, RetryPolicy: kubeRetry, Summary: summary,
+	})
+	var res activities.PinResult
+	err := workflow.ExecuteLocalActivity(ctx, a.PinServices, in).Get(r.ctx, &res)
+	return &res, err
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// notify tells the worker's webhook (if any) what the canary (or
+// blue-green) did; a
+// webhook that does not answer delays the canary by its retries at most,
+// and never fails it.
+func (r *rolloutRun) notify(event, message string) {
+	var a *activities.Activities
+	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 5},
+		Summary:     "notify " + event,
+	})
+	n := activities.Notification{Time: workflow.Now(r.ctx), Event: event, Namespace: r.in.Namespace, Service: r.in.Service, Message: message}
+	switch {
+	case r.canary != nil:
+		n.Steps, n.Weight = len(r.in.Steps), r.canary.Weight
+		if r.canary.Step < len(r.in.Steps) {
+			n.Step = r.canary.Step + 1
+		}
+	case r.blueGreen != nil:
+		n.Steps = len(r.blueGreenSteps())
+		if r.blueGreen.Step < n.Steps {
+			n.Step = r.blueGreen.Step + 1
+		}
+	}
+	if err := workflow.ExecuteLocalActivity(ctx, a.Notify, n).Get(r.ctx, nil); err != nil {
+		workflow.GetLogger(r.ctx).Warn("canary notification not delivered", "event", event, "error", err)
+	}
+}
