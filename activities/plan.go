@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
@@ -48,25 +47,33 @@ func RenderObjects(m *manifest.Manifest, ips map[string]string, withheld []Withh
 	return out, nil
 }
 
-// Operation texts, shared by plans and by the record of what a deploy did,
-// so `deploy --plan` and the deploy's history speak the same words.
-func OpReserveHostname(h string) string   { return "reserve hostname " + h }
-func OpReleaseHostname(h string) string   { return "release hostname " + h }
-func OpAllocateIP(endpoint string) string { return "allocate an IP for endpoint " + endpoint }
-func OpReleaseIP(endpoint string) string  { return "release the IP of endpoint " + endpoint }
-func OpApply(object string) string        { return "apply " + object }
-func OpDelete(object string) string       { return "delete " + object }
-func OpService(c Classification) string {
-	switch c.Class {
-	case ChangeRollout:
-		if c.CurrentImage == "" {
-			return fmt.Sprintf("roll out %s: %s, %d replicas", c.Service, c.DesiredImage, c.DesiredReplicas)
-		}
-		return fmt.Sprintf("roll out %s: %s → %s, %d → %d replicas", c.Service, c.CurrentImage, c.DesiredImage, c.CurrentReplicas, c.DesiredReplicas)
-	case ChangeScale:
-		return fmt.Sprintf("scale %s: %d → %d replicas", c.Service, c.CurrentReplicas, c.DesiredReplicas)
+// ServiceChange is c in the plan's terms, with m's steps for a service
+// with a running version to compare with; ok is false for a service the
+// deploy does not roll (no change, or only its metadata).
+func ServiceChange(c Classification, m *manifest.Manifest) (change plan.ServiceChange, ok bool) {
+	change = plan.ServiceChange{Service: c.Service, Scale: c.Class == ChangeScale,
+		CurrentImage: c.CurrentImage, DesiredImage: c.DesiredImage, CurrentReplicas: c.CurrentReplicas, DesiredReplicas: c.DesiredReplicas}
+	if c.Class != ChangeScale && c.Class != ChangeRollout {
+		return change, false
 	}
-	return ""
+	s, found := m.Lookup(c.Service)
+	if change.Scale || !found || s.Rollout == nil || c.CurrentImage == "" {
+		return change, true // a first deploy has nothing to compare with or switch from
+	}
+	switch r := s.Rollout; {
+	case r.Strategy == manifest.StrategyBlueGreen:
+		for _, step := range r.BlueGreen.Steps(c.Service, c.DesiredImage, c.DesiredReplicas) {
+			change.BlueGreenSteps = append(change.BlueGreenSteps, step.Text)
+		}
+	case r.Strategy == manifest.StrategyCanary:
+		for _, step := range r.Steps {
+			change.CanarySteps = append(change.CanarySteps, step.String())
+		}
+		if r.Analysis != nil && len(r.Steps) > 0 {
+			change.Background = r.Analysis.String()
+		}
+	}
+	return change, true
 }
 
 // PlanInput is a manifest to plan for its lease's owner.
@@ -211,111 +218,42 @@ func (a *Activities) PlanDeploy(ctx context.Context, in PlanInput) (*DeployPlan,
 		}
 		digests = append(digests, svc+"="+st.Digest)
 	}
-	p.Operations = Operations(p.ReserveHostnames, p.AllocateIPs, p.Objects, p.Prune, p.Services, p.ReleaseHostnames, p.ReleaseIPs)
-	p.Tree = Tree(p, m)
+	d := deploy(p, m)
+	p.Operations = Operations(d)
+	p.Tree = d.Tree()
 	p.Summary = summarize(p)
 	p.Fingerprint = fingerprint(held, declared, p.Objects, p.Prune, digests, p.Tree.Fingerprint())
 	return p, nil
 }
 
 // Tree is the deploy of m that p plans, as the tree of operations the
-// lease's workflow executes in this order: check the lease; the writes
-// before the rollouts (one step: IPs, hostnames, namespace, Services,
-// Ingress); each changed service's rollout, in parallel, with a canary's
-// steps under it; and, once healthy, the release of what m dropped.
-func Tree(p *DeployPlan, m *manifest.Manifest) *plan.Node {
-	root := plan.New(plan.OpDeploy, p.Lease, "deploy lease "+p.Lease)
-	root.Add(plan.New(plan.OpCheckLease, p.Lease, "check that lease "+p.Lease+" is active"))
-	apply := plan.New(plan.OpApply, manifest.Namespace(p.Lease), "reserve and apply, in namespace "+manifest.Namespace(p.Lease))
-	for _, e := range p.AllocateIPs {
-		apply.Add(plan.New(plan.OpAllocateIP, e, OpAllocateIP(e)))
-	}
-	for _, h := range p.ReserveHostnames {
-		apply.Add(plan.New(plan.OpReserveHostname, h, OpReserveHostname(h)))
-	}
-	for _, o := range p.Objects {
-		apply.Add(plan.New(plan.OpApplyObject, o, OpApply(o)))
-	}
-	for _, o := range p.Prune {
-		apply.Add(plan.New(plan.OpDeleteObject, o, OpDelete(o)))
-	}
-	root.Add(apply)
+// lease's workflow executes (internal/plan builds it).
+func Tree(p *DeployPlan, m *manifest.Manifest) *plan.Node { return deploy(p, m).Tree() }
+
+func deploy(p *DeployPlan, m *manifest.Manifest) plan.Deploy {
+	d := plan.Deploy{Lease: p.Lease, Namespace: manifest.Namespace(p.Lease),
+		AllocateIPs: p.AllocateIPs, ReserveHostnames: p.ReserveHostnames, Objects: p.Objects, Prune: p.Prune,
+		ReleaseHostnames: p.ReleaseHostnames, ReleaseIPs: p.ReleaseIPs}
 	for _, c := range p.Services {
-		root.Add(ServiceNode(c, m))
-	}
-	release := plan.New(plan.OpRelease, p.Lease, "release what the manifest no longer declares, once healthy")
-	for _, h := range p.ReleaseHostnames {
-		release.Add(plan.New(plan.OpReleaseHostname, h, OpReleaseHostname(h)))
-	}
-	for _, e := range p.ReleaseIPs {
-		release.Add(plan.New(plan.OpReleaseIP, e, OpReleaseIP(e)))
-	}
-	return root.Add(release)
-}
-
-// ServiceNode is what the deploy does to one service, classified as c: a
-// rollout (a canary's steps under it, when there is a running version to
-// compare with), a scale, or nothing (nil).
-func ServiceNode(c Classification, m *manifest.Manifest) *plan.Node {
-	text := OpService(c)
-	switch c.Class {
-	case ChangeScale:
-		return plan.New(plan.OpScale, c.Service, text)
-	case ChangeRollout:
-	default:
-		return nil
-	}
-	n := plan.New(plan.OpRollOut, c.Service, text)
-	s, ok := m.Lookup(c.Service)
-	if !ok || s.Rollout == nil || c.CurrentImage == "" {
-		return n // a first deploy has nothing to compare with or switch from
-	}
-	if s.Rollout.Strategy == manifest.StrategyBlueGreen {
-		steps := s.Rollout.BlueGreen.Steps(c.Service, c.DesiredImage, c.DesiredReplicas)
-		n.Text += " (blue-green)"
-		for i, step := range steps {
-			n.Add(plan.New(plan.OpBlueGreenStep, strconv.Itoa(i+1), fmt.Sprintf("step %d/%d: %s", i+1, len(steps), step.Text)))
+		if change, ok := ServiceChange(c, m); ok {
+			d.Services = append(d.Services, change)
 		}
-		return n
 	}
-	if s.Rollout.Strategy != manifest.StrategyCanary || len(s.Rollout.Steps) == 0 {
-		return n
-	}
-	n.Text += fmt.Sprintf(" (canary, %d steps)", len(s.Rollout.Steps))
-	if a := s.Rollout.Analysis; a != nil {
-		n.Add(plan.New(plan.OpBackground, c.Service, "background "+a.String()+", while the steps run"))
-	}
-	for i, step := range s.Rollout.Steps {
-		n.Add(plan.New(plan.OpCanaryStep, strconv.Itoa(i+1), fmt.Sprintf("step %d/%d: %s", i+1, len(s.Rollout.Steps), step)))
-	}
-	return n
+	return d
 }
 
-// Operations lists a deploy's operations in the order the chain runs them.
-func Operations(reserve, allocate, objects, prune []string, services []Classification, releaseHosts, releaseIPs []string) []string {
+// Operations lists a deploy's operations in the order the chain runs them:
+// the apply step's, each service's change, the release step's.
+func Operations(d plan.Deploy) []string {
 	var ops []string
-	for _, e := range allocate {
-		ops = append(ops, OpAllocateIP(e))
+	for _, n := range d.ApplyOps() {
+		ops = append(ops, n.Text)
 	}
-	for _, h := range reserve {
-		ops = append(ops, OpReserveHostname(h))
+	for _, c := range d.Services {
+		ops = append(ops, c.Text())
 	}
-	for _, o := range objects {
-		ops = append(ops, OpApply(o))
-	}
-	for _, o := range prune {
-		ops = append(ops, OpDelete(o))
-	}
-	for _, c := range services {
-		if op := OpService(c); op != "" {
-			ops = append(ops, op)
-		}
-	}
-	for _, h := range releaseHosts {
-		ops = append(ops, OpReleaseHostname(h))
-	}
-	for _, e := range releaseIPs {
-		ops = append(ops, OpReleaseIP(e))
+	for _, n := range d.ReleaseOps() {
+		ops = append(ops, n.Text)
 	}
 	return ops
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
@@ -46,8 +47,11 @@ func TestTree(t *testing.T) {
 `, Tree(p, m).String())
 
 	// A first deploy has nothing stable to compare with: no canary steps.
-	first := ServiceNode(Classification{Service: "web", Class: ChangeRollout, DesiredImage: "nginx:1.27", DesiredReplicas: 2}, m)
+	change, ok := ServiceChange(Classification{Service: "web", Class: ChangeRollout, DesiredImage: "nginx:1.27", DesiredReplicas: 2}, m)
+	require.True(t, ok)
+	first := plan.Service(change)
 	assert.Equal(t, plan.OpRollOut, first.Op)
 	assert.Empty(t, first.Children)
-	assert.Nil(t, ServiceNode(Classification{Service: "db", Class: ChangeMetadata}, m), "pods stay: no rollout")
+	_, ok = ServiceChange(Classification{Service: "db", Class: ChangeMetadata}, m)
+	assert.False(t, ok, "pods stay: no rollout")
 }

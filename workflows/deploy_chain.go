@@ -74,17 +74,14 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	// 5. namespace, Services, LoadBalancer Services and Ingress; 6. each
 	// service's change, classified before acting on it.
 	applied, err := w.applyWorkload(m, lease.Owner)
-	var ran []string
-	kinds := map[string]func(string) *planpkg.Node{}
-	did := func(op planpkg.Op, target, text string) {
-		ran = append(ran, text)
-		kinds[text] = func(t string) *planpkg.Node { return planpkg.New(op, target, t) }
-	}
+	// ran: the operations performed, by identity (operation and target).
+	var ran []*planpkg.Node
+	did := func(n *planpkg.Node) { ran = append(ran, n) }
 	if applied.IPs != nil {
 		w.ips = applied.IPs
 		for _, e := range m.IPEndpoints() {
 			if _, kept := plan.KeepIPs[e]; !kept {
-				did(planpkg.OpAllocateIP, e, activities.OpAllocateIP(e))
+				did(planpkg.AllocateIP(e))
 			}
 		}
 	}
@@ -93,20 +90,20 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		w.hostnames, w.withheld = hosts.Reserved, hosts.Withheld
 		for _, h := range hosts.Reserved {
 			if !heldBefore[h] {
-				did(planpkg.OpReserveHostname, h, activities.OpReserveHostname(h))
+				did(planpkg.ReserveHostname(h))
 			}
 		}
 	}
 	if err == nil {
 		for _, o := range applied.Applied.Changed {
-			did(planpkg.OpApplyObject, o, activities.OpApply(o))
+			did(planpkg.ApplyObject(o))
 		}
 		for _, o := range applied.Applied.Pruned {
-			did(planpkg.OpDeleteObject, o, activities.OpDelete(o))
+			did(planpkg.DeleteObject(o))
 		}
 	}
-	res.operations = append(res.operations, ran...)
-	w.markStep(planpkg.OpApply, ran, func(t string) *planpkg.Node { return kinds[t](t) }, err)
+	res.operations = append(res.operations, texts(ran)...)
+	w.markStep(planpkg.OpApply, ran, err)
 	if err != nil {
 		return res, err
 	}
@@ -126,8 +123,8 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 			c.Class = activities.ChangeMetadata
 		}
 		res.classes[svc] = c.Class
-		if op := activities.OpService(c); op != "" {
-			res.operations = append(res.operations, op)
+		if change, ok := activities.ServiceChange(c, m); ok {
+			res.operations = append(res.operations, change.Text())
 		}
 		w.serviceNode(c, m)
 		if c.Class == activities.ChangeScale || c.Class == activities.ChangeRollout {
@@ -170,16 +167,16 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	released, err := w.finish(m)
 	ran = nil
 	for _, h := range released.Hostnames {
-		did(planpkg.OpReleaseHostname, h, activities.OpReleaseHostname(h))
+		did(planpkg.ReleaseHostname(h))
 	}
 	for _, e := range released.IPs {
-		did(planpkg.OpReleaseIP, e, activities.OpReleaseIP(e))
+		did(planpkg.ReleaseIP(e))
 	}
-	w.markStep(planpkg.OpRelease, ran, func(t string) *planpkg.Node { return kinds[t](t) }, err)
+	w.markStep(planpkg.OpRelease, ran, err)
 	if err != nil {
 		return res, err
 	}
-	res.operations = append(res.operations, ran...)
+	res.operations = append(res.operations, texts(ran)...)
 	return res, nil
 }
 

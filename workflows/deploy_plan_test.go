@@ -13,6 +13,7 @@ import (
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/plan"
 	"github.com/deployflow/deployflow/workflows"
 )
 
@@ -32,12 +33,12 @@ func TestPlanListsTheOperationsTheDeployExecutes(t *testing.T) {
 	v1 := twoServices(dt.lease, hostA, "nginx:1.26", nil, false)
 	p1 := dt.plan(v1)
 	assert.Equal(t, []string{
-		activities.OpAllocateIP("public"),
-		activities.OpReserveHostname(hostA),
-		activities.OpApply("Ingress/lease-ingress"),
-		activities.OpApply("Service/api"),
-		activities.OpApply("Service/api-ip-public"),
-		activities.OpApply("Service/web"),
+		plan.AllocateIP("public").Text,
+		plan.ReserveHostname(hostA).Text,
+		plan.ApplyObject("Ingress/lease-ingress").Text,
+		plan.ApplyObject("Service/api").Text,
+		plan.ApplyObject("Service/api-ip-public").Text,
+		plan.ApplyObject("Service/web").Text,
 		"roll out web: nginx:1.26, 3 replicas",
 		"roll out api: ghcr.io/acme/api:1.0, 3 replicas",
 	}, p1.Operations)
@@ -49,10 +50,10 @@ func TestPlanListsTheOperationsTheDeployExecutes(t *testing.T) {
 	v2 := twoServices(dt.lease, hostB, "nginx:1.27", nil, false)
 	v2.Services[1].Ports[0].Expose = nil // api drops its IP endpoint
 	p2 := dt.plan(v2)
-	assert.Contains(t, p2.Operations, activities.OpReserveHostname(hostB))
-	assert.Contains(t, p2.Operations, activities.OpReleaseHostname(hostA))
-	assert.Contains(t, p2.Operations, activities.OpReleaseIP("public"))
-	assert.Contains(t, p2.Operations, activities.OpDelete("Service/api-ip-public"))
+	assert.Contains(t, p2.Operations, plan.ReserveHostname(hostB).Text)
+	assert.Contains(t, p2.Operations, plan.ReleaseHostname(hostA).Text)
+	assert.Contains(t, p2.Operations, plan.ReleaseIP("public").Text)
+	assert.Contains(t, p2.Operations, plan.DeleteObject("Service/api-ip-public").Text)
 	assert.Contains(t, p2.Operations, "roll out web: nginx:1.26 → nginx:1.27, 3 → 3 replicas")
 	assert.Contains(t, p2.Summary, "2 services")
 	dt.deploy(v2)

@@ -47,30 +47,35 @@ func (w *deployRun) treeStep(op plan.Op) *plan.Node {
 }
 
 // markStep marks the step op done (or failed with err) and its operations
-// by what ran: done, or skipped as there was nothing left to do; an
-// operation that ran but was not in the plan is added.
-func (w *deployRun) markStep(op plan.Op, ran []string, add func(text string) *plan.Node, err error) {
+// by what ran, matched by identity (operation and target, never by text):
+// done, or skipped as there was nothing left to do; an operation that ran
+// but was not in the plan is added, marked so.
+func (w *deployRun) markStep(op plan.Op, ran []*plan.Node, err error) {
 	step := w.treeStep(op)
 	if step == nil {
 		return
 	}
-	ranSet := map[string]bool{}
-	for _, t := range ran {
-		ranSet[t] = true
+	type id struct {
+		op     plan.Op
+		target string
 	}
-	planned := map[string]bool{}
+	ranSet := map[id]bool{}
+	for _, n := range ran {
+		ranSet[id{n.Op, n.Target}] = true
+	}
+	planned := map[id]bool{}
 	for _, c := range step.Children {
-		planned[c.Text] = true
+		planned[id{c.Op, c.Target}] = true
 		switch {
-		case ranSet[c.Text]:
+		case ranSet[id{c.Op, c.Target}]:
 			c.Mark(plan.Done, nil)
 		case err == nil:
 			c.Mark(plan.Skipped, errors.New("nothing left to do"))
 		}
 	}
-	for _, t := range ran {
-		if !planned[t] {
-			n := add(t)
+	for _, n := range ran {
+		if !planned[id{n.Op, n.Target}] {
+			n = n.Clone()
 			n.Text += notInPlan
 			n.Mark(plan.Done, nil)
 			step.Add(n)
@@ -83,16 +88,26 @@ func (w *deployRun) markStep(op plan.Op, ran []string, add func(text string) *pl
 	step.Mark(plan.Done, nil)
 }
 
+// texts are the nodes' texts, as the lease's history lists operations.
+func texts(nodes []*plan.Node) []string {
+	out := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, n.Text)
+	}
+	return out
+}
+
 // serviceNode finds the deploy's node for svc's change c (w.nodes): the
 // plan's, or, if the plan did not have it, one added and marked so.
 func (w *deployRun) serviceNode(c activities.Classification, m *manifest.Manifest) {
 	if w.tree == nil {
 		return
 	}
-	want := activities.ServiceNode(c, m)
-	if want == nil {
+	change, ok := activities.ServiceChange(c, m)
+	if !ok {
 		return
 	}
+	want := plan.Service(change)
 	if n := w.tree.Find(want.Op, c.Service); n != nil {
 		w.nodes[c.Service] = n
 		return
