@@ -60,7 +60,7 @@ func DeployWorkflowID(lease string) string { return "deploy-" + lease }
 // except by teardown. After each finished deploy it continues as new.
 // Replaying it after a worker restart writes nothing to the cluster.
 func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error) {
-	if in.invalid != nil && gate(ctx, versionStrictInput) {
+	if in.invalid != nil && refusesMalformedInput(ctx) {
 		return nil, temporal.NewNonRetryableApplicationError(in.invalid.Error(), inputErrorType(in.invalid, "manifest"), nil)
 	}
 	if err := validateManifest(ctx, &in.Manifest, in.Carry != nil && continued(ctx)); err != nil {
@@ -70,7 +70,7 @@ func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error)
 		return nil, err
 	}
 	w := newDeployRun(ctx, in)
-	w.fewer = takesAll(ctx, in.Carry != nil && in.Carry.FewerEvents)
+	w.behaviour = newBehaviour(ctx, in.Carry != nil && in.Carry.FewerEvents)
 	if err := w.registerControls(); err != nil {
 		return nil, err
 	}
@@ -91,7 +91,7 @@ func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error)
 			if errors.Is(err, errTeardown) || w.teardown {
 				return w.tearDown()
 			}
-			if isLeaseNotActive(w.lastFailure) && w.lastGood == nil && w.takes(versionEndUnknownLease) {
+			if isLeaseNotActive(w.lastFailure) && w.lastGood == nil && w.endsUnknownLease() {
 				w.leaseGone = true
 			}
 			if w.leaseGone {
@@ -108,7 +108,7 @@ func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error)
 		}
 		// Idle: wait for work. The worker's observer tells the workflow what
 		// changes (lease-events); one slow timer checks in case it missed it.
-		w.events = w.takes(versionLeaseEvents)
+		w.askLeaseEvents()
 		w.idle = true
 		woken, err := workflow.AwaitWithTimeout(ctx, w.idleInterval(), func() bool {
 			return w.pending != nil || w.teardown || w.observation != nil
@@ -169,7 +169,7 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 			w.lastGood, w.current = res.ran, res.ran
 			rec.Outcome = "Succeeded, as changed by an operator during the rollout"
 		}
-		if upgradeTestBuild && gate(w.ctx, versionUpgradeTest) {
+		if w.marksUpgradeTest() {
 			rec.Outcome += " (build B)"
 		}
 		w.lastErr, w.lastFailure = "", nil
@@ -193,7 +193,7 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 			}
 			rec.Rollback = w.endTree(rerr)
 			w.reverting = false
-		case !res.changed && w.takes(versionReleaseOnEarlyFailure):
+		case !res.changed && w.releasesOnEarlyFailure():
 			// Nothing of the workload changed: give back the hostnames and
 			// IPs this deploy took that the running version does not hold.
 			if released := w.releaseUnheld(); len(released) > 0 {
@@ -205,7 +205,7 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 	w.tree = nil
 	w.record(rec)
 	w.publish()
-	if !w.fewer || err != nil {
+	if !w.batches() || err != nil {
 		w.reportDeploy(rec, err) // a successful chain reported it as it finished
 	}
 	if errors.Is(err, errTeardown) {
@@ -273,7 +273,7 @@ func (w *deployRun) end() (*DeployStatus, error) {
 // deploy) are drained first and carried over, not dropped with the run.
 func (w *deployRun) continueAsNew() (*DeployStatus, error) {
 	w.settle()
-	if w.takes(versionDrainSignals) {
+	if w.drainsSignals() {
 		w.drainSignals()
 	}
 	return nil, workflow.NewContinueAsNewError(w.ctx, DeployWorkflow, fitCarry(w.carryOver()))

@@ -112,7 +112,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	rollouts := map[string]RolloutInput{}
 	// A return to the last-known-good manifest runs no canary steps and no
 	// blue-green waits (runs that started before that change replay without).
-	fastRevert := w.reverting && gate(w.ctx, versionRevertWithoutWaits)
+	fastRevert := w.revertsWithoutWaits()
 	for _, c := range applied.Classes {
 		svc := c.Service
 		d, err := m.Deployment(svc)
@@ -128,7 +128,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		}
 		w.serviceNode(c, m)
 		if c.Class == activities.ChangeScale || c.Class == activities.ChangeRollout {
-			in := RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.fewer, Revert: fastRevert}
+			in := RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.batches(), Revert: fastRevert}
 			if s, ok := m.Lookup(svc); ok && s.Rollout != nil && c.Class == activities.ChangeRollout {
 				switch s.Rollout.Strategy {
 				case manifest.StrategyCanary:
@@ -156,7 +156,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		if err != nil {
 			return res, err
 		}
-		if w.takes(versionLeaseFollowsRollout) {
+		if w.followsRollouts() {
 			if res.ran, err = followRollouts(m, results); err != nil {
 				return res, err
 			}
@@ -210,10 +210,7 @@ func (w *deployRun) rollOut(rollouts map[string]RolloutInput) (map[string]Rollou
 	}
 	sort.Strings(services)
 
-	rolloutID := RolloutWorkflowID
-	if !w.takes(versionRolloutID) {
-		rolloutID = LegacyRolloutWorkflowID // a lease workflow that started its rollouts before the change
-	}
+	rolloutID := w.rolloutWorkflowID()
 	errs := map[string]error{}
 	results := map[string]RolloutResult{}
 	done := 0
@@ -241,7 +238,7 @@ func (w *deployRun) rollOut(rollouts map[string]RolloutInput) (map[string]Rollou
 	// The lease closing: the observer tells (fewer-events), a slow timer
 	// checks in case it missed it; legacy runs check every healthInterval.
 	tick := w.healthInterval
-	if w.fewer && w.in.HealthIntervalSeconds <= 0 {
+	if w.batches() && w.in.HealthIntervalSeconds <= 0 {
 		tick = defaultSafetyNet
 	}
 	w.rollingOut = true

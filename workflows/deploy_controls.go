@@ -26,7 +26,7 @@ type ScaleServiceRequest struct {
 // redeploy queues the lease's last-known-good manifest again, restarted if
 // asked. A lease with nothing deployed yet has nothing to redeploy.
 func (w *deployRun) redeploy(req RedeployRequest) {
-	if req.Action != RedeployRestart && req.Action != RedeployReapply && gate(w.ctx, versionStrictInput) {
+	if req.Action != RedeployRestart && req.Action != RedeployReapply && refusesMalformedInput(w.ctx) {
 		// A signal has no answer: what is wrong goes to the worker's log.
 		workflow.GetLogger(w.ctx).Warn(fmt.Sprintf("redeploy signal ignored: action %q: want %s or %s", req.Action, RedeployRestart, RedeployReapply), "lease", w.lease)
 		return
@@ -49,7 +49,7 @@ func (w *deployRun) redeploy(req RedeployRequest) {
 	if w.pending == nil {
 		w.pending = &m
 		w.pendingTrigger = req.Trigger
-		if checkTrigger("trigger", req.Trigger) != nil && gate(w.ctx, versionGuardedInput) {
+		if checkTrigger("trigger", req.Trigger) != nil && refusesGuarded(w.ctx) {
 			// A signal has no answer: a trigger that is not a short
 			// printable word never reaches the search attributes.
 			workflow.GetLogger(w.ctx).Warn("redeploy signal's trigger dropped", "lease", w.lease, "error", checkTrigger("trigger", req.Trigger))
@@ -281,7 +281,7 @@ func (w *deployRun) drainSignals() {
 func (w *deployRun) joins(req DeployRequest) bool {
 	return w.phase == PhaseDeploying && !w.reverting && w.pending == nil && w.requested != nil &&
 		req.PlanFingerprint == "" && w.approvedPlan == "" && !req.Manifest.RequireApproval &&
-		sameManifest(w.requested, &req.Manifest) && gate(w.ctx, versionJoinSameManifest)
+		sameManifest(w.requested, &req.Manifest) && w.joinsSameManifest()
 }
 
 func sameManifest(a, b *manifest.Manifest) bool {

@@ -41,7 +41,7 @@ const defaultSafetyNet = time.Hour
 // idleInterval is how long the idle workflow waits before checking the
 // lease itself.
 func (w *deployRun) idleInterval() time.Duration {
-	if w.events && w.in.HealthIntervalSeconds <= 0 {
+	if w.takesLeaseEvents() && w.in.HealthIntervalSeconds <= 0 {
 		return defaultSafetyNet
 	}
 	return w.healthInterval
@@ -69,11 +69,11 @@ func (w *deployRun) takesObservation(o *observe.Observation) error {
 		return fmt.Errorf("lease: the observation is of lease %q, this workflow deploys lease %q", o.Lease, w.lease)
 	case w.teardown || w.leaseGone:
 		return known("the lease is being torn down")
-	case o.Closed && w.rollingOut && w.fewer:
+	case o.Closed && w.rollingOut && w.batches():
 		return nil // the rollouts are cancelled and the lease torn down
 	case !w.idle:
 		return temporal.NewApplicationError("a deploy is in progress; its rollouts watch the services", ErrObservationDeferred)
-	case !w.events:
+	case !w.takesLeaseEvents():
 		return known("this run predates observations")
 	case w.observation != nil && w.observation.Key() == o.Key():
 		// Another observer's, in the same workflow task: the same change.
@@ -193,31 +193,11 @@ func (w *deployRun) observeLease() *observe.Observation {
 // a cluster that cannot be observed is Unknown — never Degraded, never a
 // reason to tear anything down.
 func (w *deployRun) monitor() {
-	if w.events {
-		w.takeObservation(w.observeLease())
+	if !w.takesLeaseEvents() {
+		w.legacyMonitor()
 		return
 	}
-	if w.lastGood == nil && w.current == nil {
-		// Nothing deployed: the workflow waits for a manifest, unless its
-		// lease is gone, which ends it.
-		if w.takes(versionEndUnknownLease) {
-			if active, err := w.leaseActive(); err == nil && !active {
-				w.leaseGone = true
-			}
-		}
-		return
-	}
-	active, err := w.leaseActive()
-	switch {
-	case err != nil:
-		w.observe(false, false)
-		return
-	case !active:
-		w.teardown = true
-		return
-	}
-	healthy, err := w.checkHealth()
-	w.observe(err == nil, healthy)
+	w.takeObservation(w.observeLease())
 }
 
 // observe moves the phase on one health observation.

@@ -84,7 +84,7 @@ func (w *deployRun) setPhase(phase string) {
 	}
 	w.phase = phase
 	w.publish()
-	if w.fewer {
+	if w.batches() {
 		return // deployflow_leases counts phases from visibility
 	}
 	var a *activities.Activities
@@ -107,7 +107,7 @@ func (w *deployRun) publish() {
 		updates = append(updates, searchattr.Services.ValueSet(w.current.ServiceNames()))
 	}
 	workflow.SetCurrentDetails(w.ctx, w.details())
-	if w.fewer {
+	if w.batches() {
 		if w.searchAttributes() == w.published {
 			return // nothing changed: no upsert, no event
 		}

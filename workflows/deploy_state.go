@@ -58,11 +58,11 @@ type deployRun struct {
 	teardowns      workflow.ReceiveChannel
 	redeploys      workflow.ReceiveChannel
 	leaseGone      bool                 // the lease is unknown or closed and nothing of it is deployed
-	events         bool                 // this run takes the observer's observations (versionLeaseEvents)
 	idle           bool                 // waiting for work: observations are taken only then
 	observation    *observe.Observation // accepted, not yet acted on
-	// fewer: this run takes versionFewerEvents and every change before it.
-	fewer bool
+	// behaviour: where this run's code differs from the current path
+	// (legacy.go).
+	behaviour
 	// published is the search attributes last upserted (fewer-events
 	// upserts only changes).
 	published string
@@ -75,10 +75,6 @@ type deployRun struct {
 	// deployStarted is when the deploy in progress started.
 	deployStarted time.Time
 }
-
-// takes reports whether this run takes change id: always when it takes
-// versionFewerEvents, else as its own gate says.
-func (w *deployRun) takes(id string) bool { return w.fewer || gate(w.ctx, id) }
 
 // deployID names one run of the deploy chain, for content-based change
 // detection in ApplyObjects: a retried apply of the same run carries it.
@@ -141,7 +137,7 @@ func (w *deployRun) carryOver() DeployInput {
 		Owner: w.owner, Phase: w.phase, LastGood: w.lastGood, Pending: w.pending, PendingTrigger: w.pendingTrigger, PendingPlan: w.pendingPlan,
 		Revision: w.revision, History: w.history, Teardown: w.teardown,
 		LastError: w.lastErr, Classes: w.classes, Hostnames: w.hostnames, Withheld: w.withheld, IPs: w.ips,
-		Objects: w.objects, Plan: w.plan, FewerEvents: w.fewer, Published: w.published, LastFailed: w.lastFailed,
+		Objects: w.objects, Plan: w.plan, FewerEvents: w.batches(), Published: w.published, LastFailed: w.lastFailed,
 	}
 	return in
 }
@@ -163,7 +159,7 @@ func (w *deployRun) historyFull() bool {
 // ends (see rolloutRun.settleControls).
 func (w *deployRun) settle() {
 	_ = workflow.Await(w.ctx, func() bool { return workflow.AllHandlersFinished(w.ctx) })
-	if w.unsettled && w.fewer && workflow.GetInfo(w.ctx).GetCurrentHistoryLength() > w.unsettledAt {
+	if w.unsettled && w.batches() && workflow.GetInfo(w.ctx).GetCurrentHistoryLength() > w.unsettledAt {
 		w.unsettled = false // accepted in a task that has completed: recorded already
 	}
 	if w.unsettled {

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deployflow/deployflow/activities"
@@ -10,18 +9,12 @@ import (
 
 // Where the deploy chain touches the cluster: three local activities, one
 // history event each (versionFewerEvents). Runs that predate it replay the
-// same steps as the separate calls they recorded (the "legacy" branches).
+// same steps as the separate calls they recorded (legacy.go).
 
 // prepare checks the lease and plans the deploy of m.
 func (w *deployRun) prepare(m *manifest.Manifest) (*activities.LeaseInfo, *activities.DeployPlan, error) {
-	if !w.fewer {
-		lease, err := w.checkLease(m.Lease)
-		if err != nil {
-			return nil, nil, err
-		}
-		w.owner = lease.Owner
-		plan, err := w.planDeploy(m)
-		return lease, plan, err
+	if !w.batches() {
+		return w.legacyPrepare(m)
 	}
 	var a *activities.Activities
 	var res activities.PrepareDeployResult
@@ -39,56 +32,12 @@ func (w *deployRun) prepare(m *manifest.Manifest) (*activities.LeaseInfo, *activ
 func (w *deployRun) applyWorkload(m *manifest.Manifest, owner string) (activities.ApplyDeployResult, error) {
 	var a *activities.Activities
 	var res activities.ApplyDeployResult
-	if w.fewer {
-		err := workflow.ExecuteLocalActivity(kubeSteps(w.ctx, "reserve, apply services and ingress, classify"), a.ApplyDeploy,
-			activities.ApplyDeployInput{Manifest: *m, Owner: owner, DeployID: w.deployID(), Previous: w.objects}).Get(w.ctx, &res)
-		return res, err
+	if !w.batches() {
+		return w.legacyApplyWorkload(m, owner)
 	}
-	// Legacy: one local activity per call.
-	if err := workflow.ExecuteLocalActivity(w.kubeCtx("reserve IPs"), a.EnsureIPs, activities.IPsInput{
-		Lease: m.Lease, Owner: owner, Endpoints: m.IPEndpoints(),
-	}).Get(w.ctx, &res.IPs); err != nil {
-		return res, err
-	}
-	var hosts activities.HostnamesResult
-	if err := workflow.ExecuteLocalActivity(w.kubeCtx("reserve hostnames"), a.ReserveHostnames, activities.HostnamesInput{
-		Lease: m.Lease, Owner: owner, Hostnames: m.Hostnames(),
-	}).Get(w.ctx, &hosts); err != nil {
-		return res, err
-	}
-	res.Hostnames = &hosts
-	ns := manifest.Namespace(m.Lease)
-	if err := workflow.ExecuteLocalActivity(w.kubeCtx("ensure namespace "+ns), a.EnsureNamespace, activities.EnsureNamespaceInput{
-		Name: ns, Labels: map[string]string{manifest.LeaseLabel: m.Lease, manifest.ManagedByLabel: manifest.ManagedBy},
-	}).Get(w.ctx, nil); err != nil {
-		return res, err
-	}
-	objects, err := activities.RenderObjects(m, res.IPs, hosts.Withheld)
-	if err != nil {
-		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
-	}
-	objects.DeployID = w.deployID()
-	objects.Previous = w.objects
-	var applied activities.ApplyObjectsResult
-	if err := workflow.ExecuteLocalActivity(w.kubeCtx("apply services and ingress"), a.ApplyObjects, objects).Get(w.ctx, &applied); err != nil {
-		return res, err
-	}
-	res.Applied = &applied
-	for _, svc := range m.ServiceNames() {
-		d, err := m.Deployment(svc)
-		if err != nil {
-			return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
-		}
-		var c activities.Classification
-		if err := workflow.ExecuteLocalActivity(w.kubeCtx("classify "+svc), a.ClassifyService, activities.ClassifyInput{
-			Deployment: d, Service: svc,
-		}).Get(w.ctx, &c); err != nil {
-			return res, err
-		}
-		c.Service = svc
-		res.Classes = append(res.Classes, c)
-	}
-	return res, nil
+	err := workflow.ExecuteLocalActivity(kubeSteps(w.ctx, "reserve, apply services and ingress, classify"), a.ApplyDeploy,
+		activities.ApplyDeployInput{Manifest: *m, Owner: owner, DeployID: w.deployID(), Previous: w.objects}).Get(w.ctx, &res)
+	return res, err
 }
 
 // finish releases the hostnames and IPs m no longer declares, once the new
@@ -96,22 +45,13 @@ func (w *deployRun) applyWorkload(m *manifest.Manifest, owner string) (activitie
 func (w *deployRun) finish(m *manifest.Manifest) (activities.FinishDeployResult, error) {
 	var a *activities.Activities
 	var res activities.FinishDeployResult
-	if w.fewer {
-		in := activities.FinishDeployInput{Lease: m.Lease, KeepHostnames: m.Hostnames(), KeepIPs: m.IPEndpoints()}
-		if !w.reverting {
-			in.Report = &activities.DeployReport{Lease: w.lease, Seconds: workflow.Now(w.ctx).Sub(w.deployStarted).Seconds(), Result: "success"}
-		}
-		err := workflow.ExecuteLocalActivity(kubeSteps(w.ctx, "release what the manifest dropped"), a.FinishDeploy, in).Get(w.ctx, &res)
-		return res, err
+	if !w.batches() {
+		return w.legacyFinish(m)
 	}
-	// Legacy: one local activity per kind.
-	if err := workflow.ExecuteLocalActivity(w.kubeCtx("release dropped hostnames"), a.ReleaseHostnames, activities.ReleaseInput{
-		Lease: m.Lease, Keep: m.Hostnames(),
-	}).Get(w.ctx, &res.Hostnames); err != nil {
-		return res, err
+	in := activities.FinishDeployInput{Lease: m.Lease, KeepHostnames: m.Hostnames(), KeepIPs: m.IPEndpoints()}
+	if !w.reverting {
+		in.Report = &activities.DeployReport{Lease: w.lease, Seconds: workflow.Now(w.ctx).Sub(w.deployStarted).Seconds(), Result: "success"}
 	}
-	err := workflow.ExecuteLocalActivity(w.kubeCtx("release dropped IPs"), a.ReleaseIPs, activities.ReleaseInput{
-		Lease: m.Lease, Keep: m.IPEndpoints(),
-	}).Get(w.ctx, &res.IPs)
+	err := workflow.ExecuteLocalActivity(kubeSteps(w.ctx, "release what the manifest dropped"), a.FinishDeploy, in).Get(w.ctx, &res)
 	return res, err
 }

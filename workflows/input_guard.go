@@ -92,7 +92,7 @@ func validateManifest(ctx workflow.Context, m *manifest.Manifest, carried bool) 
 		return m.ValidateLenient()
 	}
 	err := m.Validate()
-	if err != nil && m.ValidateLenient() == nil && !gate(ctx, versionStrictAnalyses) {
+	if err != nil && m.ValidateLenient() == nil && !refusesLenientManifest(ctx) {
 		return nil
 	}
 	return err
@@ -101,7 +101,7 @@ func validateManifest(ctx workflow.Context, m *manifest.Manifest, carried bool) 
 // refuseGuarded ends a run whose input fails its guard, for runs that take
 // versionGuardedInput (runs before it went on).
 func refuseGuarded(ctx workflow.Context, problem error) error {
-	if problem == nil || !gate(ctx, versionGuardedInput) {
+	if problem == nil || !refusesGuarded(ctx) {
 		return nil
 	}
 	return temporal.NewNonRetryableApplicationError(problem.Error(), ErrInvalidInput, nil)

@@ -21,7 +21,7 @@ const historiesDir = "../testdata/histories"
 
 // Every recorded history replays on the current workflow code. A change
 // that makes one fail would break every running lease at the next worker
-// upgrade: it needs a workflow.GetVersion gate (workflows/versions.go) and
+// upgrade: it needs a workflow.GetVersion gate (workflows/gates.go, legacy.go) and
 // new recordings beside the old ones, never a rewrite of old ones. No stack
 // is needed.
 func TestRecordedHistoriesReplay(t *testing.T) {

@@ -74,7 +74,7 @@ type StepsResult struct {
 // fails with ProgressDeadlineExceeded, after restoring the last-known-good
 // revision when autoRollback is set.
 func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (*RolloutResult, error) {
-	if in.invalid != nil && gate(ctx, versionStrictInput) {
+	if in.invalid != nil && refusesMalformedInput(ctx) {
 		return nil, temporal.NewNonRetryableApplicationError(in.invalid.Error(), ErrInvalidInput, nil)
 	}
 	if err := refuseGuarded(ctx, in.guard(continued(ctx))); err != nil {
@@ -85,7 +85,7 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (*RolloutResult, err
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
 	}
 	r := newRolloutRun(ctx, in, d)
-	r.fewer = takesAll(ctx, in.FewerEvents)
+	r.behaviour = newBehaviour(ctx, in.FewerEvents)
 	if err := r.registerControls(); err != nil {
 		return nil, err
 	}
@@ -100,7 +100,7 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (*RolloutResult, err
 	if in.Carry == nil {
 		r.stableRevision = stableRevision(r.state.ReplicaSets)
 		if r.isCanary() {
-			r.canary = &CanaryState{Counted: gate(ctx, versionCanaryCounted)}
+			r.canary = &CanaryState{Counted: countsCanarySides(ctx)}
 		}
 		if in.BlueGreen != nil {
 			if err := r.startBlueGreen(); err != nil {

@@ -58,7 +58,7 @@ func (r *rolloutRun) measure(ctx workflow.Context, a *manifest.Analysis) (analys
 	})
 	// The activity judges (issue 20.1); runs before the gate judge here.
 	var judge *analysis.Conditions
-	if gate(ctx, versionJudgeWhereMeasured) {
+	if judgesWhereMeasured(ctx) {
 		c := analysis.ConditionsOf(a)
 		judge = &c
 	}
@@ -89,10 +89,7 @@ func (r *rolloutRun) measure(ctx workflow.Context, a *manifest.Analysis) (analys
 	}
 	phase := m.Phase
 	if judge == nil {
-		var err error
-		if phase, err = analysis.ConditionsOf(a).JudgeLegacy(m.Value); err != nil {
-			phase, m.Message = analysis.Inconclusive, err.Error()
-		}
+		phase = legacyJudge(a, &m)
 	}
 	if phase == "" {
 		phase = analysis.Inconclusive

@@ -105,7 +105,7 @@ func (r *rolloutRun) pinRolledOut() error {
 // returns to the stable version, or the history is long (continue as new).
 func (r *rolloutRun) runBlueGreen() (continueAsNew bool, err error) {
 	b := r.blueGreen
-	r.continueInGates = gate(r.ctx, versionContinueInGates)
+	r.continueInGates = continuesInGates(r.ctx)
 	steps := r.blueGreenSteps()
 	for b.Step < len(steps) && r.outcome == "" && r.undoneTo == 0 {
 		if r.shouldContinueAsNew() {

@@ -7,7 +7,6 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/deployflow/deployflow/activities"
@@ -26,24 +25,17 @@ func (r *rolloutRun) prepare() error {
 	switch {
 	case r.in.Carry != nil:
 		return r.read()
-	case r.fewer:
-		var a *activities.Activities
-		var res activities.PrepareRolloutResult
-		if err := workflow.ExecuteLocalActivity(kubeSteps(r.ctx, "ensure namespace, default "+r.in.Service+", read"), a.PrepareRollout,
-			activities.PrepareRolloutInput{Namespace: r.namespace(), Deployment: r.d, Ref: r.ref}).Get(r.ctx, &res); err != nil {
-			return err
-		}
-		r.d, r.state = res.Deployment, &res.State
-		return nil
+	case !r.batches():
+		return r.legacyPrepare()
 	}
-	// Legacy: one local activity per call.
-	if err := r.ensureNamespace(); err != nil {
+	var a *activities.Activities
+	var res activities.PrepareRolloutResult
+	if err := workflow.ExecuteLocalActivity(kubeSteps(r.ctx, "ensure namespace, default "+r.in.Service+", read"), a.PrepareRollout,
+		activities.PrepareRolloutInput{Namespace: r.namespace(), Deployment: r.d, Ref: r.ref}).Get(r.ctx, &res); err != nil {
 		return err
 	}
-	if err := r.defaultDeployment(); err != nil {
-		return err
-	}
-	return r.read()
+	r.d, r.state = res.Deployment, &res.State
+	return nil
 }
 
 func (r *rolloutRun) namespace() activities.EnsureNamespaceInput {
@@ -71,24 +63,6 @@ func (r *rolloutRun) parentLease() string {
 	return ""
 }
 
-func (r *rolloutRun) ensureNamespace() error {
-	var a *activities.Activities
-	return workflow.ExecuteLocalActivity(r.kubeCtx("ensure namespace "+r.in.Namespace), a.EnsureNamespace, r.namespace()).Get(r.ctx, nil)
-}
-
-// defaultDeployment replaces the desired Deployment by the API server's
-// defaulted version of it, so the pod-template-hash matches the cluster's.
-func (r *rolloutRun) defaultDeployment() error {
-	var a *activities.Activities
-	var d *appsv1.Deployment
-	if err := workflow.ExecuteLocalActivity(r.kubeCtx("default and validate "+r.in.Service), a.DefaultDeployment,
-		activities.DefaultDeploymentInput{Deployment: r.d}).Get(r.ctx, &d); err != nil {
-		return err
-	}
-	r.d = d
-	return nil
-}
-
 // read refreshes the cluster state.
 func (r *rolloutRun) read() error {
 	var a *activities.Activities
@@ -110,61 +84,21 @@ func (r *rolloutRun) apply(plan rollout.Plan) error {
 	for _, rs := range r.state.ReplicaSets {
 		uids[rs.Name] = rs.UID
 	}
-	if r.fewer {
-		in := activities.ApplyPlanInput{Ref: r.ref, Update: plan.Update, Scales: plan.Scales, Deletes: plan.Deletes, UIDs: uids}
-		if plan.Create != nil {
-			in.Create = plan.Create.DeepCopy()
-			in.Create.Labels[activities.ServiceLabel] = r.in.Service
-		}
-		var res activities.ApplyPlanResult
-		if err := workflow.ExecuteLocalActivity(kubeSteps(r.ctx, planSummary(plan)), a.ApplyPlan, in).Get(r.ctx, &res); err != nil {
-			return err
-		}
-		r.state = &res.State
-		return nil
+	if !r.batches() {
+		return r.legacyApply(plan, uids)
 	}
-	// Legacy: one local activity per write, then a read.
-	err := func() error {
-		if plan.Update != nil {
-			var rs *appsv1.ReplicaSet
-			summary := fmt.Sprintf("update %s (revision %s)", plan.Update.Name, plan.Update.Annotations[rollout.RevisionAnnotation])
-			if err := workflow.ExecuteLocalActivity(r.kubeCtx(summary), a.UpdateReplicaSet,
-				activities.UpdateReplicaSetInput{ReplicaSet: plan.Update}).Get(r.ctx, &rs); err != nil {
-				return err
-			}
-		}
-		if plan.Create != nil {
-			want := plan.Create.DeepCopy()
-			want.Labels[activities.ServiceLabel] = r.in.Service
-			var rs *appsv1.ReplicaSet
-			summary := fmt.Sprintf("create %s with %d replicas (revision %s)", want.Name, *want.Spec.Replicas, want.Annotations[rollout.RevisionAnnotation])
-			if err := workflow.ExecuteLocalActivity(r.kubeCtx(summary), a.EnsureReplicaSet,
-				activities.EnsureReplicaSetInput{ReplicaSet: want}).Get(r.ctx, &rs); err != nil {
-				return err
-			}
-			uids[rs.Name] = rs.UID
-		}
-		for _, op := range plan.Scales {
-			summary := fmt.Sprintf("scale %s %d→%d", op.ReplicaSet, op.From, op.To)
-			if err := workflow.ExecuteLocalActivity(r.kubeCtx(summary), a.ScaleReplicaSet, activities.ScaleInput{
-				Namespace: r.in.Namespace, Op: op, UID: uids[op.ReplicaSet],
-			}).Get(r.ctx, nil); err != nil {
-				return err
-			}
-		}
-		for _, name := range plan.Deletes {
-			if err := workflow.ExecuteLocalActivity(r.kubeCtx("delete old "+name), a.DeleteReplicaSet, activities.DeleteReplicaSetInput{
-				Namespace: r.in.Namespace, Name: name, UID: uids[name],
-			}).Get(r.ctx, nil); err != nil {
-				return err
-			}
-		}
-		return nil
-	}()
-	if err != nil && !activities.IsStalePlan(err) {
+	in := activities.ApplyPlanInput{Ref: r.ref, Update: plan.Update, Scales: plan.Scales, Deletes: plan.Deletes, UIDs: uids}
+	if plan.Create != nil {
+		in.Create = plan.Create.DeepCopy()
+		in.Create.Labels[activities.ServiceLabel] = r.in.Service
+	}
+	var res activities.ApplyPlanResult
+	if err := workflow.ExecuteLocalActivity(kubeSteps(r.ctx, planSummary(plan)), a.ApplyPlan, in).Get(r.ctx, &res); err != nil {
 		return err
 	}
-	return r.read()
+	r.state = &res.State
+	return nil
+
 }
 
 // planSummary is what a sync writes, as the UI shows its local activity.

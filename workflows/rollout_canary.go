@@ -89,7 +89,7 @@ func (r *rolloutRun) isCanary() bool {
 // history is long.
 func (r *rolloutRun) runCanary() (continueAsNew bool, err error) {
 	c := r.canary
-	r.continueInGates = gate(r.ctx, versionContinueInGates)
+	r.continueInGates = continuesInGates(r.ctx)
 	r.startBackground()
 	for c.Step < len(r.in.Steps) && !c.Promoted && r.outcome == "" {
 		if r.long() {
@@ -187,9 +187,7 @@ func (r *rolloutRun) scaleCanary() (bool, error) {
 	}
 	canarySide := canary.ReplicaSet{Replicas: *newRS.Spec.Replicas, Available: newRS.Status.AvailableReplicas}
 	stableSide := canary.ReplicaSet{Replicas: *stable.Spec.Replicas, Available: stable.Status.AvailableReplicas}
-	if r.canary.Counted {
-		canarySide, stableSide = canary.Counted(canarySide), canary.Counted(stableSide)
-	}
+	canarySide, stableSide = r.canary.canarySides(canarySide, stableSide)
 	next := canary.Step(s.replicas, s.surge, s.unavailable, canarySide, stableSide, want)
 	if next.Canary != *newRS.Spec.Replicas {
 		scales = append(scales, r.sideScale(newRS, next.Canary, s, "canary"))

@@ -50,7 +50,7 @@ func (r *rolloutRun) newWait(was, now string) bool { return !r.continueInGates |
 
 func (r *rolloutRun) carryOver() RolloutInput {
 	in := r.in
-	in.FewerEvents = r.fewer
+	in.FewerEvents = r.batches()
 	in.Carry = &RolloutCarry{Deployment: *r.d.DeepCopy(), StableRevision: r.stableRevision, Outcome: r.outcome, UndoneTo: r.undoneTo, Canary: r.canary, BlueGreen: r.blueGreen,
 		ParentLease: r.parentLease()}
 	return in

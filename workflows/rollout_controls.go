@@ -219,7 +219,7 @@ func (r *rolloutRun) notFinishing() error {
 // operator would see "unexpected workflow task failure" for an abort that
 // then never happened. Settling first records the update on its own.
 func (r *rolloutRun) settleControls() {
-	if r.unsettled && r.fewer && workflow.GetInfo(r.ctx).GetCurrentHistoryLength() > r.unsettledAt {
+	if r.unsettled && r.batches() && workflow.GetInfo(r.ctx).GetCurrentHistoryLength() > r.unsettledAt {
 		r.unsettled = false // handled in a task that has completed: recorded already
 	}
 	if r.unsettled {

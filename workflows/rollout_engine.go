@@ -37,7 +37,7 @@ type rolloutRun struct {
 	statusSyncs    int             // syncs in a row that only changed the status
 	unsettled      bool            // an operator control was handled and not yet settled
 	unsettledAt    int             // the history length of the task that handled it
-	fewer          bool            // this run takes versionFewerEvents
+	behaviour                      // where this run's code differs from the current path (legacy.go)
 	canary         *CanaryState    // a canary's progress through its steps (nil: not a canary)
 	blueGreen      *BlueGreenState // a blue-green's progress (nil: not a blue-green)
 	jobs           int             // analysis Jobs this run started (their names)

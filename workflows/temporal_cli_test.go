@@ -157,3 +157,28 @@ func TestMalformedInputsFromTheTemporalCLIFailTypedNamingTheField(t *testing.T) 
 		assert.NotEqual(t, enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, ev.GetEventType(), "a workflow task failed: %v", ev)
 	}
 }
+
+// The gate-retirement check of the README ("When a gate may go"): `temporal
+// workflow count` of the running executions started before T counts a
+// lease's run until a deploy continues it as new, and then no more (a
+// continued run asks its gates afresh). The carried-gate check runs too.
+func TestTheGateRetirementCheckCountsALeaseUntilItContinuesAsNew(t *testing.T) {
+	dt := newDeployTest(t)
+	host := dt.lease + ".retire.example.com"
+	dt.deploy(twoServices(dt.lease, host, "nginx:1.26", nil, false))
+	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	time.Sleep(time.Second) // T strictly after the idle run's start
+	T := time.Now().UTC().Format(time.RFC3339Nano)
+	query := `ExecutionStatus="Running" AND StartTime < "` + T + `" AND DeployflowLease="` + dt.lease + `"`
+	count := func() string { return strings.TrimSpace(dt.temporalCLI("workflow", "count", "--query", query)) }
+	require.Eventually(t, func() bool { return count() == "Total: 1" }, 30*time.Second, 250*time.Millisecond,
+		"the lease's run started before T is not counted: %s", count())
+
+	dt.deploy(twoServices(dt.lease, host, "nginx:1.27", nil, false))
+	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 2).Phase)
+	require.Eventually(t, func() bool { return count() == "Total: 0" }, 30*time.Second, 250*time.Millisecond,
+		"the lease continued as new after T and is still counted: %s", count())
+
+	rollouts := dt.temporalCLI("workflow", "count", "--query", `WorkflowType="RolloutWorkflow" AND ExecutionStatus="Running"`)
+	assert.Regexp(t, `^Total: \d+\s*$`, rollouts)
+}

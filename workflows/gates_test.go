@@ -1,0 +1,225 @@
+package workflows
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+)
+
+// Issue 21.2: version gates have one home. Outside legacy.go (and gates.go,
+// which defines them) no code asks a gate or reads how a run differs from
+// the current path: the main files read only the current path. In
+// legacy.go, the functions that name each change are exactly the table's
+// Guards. Before, 12 change IDs were asked at 16 places and a `fewer` flag
+// was read at 12 more, across 6 files.
+func TestGatesAreAskedOnlyInTheLegacyFile(t *testing.T) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	require.NoError(t, err)
+	ids := map[string]string{} // constant name → change ID
+	for _, g := range gates {
+		ids[constantOf(t, g.ID)] = g.ID
+	}
+	asked := map[string][]string{} // change ID → legacy.go functions naming it
+	for _, file := range pkgs["workflows"].Files {
+		name := filepath.Base(fset.Position(file.Pos()).Filename)
+		if name == "gates.go" {
+			continue
+		}
+		for _, decl := range file.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok {
+				continue
+			}
+			ast.Inspect(fn, func(n ast.Node) bool {
+				var what string
+				switch n := n.(type) {
+				case *ast.Ident:
+					if id, ok := ids[n.Name]; ok {
+						if name == "legacy.go" {
+							asked[id] = append(asked[id], funcName(fn))
+						}
+						what = "names " + n.Name
+					}
+					if n.Name == "gate" || n.Name == "newPathForReplay" {
+						what = "asks a gate"
+					}
+				case *ast.SelectorExpr:
+					switch n.Sel.Name {
+					case "GetVersion", "batched", "leaseEvents", "takes":
+						what = "uses " + n.Sel.Name
+					}
+				}
+				if what != "" && name != "legacy.go" {
+					t.Errorf("%s: %s %s outside legacy.go: ask a method of legacy.go named for the current path", fset.Position(n.Pos()), funcName(fn), what)
+				}
+				return true
+			})
+		}
+	}
+	for _, g := range gates {
+		got := unique(asked[g.ID])
+		assert.Equal(t, sorted(g.Guards), got, "%s: the table's Guards are not the legacy.go functions that name it", g.ID)
+	}
+}
+
+// Every version constant is a row of the table, once.
+func constantOf(t *testing.T, id string) string {
+	t.Helper()
+	src, err := os.ReadFile("gates.go")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(src), "\n") {
+		if name, value, ok := strings.Cut(strings.TrimSpace(line), "="); ok && strings.TrimSpace(value) == fmt.Sprintf("%q", id) {
+			return strings.TrimSpace(name)
+		}
+	}
+	t.Fatalf("no constant for change %s in gates.go", id)
+	return ""
+}
+
+func TestEveryGateIsInTheTableOnce(t *testing.T) {
+	src, err := os.ReadFile("gates.go")
+	require.NoError(t, err)
+	seen := map[string]int{}
+	for _, g := range gates {
+		seen[g.ID]++
+	}
+	for _, line := range strings.Split(string(src), "\n") {
+		if name, value, ok := strings.Cut(strings.TrimSpace(line), "="); ok && strings.HasPrefix(strings.TrimSpace(name), "version") {
+			id := strings.Trim(strings.TrimSpace(value), `"`)
+			assert.Equal(t, 1, seen[id], "change %s (%s) is not in the table once", id, strings.TrimSpace(name))
+		}
+	}
+}
+
+// The table's Needing is what the recordings say: with a gate forced to
+// its new path, exactly the listed sets have a history that no longer
+// replays. So the table says which recordings each gate's retirement
+// drops, and a new recording that reaches an old path shows here.
+func TestTheGateTableNamesTheRecordingsEachGateNeeds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays every recording once per gate (about 30s)")
+	}
+	var files []string
+	require.NoError(t, filepath.WalkDir(historiesDir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".json") {
+			files = append(files, p)
+		}
+		return err
+	}))
+	require.NotEmpty(t, files)
+	t.Cleanup(func() { newPathForReplay = nil })
+	logger := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	for _, g := range gates {
+		newPathForReplay = map[string]bool{g.ID: true}
+		var failing []string
+		for _, f := range files {
+			r := worker.NewWorkflowReplayer()
+			r.RegisterWorkflow(DeployWorkflow)
+			r.RegisterWorkflow(RolloutWorkflow)
+			r.RegisterWorkflow(ScheduledDeployWorkflow)
+			r.RegisterWorkflow(PlanWorkflow)
+			if r.ReplayWorkflowHistoryFromJSONFile(logger, f) != nil {
+				rel, _ := filepath.Rel(historiesDir, f)
+				set, _, _ := strings.Cut(rel, string(filepath.Separator))
+				failing = append(failing, set)
+			}
+		}
+		assert.Equal(t, sorted(g.Needing), unique(failing), "%s: the recordings that need its old path", g.ID)
+		if g.Since != "" {
+			_, err := os.Stat(filepath.Join(historiesDir, g.Since))
+			assert.NoError(t, err, "%s: Since names no recorded set", g.ID)
+		}
+	}
+}
+
+const historiesDir = "../testdata/histories"
+
+// The README's gate table is the table in gates.go.
+func TestTheGateTableIsTheReadmes(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(readme), "<!-- gates -->\n")
+	require.True(t, ok, "README.md has no <!-- gates --> table")
+	table, _, ok := strings.Cut(rest, "<!-- /gates -->")
+	require.True(t, ok)
+	assert.Equal(t, gateTable(), table, "README.md's gate table differs from gates.go's (want the text above)")
+}
+
+// gateTable is the README's table of gates, from the table in gates.go.
+func gateTable() string {
+	var b strings.Builder
+	b.WriteString("| change ID | what it changed | asked in `legacy.go` | first recorded with | recordings that need its old path |\n")
+	b.WriteString("| --- | --- | --- | --- | --- |\n")
+	code := func(list []string) string {
+		if len(list) == 0 {
+			return "none"
+		}
+		out := make([]string, len(list))
+		for i, s := range list {
+			out[i] = "`" + s + "`"
+		}
+		return strings.Join(out, ", ")
+	}
+	for _, g := range gates {
+		changed := g.Changed
+		if g.Carried {
+			changed += " (carried: a run hands its old path on to the runs it continues as)"
+		}
+		since := "tests only"
+		if g.Since != "" {
+			since = "`" + g.Since + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", g.ID, changed, code(g.Guards), since, code(sorted(g.Needing)))
+	}
+	return b.String()
+}
+
+func funcName(fn *ast.FuncDecl) string {
+	if fn.Recv == nil || len(fn.Recv.List) == 0 {
+		return fn.Name.Name
+	}
+	t := fn.Recv.List[0].Type
+	if s, ok := t.(*ast.StarExpr); ok {
+		t = s.X
+	}
+	if id, ok := t.(*ast.Ident); ok {
+		return id.Name + "." + fn.Name.Name
+	}
+	return fn.Name.Name
+}
+
+func sorted(list []string) []string {
+	if len(list) == 0 {
+		return nil
+	}
+	out := append([]string{}, list...)
+	sort.Strings(out)
+	return out
+}
+
+func unique(list []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range list {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

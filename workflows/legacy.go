@@ -1,0 +1,326 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/analysis"
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/k8s/canary"
+	"github.com/deployflow/deployflow/k8s/rollout"
+)
+
+// Legacy paths: what runs that started before a change of the workflow's
+// code do, so that they (and their recorded histories) replay as they
+// ran. The rest of the package reads only the current path: where the
+// paths part it asks a method of this file, named for what the current
+// path does, and every older path's code is here. gates.go lists the
+// changes, which methods ask each, and the histories that still need it;
+// a retired gate's methods go from this file with it (README "Changing
+// workflow code"). TestGatesAreAskedOnlyInTheLegacyFile keeps it so.
+
+// behaviour is how one run's code differs from the current path, decided
+// at its start.
+type behaviour struct {
+	ctx workflow.Context
+	// batched: the run takes versionFewerEvents, and with it every change
+	// before it without asking; asked at start, or handed on in the input
+	// by a run that took it.
+	batched bool
+	// leaseEvents: an idle lease takes the observer's observations
+	// (versionLeaseEvents), known from the run's first idle wait on.
+	leaseEvents bool
+}
+
+// newBehaviour asks versionFewerEvents, unless inherited says the input
+// was written by a run that took it (no marker needed).
+func newBehaviour(ctx workflow.Context, inherited bool) behaviour {
+	return behaviour{ctx: ctx, batched: inherited || gate(ctx, versionFewerEvents)}
+}
+
+// takes reports whether the run takes change id: every change before
+// versionFewerEvents without asking once it takes that one.
+func (b *behaviour) takes(id string) bool { return b.batched || gate(b.ctx, id) }
+
+// batches: the run calls the cluster in batched local activities, hands
+// that on to its rollouts and continued runs, upserts search attributes
+// only when they change, and settles updates only when needed.
+func (b *behaviour) batches() bool { return b.batched }
+
+// Input (both workflows).
+
+// refusesMalformedInput: a hand-typed input with an unknown field or a
+// value of the wrong type fails at once (runs before it went on).
+func refusesMalformedInput(ctx workflow.Context) bool { return gate(ctx, versionStrictInput) }
+
+// refusesGuarded: see refuseGuarded (input_guard.go).
+func refusesGuarded(ctx workflow.Context) bool { return gate(ctx, versionGuardedInput) }
+
+// refusesLenientManifest: a fresh start whose manifest passes only the
+// rules before issue 20 is refused (runs before it went on).
+func refusesLenientManifest(ctx workflow.Context) bool { return gate(ctx, versionStrictAnalyses) }
+
+// The lease's workflow.
+
+// askLeaseEvents decides, at each idle wait, whether the run takes the
+// observer's observations (a run that predates it checks itself every
+// healthInterval).
+func (w *deployRun) askLeaseEvents() { w.leaseEvents = w.takes(versionLeaseEvents) }
+
+// takesLeaseEvents: see askLeaseEvents (false before the first idle wait).
+func (w *deployRun) takesLeaseEvents() bool { return w.leaseEvents }
+
+// endsUnknownLease: a lease workflow whose lease is unknown or closed, with
+// nothing deployed, ends instead of idling.
+func (w *deployRun) endsUnknownLease() bool { return w.takes(versionEndUnknownLease) }
+
+// releasesOnEarlyFailure: a deploy that fails before changing the workload
+// gives back what it took.
+func (w *deployRun) releasesOnEarlyFailure() bool { return w.takes(versionReleaseOnEarlyFailure) }
+
+// drainsSignals: signals in the task that continues as new are carried.
+func (w *deployRun) drainsSignals() bool { return w.takes(versionDrainSignals) }
+
+// followsRollouts: the lease records what its rollouts ended on.
+func (w *deployRun) followsRollouts() bool { return w.takes(versionLeaseFollowsRollout) }
+
+// revertsWithoutWaits: a return to the last-known-good manifest runs no
+// canary steps and no blue-green waits (asked only when reverting).
+func (w *deployRun) revertsWithoutWaits() bool {
+	return w.reverting && gate(w.ctx, versionRevertWithoutWaits)
+}
+
+// joinsSameManifest: a request for the manifest being deployed joins it
+// (asked only for such a request).
+func (w *deployRun) joinsSameManifest() bool { return gate(w.ctx, versionJoinSameManifest) }
+
+// rolloutWorkflowID names the lease's rollout children: collision-free,
+// or as a lease workflow that started its rollouts before the change did.
+func (w *deployRun) rolloutWorkflowID() func(namespace, service string) string {
+	if !w.takes(versionRolloutID) {
+		return LegacyRolloutWorkflowID
+	}
+	return RolloutWorkflowID
+}
+
+// marksUpgradeTest: only the live upgrade test's build B marks its deploys.
+func (w *deployRun) marksUpgradeTest() bool {
+	return upgradeTestBuild && gate(w.ctx, versionUpgradeTest)
+}
+
+// legacyMonitor is the idle health check of a run that predates
+// lease-events: a lease check and a health check every healthInterval.
+func (w *deployRun) legacyMonitor() {
+	if w.lastGood == nil && w.current == nil {
+		// Nothing deployed: the workflow waits for a manifest, unless its
+		// lease is gone, which ends it.
+		if w.endsUnknownLease() {
+			if active, err := w.leaseActive(); err == nil && !active {
+				w.leaseGone = true
+			}
+		}
+		return
+	}
+	active, err := w.leaseActive()
+	switch {
+	case err != nil:
+		w.observe(false, false)
+		return
+	case !active:
+		w.teardown = true
+		return
+	}
+	healthy, err := w.checkHealth()
+	w.observe(err == nil, healthy)
+}
+
+// legacyPrepare checks the lease and plans the deploy of m in two calls.
+func (w *deployRun) legacyPrepare(m *manifest.Manifest) (*activities.LeaseInfo, *activities.DeployPlan, error) {
+	lease, err := w.checkLease(m.Lease)
+	if err != nil {
+		return nil, nil, err
+	}
+	w.owner = lease.Owner
+	plan, err := w.planDeploy(m)
+	return lease, plan, err
+}
+
+// legacyApplyWorkload is applyWorkload in one local activity per call; on
+// an error the result holds each part done before it.
+func (w *deployRun) legacyApplyWorkload(m *manifest.Manifest, owner string) (activities.ApplyDeployResult, error) {
+	var a *activities.Activities
+	var res activities.ApplyDeployResult
+	if err := workflow.ExecuteLocalActivity(w.kubeCtx("reserve IPs"), a.EnsureIPs, activities.IPsInput{
+		Lease: m.Lease, Owner: owner, Endpoints: m.IPEndpoints(),
+	}).Get(w.ctx, &res.IPs); err != nil {
+		return res, err
+	}
+	var hosts activities.HostnamesResult
+	if err := workflow.ExecuteLocalActivity(w.kubeCtx("reserve hostnames"), a.ReserveHostnames, activities.HostnamesInput{
+		Lease: m.Lease, Owner: owner, Hostnames: m.Hostnames(),
+	}).Get(w.ctx, &hosts); err != nil {
+		return res, err
+	}
+	res.Hostnames = &hosts
+	ns := manifest.Namespace(m.Lease)
+	if err := workflow.ExecuteLocalActivity(w.kubeCtx("ensure namespace "+ns), a.EnsureNamespace, activities.EnsureNamespaceInput{
+		Name: ns, Labels: map[string]string{manifest.LeaseLabel: m.Lease, manifest.ManagedByLabel: manifest.ManagedBy},
+	}).Get(w.ctx, nil); err != nil {
+		return res, err
+	}
+	objects, err := activities.RenderObjects(m, res.IPs, hosts.Withheld)
+	if err != nil {
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
+	}
+	objects.DeployID = w.deployID()
+	objects.Previous = w.objects
+	var applied activities.ApplyObjectsResult
+	if err := workflow.ExecuteLocalActivity(w.kubeCtx("apply services and ingress"), a.ApplyObjects, objects).Get(w.ctx, &applied); err != nil {
+		return res, err
+	}
+	res.Applied = &applied
+	for _, svc := range m.ServiceNames() {
+		d, err := m.Deployment(svc)
+		if err != nil {
+			return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
+		}
+		var c activities.Classification
+		if err := workflow.ExecuteLocalActivity(w.kubeCtx("classify "+svc), a.ClassifyService, activities.ClassifyInput{
+			Deployment: d, Service: svc,
+		}).Get(w.ctx, &c); err != nil {
+			return res, err
+		}
+		c.Service = svc
+		res.Classes = append(res.Classes, c)
+	}
+	return res, nil
+}
+
+// legacyFinish releases what m dropped in one local activity per kind.
+func (w *deployRun) legacyFinish(m *manifest.Manifest) (activities.FinishDeployResult, error) {
+	var a *activities.Activities
+	var res activities.FinishDeployResult
+	if err := workflow.ExecuteLocalActivity(w.kubeCtx("release dropped hostnames"), a.ReleaseHostnames, activities.ReleaseInput{
+		Lease: m.Lease, Keep: m.Hostnames(),
+	}).Get(w.ctx, &res.Hostnames); err != nil {
+		return res, err
+	}
+	err := workflow.ExecuteLocalActivity(w.kubeCtx("release dropped IPs"), a.ReleaseIPs, activities.ReleaseInput{
+		Lease: m.Lease, Keep: m.IPEndpoints(),
+	}).Get(w.ctx, &res.IPs)
+	return res, err
+}
+
+// Rollouts.
+
+// judgesWhereMeasured: the activity that measures judges (runs before it
+// judge in the workflow: legacyJudge).
+func judgesWhereMeasured(ctx workflow.Context) bool { return gate(ctx, versionJudgeWhereMeasured) }
+
+// legacyJudge judges a measurement in workflow code, with expr's full
+// language, as runs before judge-where-measured did.
+func legacyJudge(a *manifest.Analysis, m *activities.Measurement) analysis.Phase {
+	phase, err := analysis.ConditionsOf(a).JudgeLegacy(m.Value)
+	if err != nil {
+		phase, m.Message = analysis.Inconclusive, err.Error()
+	}
+	return phase
+}
+
+// continuesInGates: a canary's or blue-green's waits and gates hand over
+// to a continued run once the history is long.
+func continuesInGates(ctx workflow.Context) bool { return gate(ctx, versionContinueInGates) }
+
+// countsCanarySides: a canary counts no more available pods on a side than
+// its replicas (asked when a canary starts; carried in its state).
+func countsCanarySides(ctx workflow.Context) bool { return gate(ctx, versionCanaryCounted) }
+
+// canarySides are the canary's and the stable's sides as the canary's step
+// counts them.
+func (c *CanaryState) canarySides(canarySide, stableSide canary.ReplicaSet) (canary.ReplicaSet, canary.ReplicaSet) {
+	if c.Counted {
+		return canary.Counted(canarySide), canary.Counted(stableSide)
+	}
+	return canarySide, stableSide
+}
+
+// legacyPrepare ensures the namespace, defaults the Deployment and reads,
+// one local activity each.
+func (r *rolloutRun) legacyPrepare() error {
+	if err := r.ensureNamespace(); err != nil {
+		return err
+	}
+	if err := r.defaultDeployment(); err != nil {
+		return err
+	}
+	return r.read()
+}
+
+func (r *rolloutRun) ensureNamespace() error {
+	var a *activities.Activities
+	return workflow.ExecuteLocalActivity(r.kubeCtx("ensure namespace "+r.in.Namespace), a.EnsureNamespace, r.namespace()).Get(r.ctx, nil)
+}
+
+// defaultDeployment replaces the desired Deployment by the API server's
+// defaulted version of it, so the pod-template-hash matches the cluster's.
+func (r *rolloutRun) defaultDeployment() error {
+	var a *activities.Activities
+	var d *appsv1.Deployment
+	if err := workflow.ExecuteLocalActivity(r.kubeCtx("default and validate "+r.in.Service), a.DefaultDeployment,
+		activities.DefaultDeploymentInput{Deployment: r.d}).Get(r.ctx, &d); err != nil {
+		return err
+	}
+	r.d = d
+	return nil
+}
+
+// legacyApply performs a plan with one local activity per write, then a read.
+func (r *rolloutRun) legacyApply(plan rollout.Plan, uids map[string]types.UID) error {
+	var a *activities.Activities
+	err := func() error {
+		if plan.Update != nil {
+			var rs *appsv1.ReplicaSet
+			summary := fmt.Sprintf("update %s (revision %s)", plan.Update.Name, plan.Update.Annotations[rollout.RevisionAnnotation])
+			if err := workflow.ExecuteLocalActivity(r.kubeCtx(summary), a.UpdateReplicaSet,
+				activities.UpdateReplicaSetInput{ReplicaSet: plan.Update}).Get(r.ctx, &rs); err != nil {
+				return err
+			}
+		}
+		if plan.Create != nil {
+			want := plan.Create.DeepCopy()
+			want.Labels[activities.ServiceLabel] = r.in.Service
+			var rs *appsv1.ReplicaSet
+			summary := fmt.Sprintf("create %s with %d replicas (revision %s)", want.Name, *want.Spec.Replicas, want.Annotations[rollout.RevisionAnnotation])
+			if err := workflow.ExecuteLocalActivity(r.kubeCtx(summary), a.EnsureReplicaSet,
+				activities.EnsureReplicaSetInput{ReplicaSet: want}).Get(r.ctx, &rs); err != nil {
+				return err
+			}
+			uids[rs.Name] = rs.UID
+		}
+		for _, op := range plan.Scales {
+			summary := fmt.Sprintf("scale %s %d→%d", op.ReplicaSet, op.From, op.To)
+			if err := workflow.ExecuteLocalActivity(r.kubeCtx(summary), a.ScaleReplicaSet, activities.ScaleInput{
+				Namespace: r.in.Namespace, Op: op, UID: uids[op.ReplicaSet],
+			}).Get(r.ctx, nil); err != nil {
+				return err
+			}
+		}
+		for _, name := range plan.Deletes {
+			if err := workflow.ExecuteLocalActivity(r.kubeCtx("delete old "+name), a.DeleteReplicaSet, activities.DeleteReplicaSetInput{
+				Namespace: r.in.Namespace, Name: name, UID: uids[name],
+			}).Get(r.ctx, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if err != nil && !activities.IsStalePlan(err) {
+		return err
+	}
+	return r.read()
+}
