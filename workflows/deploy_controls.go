@@ -112,23 +112,26 @@ func (w *deployRun) registerControls() error {
 	}, workflow.QueryHandlerOptions{Description: "The lease's phase, deploys, reservations and change classes"}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateDeploy,
-		func(_ workflow.Context, req DeployRequest) (DeployStatus, error) {
-			if w.joins(req) {
-				st := w.status()
-				st.Revision-- // the deploy in progress is the caller's: it waits for the one after the last before it
-				return st, nil
-			}
-			m := req.Manifest
-			w.pending = &m // the newest manifest wins; older pending ones are dropped
-			w.pendingTrigger = req.trigger()
-			w.pendingPlan = req.PlanFingerprint
-			w.unsettle()
-			return w.status(), nil
-		},
-		workflow.UpdateHandlerOptions{
-			Description: `Deploy a manifest to this lease (supersedes a deploy in progress). Argument: {"manifest": {...}, "trigger": "ui"}`,
-			Validator: func(_ workflow.Context, req DeployRequest) error {
+	type control struct {
+		name, description  string
+		handler, validator any
+	}
+	controls := []control{
+		{UpdateDeploy, `Deploy a manifest to this lease (supersedes a deploy in progress). Argument: {"manifest": {...}, "trigger": "ui"}`,
+			func(_ workflow.Context, req DeployRequest) (DeployStatus, error) {
+				if w.joins(req) {
+					st := w.status()
+					st.Revision-- // the deploy in progress is the caller's: it waits for the one after the last before it
+					return st, nil
+				}
+				m := req.Manifest
+				w.pending = &m // the newest manifest wins; older pending ones are dropped
+				w.pendingTrigger = req.trigger()
+				w.pendingPlan = req.PlanFingerprint
+				w.unsettle()
+				return w.status(), nil
+			},
+			func(_ workflow.Context, req DeployRequest) error {
 				if req.invalid != nil {
 					return req.invalid
 				}
@@ -138,71 +141,52 @@ func (w *deployRun) registerControls() error {
 				if req.Manifest.Lease != w.lease {
 					return errors.New("manifest.lease: the manifest is for lease " + req.Manifest.Lease + ", this workflow deploys lease " + w.lease)
 				}
-				if w.teardown || w.phase == PhaseTearingDown || w.phase == PhaseTornDown {
-					return errors.New("the lease is being torn down; start a new deploy once it is gone")
+				if err := w.notTornDown(); err != nil {
+					return err
 				}
 				return req.Manifest.Validate()
+			}},
+		{UpdateTeardown, "Tear the lease's workload down and release its hostnames and IPs",
+			func(workflow.Context) (DeployStatus, error) {
+				w.teardown = true
+				w.unsettle()
+				return w.status(), nil
+			}, nil},
+		{UpdateRetry, "Deploy the manifest of the last deploy again, if it failed (an aborted canary, a failed analysis)",
+			func(workflow.Context) (DeployStatus, error) {
+				if w.lastFailed == nil { // a deploy ended between the validator and here
+					return w.status(), errors.New("the last deploy of lease " + w.lease + " did not fail: there is nothing to retry")
+				}
+				m := *w.lastFailed
+				w.pending, w.pendingTrigger, w.pendingPlan = &m, "retry", ""
+				w.unsettle()
+				return w.status(), nil
 			},
-		}); err != nil {
-		return err
-	}
-	if err := workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateTeardown,
-		func(workflow.Context) (DeployStatus, error) {
-			w.teardown = true
-			w.unsettle()
-			return w.status(), nil
-		},
-		workflow.UpdateHandlerOptions{Description: "Tear the lease's workload down and release its hostnames and IPs"}); err != nil {
-		return err
-	}
-	if err := workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateRetry,
-		func(workflow.Context) (DeployStatus, error) {
-			if w.lastFailed == nil { // a deploy ended between the validator and here
-				return w.status(), errors.New("the last deploy of lease " + w.lease + " did not fail: there is nothing to retry")
-			}
-			m := *w.lastFailed
-			w.pending, w.pendingTrigger, w.pendingPlan = &m, "retry", ""
-			w.unsettle()
-			return w.status(), nil
-		},
-		workflow.UpdateHandlerOptions{
-			Description: "Deploy the manifest of the last deploy again, if it failed (an aborted canary, a failed analysis)",
-			Validator: func(workflow.Context) error {
+			func(workflow.Context) error {
 				switch {
-				case w.teardown || w.phase == PhaseTearingDown || w.phase == PhaseTornDown:
-					return errors.New("the lease is being torn down; start a new deploy once it is gone")
+				case w.notTornDown() != nil:
+					return w.notTornDown()
 				case w.lastFailed == nil:
 					return errors.New("the last deploy of lease " + w.lease + " did not fail: there is nothing to retry")
 				case w.pending != nil || w.phase == PhaseDeploying || w.phase == PhaseAwaitingApproval:
 					return errors.New("a deploy of lease " + w.lease + " is in progress or waiting: retry once it has ended")
 				}
 				return nil
-			},
-		}); err != nil {
-		return err
-	}
-	if err := w.registerObserve(); err != nil {
-		return err
-	}
-	if err := w.registerApproval(); err != nil {
-		return err
-	}
-	if err := workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateScaleService,
-		func(_ workflow.Context, req ScaleServiceRequest) (DeployStatus, error) {
-			m := *w.base().WithDefaults()
-			for i := range m.Services {
-				if m.Services[i].Name == req.Service {
-					r := req.Replicas
-					m.Services[i].Replicas = &r
+			}},
+		{UpdateScaleService, `Scale one service of the lease (a scale-only deploy). Argument: {"service": "web", "replicas": 6}`,
+			func(_ workflow.Context, req ScaleServiceRequest) (DeployStatus, error) {
+				m := *w.base().WithDefaults()
+				for i := range m.Services {
+					if m.Services[i].Name == req.Service {
+						r := req.Replicas
+						m.Services[i].Replicas = &r
+					}
 				}
-			}
-			w.pending, w.pendingTrigger = &m, "cli"
-			w.unsettle()
-			return w.status(), nil
-		},
-		workflow.UpdateHandlerOptions{
-			Description: `Scale one service of the lease (a scale-only deploy). Argument: {"service": "web", "replicas": 6}`,
-			Validator: func(_ workflow.Context, req ScaleServiceRequest) error {
+				w.pending, w.pendingTrigger = &m, "cli"
+				w.unsettle()
+				return w.status(), nil
+			},
+			func(_ workflow.Context, req ScaleServiceRequest) error {
 				if req.invalid != nil {
 					return req.invalid
 				}
@@ -216,27 +200,36 @@ func (w *deployRun) registerControls() error {
 					return fmt.Errorf("replicas: %d is out of range: use 0 to %d", req.Replicas, manifest.MaxReplicas)
 				}
 				return nil
+			}},
+		{UpdateRestart, "Restart every pod of the lease on a new revision of the same manifest",
+			func(workflow.Context) (DeployStatus, error) {
+				w.redeploy(RedeployRequest{Action: RedeployRestart, Trigger: "cli"})
+				w.unsettle()
+				return w.status(), nil
 			},
-		}); err != nil {
-		return err
-	}
-	if err := workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateRestart,
-		func(_ workflow.Context) (DeployStatus, error) {
-			w.redeploy(RedeployRequest{Action: RedeployRestart, Trigger: "cli"})
-			w.unsettle()
-			return w.status(), nil
-		},
-		workflow.UpdateHandlerOptions{
-			Description: "Restart every pod of the lease on a new revision of the same manifest",
-			Validator: func(workflow.Context) error {
+			func(workflow.Context) error {
 				if w.base() == nil {
 					return errors.New("nothing is deployed to lease " + w.lease + " yet")
 				}
 				return nil
-			},
+			}},
+	}
+	for _, c := range controls {
+		if err := workflow.SetUpdateHandlerWithOptions(w.ctx, c.name, c.handler, workflow.UpdateHandlerOptions{
+			Validator: c.validator, Description: c.description,
 		}); err != nil {
+			return err
+		}
+	}
+	// The observer's updates (deploy_observe.go) and the plan's approval
+	// (deploy_approval.go).
+	if err := w.registerObserve(); err != nil {
 		return err
 	}
+	if err := w.registerApproval(); err != nil {
+		return err
+	}
+	// Signals: a teardown, a redeploy (restart or reapply).
 	w.teardowns = workflow.GetSignalChannel(w.ctx, SignalTeardown)
 	workflow.Go(w.ctx, func(ctx workflow.Context) {
 		for {
@@ -252,6 +245,14 @@ func (w *deployRun) registerControls() error {
 			w.redeploy(req)
 		}
 	})
+	return nil
+}
+
+// notTornDown refuses a deploy or retry of a lease being torn down.
+func (w *deployRun) notTornDown() error {
+	if w.teardown || w.phase == PhaseTearingDown || w.phase == PhaseTornDown {
+		return errors.New("the lease is being torn down; start a new deploy once it is gone")
+	}
 	return nil
 }
 
