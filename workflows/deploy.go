@@ -214,37 +214,6 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 	return nil
 }
 
-// releaseUnheld releases the lease's hostnames and IPs that its
-// last-known-good manifest does not declare (all of them when nothing is
-// deployed) and returns what it released.
-func (w *deployRun) releaseUnheld() []string {
-	var keepHosts, keepIPs []string
-	if w.lastGood != nil {
-		keepHosts, keepIPs = w.lastGood.Hostnames(), w.lastGood.IPEndpoints()
-	}
-	var a *activities.Activities
-	var out, hosts, ips []string
-	if err := workflow.ExecuteLocalActivity(w.kubeCtx("release hostnames this deploy took"), a.ReleaseHostnames,
-		activities.ReleaseInput{Lease: w.lease, Keep: keepHosts}).Get(w.ctx, &hosts); err == nil {
-		for _, h := range hosts {
-			out = append(out, "hostname "+h)
-		}
-		w.hostnames, w.withheld = keepHosts, nil
-	}
-	if err := workflow.ExecuteLocalActivity(w.kubeCtx("release IPs this deploy took"), a.ReleaseIPs,
-		activities.ReleaseInput{Lease: w.lease, Keep: keepIPs}).Get(w.ctx, &ips); err == nil {
-		for _, e := range ips {
-			out = append(out, "IP of "+e)
-		}
-		for e := range w.ips {
-			if !contains(keepIPs, e) {
-				delete(w.ips, e)
-			}
-		}
-	}
-	return out
-}
-
 func errorMessage(err error) string {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {

@@ -35,19 +35,6 @@ type ApproveRequest struct {
 	invalid error // a field unknown or of the wrong type (UnmarshalJSON)
 }
 
-// planDeploy computes the deploy's plan from the cluster, read-only.
-func (w *deployRun) planDeploy(m *manifest.Manifest) (*activities.DeployPlan, error) {
-	var a *activities.Activities
-	var plan activities.DeployPlan
-	if err := workflow.ExecuteLocalActivity(w.kubeCtx("plan"), a.PlanDeploy, activities.PlanInput{
-		Manifest: *m, Owner: w.owner,
-	}).Get(w.ctx, &plan); err != nil {
-		return nil, err
-	}
-	w.plan = &plan
-	return &plan, nil
-}
-
 // awaitApproval waits for the plan's approval. A timeout aborts the deploy
 // with nothing changed; so does a newer manifest or a teardown. Once
 // approved, the plan is computed again: if the cluster changed since, the

@@ -12,8 +12,11 @@ import (
 	"github.com/deployflow/deployflow/internal/observe"
 )
 
-// The lease's calls into the cluster from the idle loop and teardown, each
-// with its options: its local activities' budgets are here.
+// Every call of the lease's workflow into the cluster, with its options
+// (options.go has the budgets the rollouts share): the deploy chain's three
+// batched steps (one history event each, versionFewerEvents; runs that
+// predate it replay the separate calls of legacy.go), the plan, the idle
+// loop's and the monitor's checks, the releases and the teardown.
 
 // kubeCtx is for short, idempotent calls (local activities, retried for a
 // day: an unreachable API server delays a deploy, it does not fail it).
@@ -102,4 +105,110 @@ func (w *deployRun) reportDeploy(rec DeployRecord, err error) {
 	_ = workflow.ExecuteLocalActivity(w.probeCtx("report deploy"), a.ReportDeploy, activities.DeployReport{
 		Lease: w.lease, Seconds: rec.Finished.Sub(rec.Started).Seconds(), Result: result,
 	}).Get(w.ctx, nil)
+}
+
+// prepare checks the lease and plans the deploy of m.
+func (w *deployRun) prepare(m *manifest.Manifest) (*activities.LeaseInfo, *activities.DeployPlan, error) {
+	if !w.batches() {
+		return w.legacyPrepare(m)
+	}
+	var a *activities.Activities
+	var res activities.PrepareDeployResult
+	if err := workflow.ExecuteLocalActivity(kubeSteps(w.ctx, "check lease "+m.Lease+" and plan"), a.PrepareDeploy,
+		activities.PrepareDeployInput{Manifest: *m}).Get(w.ctx, &res); err != nil {
+		return nil, nil, err
+	}
+	w.plan = &res.Plan
+	return &res.Lease, &res.Plan, nil
+}
+
+// applyWorkload reserves m's IPs and hostnames, applies its namespace,
+// Services and Ingress and classifies each service's change. On an error
+// the result holds what was done before it (legacy runs record each part).
+func (w *deployRun) applyWorkload(m *manifest.Manifest, owner string) (activities.ApplyDeployResult, error) {
+	var a *activities.Activities
+	var res activities.ApplyDeployResult
+	if !w.batches() {
+		return w.legacyApplyWorkload(m, owner)
+	}
+	err := workflow.ExecuteLocalActivity(kubeSteps(w.ctx, "reserve, apply services and ingress, classify"), a.ApplyDeploy,
+		activities.ApplyDeployInput{Manifest: *m, Owner: owner, DeployID: w.deployID(), Previous: w.objects}).Get(w.ctx, &res)
+	return res, err
+}
+
+// finish releases the hostnames and IPs m no longer declares, once the new
+// version is healthy, and (fewer-events) reports the deploy's duration.
+func (w *deployRun) finish(m *manifest.Manifest) (activities.FinishDeployResult, error) {
+	var a *activities.Activities
+	var res activities.FinishDeployResult
+	if !w.batches() {
+		return w.legacyFinish(m)
+	}
+	in := activities.FinishDeployInput{Lease: m.Lease, KeepHostnames: m.Hostnames(), KeepIPs: m.IPEndpoints()}
+	if !w.reverting {
+		in.Report = &activities.DeployReport{Lease: w.lease, Seconds: workflow.Now(w.ctx).Sub(w.deployStarted).Seconds(), Result: "success"}
+	}
+	err := workflow.ExecuteLocalActivity(kubeSteps(w.ctx, "release what the manifest dropped"), a.FinishDeploy, in).Get(w.ctx, &res)
+	return res, err
+}
+
+// releaseUnheld releases the lease's hostnames and IPs that its
+// last-known-good manifest does not declare (all of them when nothing is
+// deployed) and returns what it released.
+func (w *deployRun) releaseUnheld() []string {
+	var keepHosts, keepIPs []string
+	if w.lastGood != nil {
+		keepHosts, keepIPs = w.lastGood.Hostnames(), w.lastGood.IPEndpoints()
+	}
+	var a *activities.Activities
+	var out, hosts, ips []string
+	if err := workflow.ExecuteLocalActivity(w.kubeCtx("release hostnames this deploy took"), a.ReleaseHostnames,
+		activities.ReleaseInput{Lease: w.lease, Keep: keepHosts}).Get(w.ctx, &hosts); err == nil {
+		for _, h := range hosts {
+			out = append(out, "hostname "+h)
+		}
+		w.hostnames, w.withheld = keepHosts, nil
+	}
+	if err := workflow.ExecuteLocalActivity(w.kubeCtx("release IPs this deploy took"), a.ReleaseIPs,
+		activities.ReleaseInput{Lease: w.lease, Keep: keepIPs}).Get(w.ctx, &ips); err == nil {
+		for _, e := range ips {
+			out = append(out, "IP of "+e)
+		}
+		for e := range w.ips {
+			if !contains(keepIPs, e) {
+				delete(w.ips, e)
+			}
+		}
+	}
+	return out
+}
+
+// observeLease is the safety-net tick's own observation (from the worker's
+// informers when in sync, else the API server); nil when the cluster cannot
+// be observed.
+func (w *deployRun) observeLease() *observe.Observation {
+	var a *activities.Activities
+	var o observe.Observation
+	err := workflow.ExecuteLocalActivity(w.probeCtx("observe lease "+w.lease), a.ObserveLease, w.lease).Get(w.ctx, &o)
+	if err != nil {
+		var canceled *temporal.CanceledError
+		if !errors.As(err, &canceled) {
+			workflow.GetLogger(w.ctx).Warn("lease not observed", "lease", w.lease, "error", err)
+		}
+		return &observe.Observation{Lease: w.lease, Unknown: true}
+	}
+	return &o
+}
+
+// planDeploy computes the deploy's plan from the cluster, read-only.
+func (w *deployRun) planDeploy(m *manifest.Manifest) (*activities.DeployPlan, error) {
+	var a *activities.Activities
+	var plan activities.DeployPlan
+	if err := workflow.ExecuteLocalActivity(w.kubeCtx("plan"), a.PlanDeploy, activities.PlanInput{
+		Manifest: *m, Owner: w.owner,
+	}).Get(w.ctx, &plan); err != nil {
+		return nil, err
+	}
+	w.plan = &plan
+	return &plan, nil
 }

@@ -8,7 +8,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/observe"
 )
 
@@ -169,23 +168,6 @@ func (w *deployRun) takeObservation(o *observe.Observation) {
 		}
 		w.observe(true, healthy)
 	}
-}
-
-// observeLease is the safety-net tick's own observation (from the worker's
-// informers when in sync, else the API server); nil when the cluster cannot
-// be observed.
-func (w *deployRun) observeLease() *observe.Observation {
-	var a *activities.Activities
-	var o observe.Observation
-	err := workflow.ExecuteLocalActivity(w.probeCtx("observe lease "+w.lease), a.ObserveLease, w.lease).Get(w.ctx, &o)
-	if err != nil {
-		var canceled *temporal.CanceledError
-		if !errors.As(err, &canceled) {
-			workflow.GetLogger(w.ctx).Warn("lease not observed", "lease", w.lease, "error", err)
-		}
-		return &observe.Observation{Lease: w.lease, Unknown: true}
-	}
-	return &o
 }
 
 // monitor is the health monitor's tick: a closed lease tears down; fewer

@@ -87,8 +87,7 @@ func (w *deployRun) setPhase(phase string) {
 	if w.batches() {
 		return // deployflow_leases counts phases from visibility
 	}
-	var a *activities.Activities
-	_ = workflow.ExecuteLocalActivity(w.probeCtx("phase "+phase), a.ReportPhase, activities.PhaseReport{Lease: w.lease, Phase: phase}).Get(w.ctx, nil)
+	w.legacyReportPhase(phase)
 }
 
 // publish upserts the search attributes and the UI details.

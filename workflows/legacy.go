@@ -324,3 +324,10 @@ func (r *rolloutRun) legacyApply(plan rollout.Plan, uids map[string]types.UID) e
 	}
 	return r.read()
 }
+
+// legacyReportPhase reports the lease's phase as a metric (runs before
+// fewer-events; later ones count phases from visibility).
+func (w *deployRun) legacyReportPhase(phase string) {
+	var a *activities.Activities
+	_ = workflow.ExecuteLocalActivity(w.probeCtx("phase "+phase), a.ReportPhase, activities.PhaseReport{Lease: w.lease, Phase: phase}).Get(w.ctx, nil)
+}
