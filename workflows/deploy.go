@@ -79,19 +79,19 @@ func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error)
 	}
 
 	for {
-		if w.teardown {
+		if w.Teardown {
 			return w.tearDown()
 		}
-		if w.pending != nil {
-			m := w.pending
-			w.pending = nil
-			w.trigger, w.approvedPlan = w.pendingTrigger, w.pendingPlan
-			w.pendingPlan = ""
+		if w.Pending != nil {
+			m := w.Pending
+			w.Pending = nil
+			w.trigger, w.approvedPlan = w.PendingTrigger, w.PendingPlan
+			w.PendingPlan = ""
 			err := w.deploy(m)
-			if errors.Is(err, errTeardown) || w.teardown {
+			if errors.Is(err, errTeardown) || w.Teardown {
 				return w.tearDown()
 			}
-			if isLeaseNotActive(w.lastFailure) && w.lastGood == nil && w.endsUnknownLease() {
+			if isLeaseNotActive(w.lastFailure) && w.LastGood == nil && w.endsUnknownLease() {
 				w.leaseGone = true
 			}
 			if w.leaseGone {
@@ -111,7 +111,7 @@ func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error)
 		w.askLeaseEvents()
 		w.idle = true
 		woken, err := workflow.AwaitWithTimeout(ctx, w.idleInterval(), func() bool {
-			return w.pending != nil || w.teardown || w.observation != nil
+			return w.Pending != nil || w.Teardown || w.observation != nil
 		})
 		w.idle = false
 		if err != nil {
@@ -134,11 +134,11 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 	w.requested = m
 	defer func() { w.requested = nil }()
 	m = w.keepRestarts(m)
-	w.revision++
-	rec := DeployRecord{Revision: w.revision, Trigger: w.trigger, Started: workflow.Now(w.ctx), Image: images(m)}
+	w.Revision++
+	rec := DeployRecord{Revision: w.Revision, Trigger: w.trigger, Started: workflow.Now(w.ctx), Image: images(m)}
 	w.deployStarted = rec.Started
-	w.lastFailed = nil // set again if this deploy fails: retry is of the last deploy only
-	before := w.phase
+	w.LastFailed = nil // set again if this deploy fails: retry is of the last deploy only
+	before := w.Phase
 	w.setPhase(PhaseDeploying)
 	w.current = m
 
@@ -152,8 +152,8 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 		rec.Outcome = "Interrupted by teardown"
 	case errors.Is(err, errApprovalTimeout) || errors.Is(err, errStaleApproval):
 		rec.Outcome = "Aborted: " + err.Error()
-		w.lastErr = err.Error()
-		if w.phase == PhaseDeploying { // aborted before anything changed
+		w.LastError = err.Error()
+		if w.Phase == PhaseDeploying { // aborted before anything changed
 			if before == "" || before == PhaseDeploying {
 				before = PhaseAborted
 			}
@@ -163,29 +163,29 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 		rec.Outcome = "Superseded by a newer manifest"
 	case err == nil:
 		rec.Outcome = "Succeeded"
-		w.lastGood, w.lastFailed = m, nil
+		w.LastGood, w.LastFailed = m, nil
 		if res.ran != nil && !sameManifest(res.ran, m) {
 			// Operators scaled or restarted a rollout: the lease records what runs.
-			w.lastGood, w.current = res.ran, res.ran
+			w.LastGood, w.current = res.ran, res.ran
 			rec.Outcome = "Succeeded, as changed by an operator during the rollout"
 		}
 		if w.marksUpgradeTest() {
 			rec.Outcome += " (build B)"
 		}
-		w.lastErr, w.lastFailure = "", nil
+		w.LastError, w.lastFailure = "", nil
 		w.setPhase(PhaseActive)
 	default:
 		rec.Outcome = "Failed: " + errorMessage(err)
-		w.lastFailed = m
-		w.lastErr = errorMessage(err)
+		w.LastFailed = m
+		w.LastError = errorMessage(err)
 		w.lastFailure = err
 		w.setPhase(PhaseFailed)
 		switch {
-		case res.changed && w.lastGood != nil && !sameManifest(w.lastGood, m):
+		case res.changed && w.LastGood != nil && !sameManifest(w.LastGood, m):
 			workflow.GetLogger(w.ctx).Warn("deploy failed; returning to the last-known-good manifest", "lease", m.Lease, "error", err)
-			w.current = w.lastGood
+			w.current = w.LastGood
 			w.reverting = true
-			_, rerr := w.runChain(w.lastGood)
+			_, rerr := w.runChain(w.LastGood)
 			if rerr != nil {
 				rec.Outcome += "; rollback failed: " + errorMessage(rerr)
 			} else {

@@ -40,7 +40,7 @@ type ApproveRequest struct {
 // approved, the plan is computed again: if the cluster changed since, the
 // approved plan is stale and the deploy is refused.
 func (w *deployRun) awaitApproval(m *manifest.Manifest, plan *activities.DeployPlan) error {
-	previous := w.phase
+	previous := w.Phase
 	w.approved = false
 	w.setPhase(PhaseAwaitingApproval)
 	timeout := time.Duration(w.in.ApprovalTimeoutSeconds) * time.Second
@@ -48,7 +48,7 @@ func (w *deployRun) awaitApproval(m *manifest.Manifest, plan *activities.DeployP
 		timeout = defaultApprovalTimeout
 	}
 	ok, err := workflow.AwaitWithTimeout(w.ctx, timeout, func() bool {
-		return w.approved || w.teardown || w.pending != nil
+		return w.approved || w.Teardown || w.Pending != nil
 	})
 	if err != nil {
 		return err
@@ -63,7 +63,7 @@ func (w *deployRun) awaitApproval(m *manifest.Manifest, plan *activities.DeployP
 	case !ok:
 		restore()
 		return fmt.Errorf("%w (%s): the deploy was aborted and nothing was changed", errApprovalTimeout, timeout)
-	case w.teardown:
+	case w.Teardown:
 		return errTeardown
 	case !w.approved:
 		restore()
@@ -94,11 +94,11 @@ func (w *deployRun) registerApproval() error {
 				if req.invalid != nil {
 					return req.invalid
 				}
-				if w.phase != PhaseAwaitingApproval || w.plan == nil {
+				if w.Phase != PhaseAwaitingApproval || w.Plan == nil {
 					return errors.New("no plan is awaiting approval for lease " + w.lease)
 				}
-				if req.Fingerprint != "" && req.Fingerprint != w.plan.Fingerprint {
-					return fmt.Errorf("fingerprint %s is not the plan awaiting approval (%s): look at the plan again", req.Fingerprint, w.plan.Fingerprint)
+				if req.Fingerprint != "" && req.Fingerprint != w.Plan.Fingerprint {
+					return fmt.Errorf("fingerprint %s is not the plan awaiting approval (%s): look at the plan again", req.Fingerprint, w.Plan.Fingerprint)
 				}
 				return nil
 			},

@@ -88,11 +88,11 @@ func (w *deployRun) releaseAll() error {
 	if err := workflow.ExecuteLocalActivity(w.kubeCtx("release IPs"), a.ReleaseIPs, activities.ReleaseInput{Lease: w.lease}).Get(w.ctx, nil); err != nil {
 		return err
 	}
-	w.ips = nil
+	w.IPs = nil
 	if err := workflow.ExecuteLocalActivity(w.kubeCtx("release hostnames"), a.ReleaseHostnames, activities.ReleaseInput{Lease: w.lease}).Get(w.ctx, nil); err != nil {
 		return err
 	}
-	w.hostnames, w.withheld = nil, nil
+	w.Hostnames, w.Withheld = nil, nil
 	return nil
 }
 
@@ -118,7 +118,7 @@ func (w *deployRun) prepare(m *manifest.Manifest) (*activities.LeaseInfo, *activ
 		activities.PrepareDeployInput{Manifest: *m}).Get(w.ctx, &res); err != nil {
 		return nil, nil, err
 	}
-	w.plan = &res.Plan
+	w.Plan = &res.Plan
 	return &res.Lease, &res.Plan, nil
 }
 
@@ -132,7 +132,7 @@ func (w *deployRun) applyWorkload(m *manifest.Manifest, owner string) (activitie
 		return w.legacyApplyWorkload(m, owner)
 	}
 	err := workflow.ExecuteLocalActivity(kubeSteps(w.ctx, "reserve, apply services and ingress, classify"), a.ApplyDeploy,
-		activities.ApplyDeployInput{Manifest: *m, Owner: owner, DeployID: w.deployID(), Previous: w.objects}).Get(w.ctx, &res)
+		activities.ApplyDeployInput{Manifest: *m, Owner: owner, DeployID: w.deployID(), Previous: w.Objects}).Get(w.ctx, &res)
 	return res, err
 }
 
@@ -157,8 +157,8 @@ func (w *deployRun) finish(m *manifest.Manifest) (activities.FinishDeployResult,
 // deployed) and returns what it released.
 func (w *deployRun) releaseUnheld() []string {
 	var keepHosts, keepIPs []string
-	if w.lastGood != nil {
-		keepHosts, keepIPs = w.lastGood.Hostnames(), w.lastGood.IPEndpoints()
+	if w.LastGood != nil {
+		keepHosts, keepIPs = w.LastGood.Hostnames(), w.LastGood.IPEndpoints()
 	}
 	var a *activities.Activities
 	var out, hosts, ips []string
@@ -167,16 +167,16 @@ func (w *deployRun) releaseUnheld() []string {
 		for _, h := range hosts {
 			out = append(out, "hostname "+h)
 		}
-		w.hostnames, w.withheld = keepHosts, nil
+		w.Hostnames, w.Withheld = keepHosts, nil
 	}
 	if err := workflow.ExecuteLocalActivity(w.kubeCtx("release IPs this deploy took"), a.ReleaseIPs,
 		activities.ReleaseInput{Lease: w.lease, Keep: keepIPs}).Get(w.ctx, &ips); err == nil {
 		for _, e := range ips {
 			out = append(out, "IP of "+e)
 		}
-		for e := range w.ips {
+		for e := range w.IPs {
 			if !contains(keepIPs, e) {
-				delete(w.ips, e)
+				delete(w.IPs, e)
 			}
 		}
 	}
@@ -205,10 +205,10 @@ func (w *deployRun) planDeploy(m *manifest.Manifest) (*activities.DeployPlan, er
 	var a *activities.Activities
 	var plan activities.DeployPlan
 	if err := workflow.ExecuteLocalActivity(w.kubeCtx("plan"), a.PlanDeploy, activities.PlanInput{
-		Manifest: *m, Owner: w.owner,
+		Manifest: *m, Owner: w.Owner,
 	}).Get(w.ctx, &plan); err != nil {
 		return nil, err
 	}
-	w.plan = &plan
+	w.Plan = &plan
 	return &plan, nil
 }

@@ -50,7 +50,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	if err != nil {
 		return res, err
 	}
-	w.owner = lease.Owner
+	w.Owner = lease.Owner
 	w.startTree(plan)
 	switch {
 	case w.approvedPlan != "" && !w.reverting:
@@ -78,7 +78,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	var ran []*planpkg.Node
 	did := func(n *planpkg.Node) { ran = append(ran, n) }
 	if applied.IPs != nil {
-		w.ips = applied.IPs
+		w.IPs = applied.IPs
 		for _, e := range m.IPEndpoints() {
 			if _, kept := plan.KeepIPs[e]; !kept {
 				did(planpkg.AllocateIP(e))
@@ -87,7 +87,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	}
 	if hosts := applied.Hostnames; hosts != nil {
 		res.withheld = hosts.Withheld
-		w.hostnames, w.withheld = hosts.Reserved, hosts.Withheld
+		w.Hostnames, w.Withheld = hosts.Reserved, hosts.Withheld
 		for _, h := range hosts.Reserved {
 			if !heldBefore[h] {
 				did(planpkg.ReserveHostname(h))
@@ -107,7 +107,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	if err != nil {
 		return res, err
 	}
-	w.objects = applied.Applied.Kept
+	w.Objects = applied.Applied.Kept
 	res.changed = len(applied.Applied.Changed)+len(applied.Applied.Pruned) > 0
 	rollouts := map[string]RolloutInput{}
 	// A return to the last-known-good manifest runs no canary steps and no
@@ -145,7 +145,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 			rollouts[svc] = in
 		}
 	}
-	w.classes = res.classes
+	w.Classes = res.classes
 
 	// 7. Roll the changed services out, in parallel. What the lease records
 	// follows what they ended on.
@@ -247,23 +247,23 @@ func (w *deployRun) rollOut(rollouts map[string]RolloutInput) (map[string]Rollou
 	for done < len(services) {
 		woken, err := workflow.AwaitWithTimeout(w.ctx, tick, func() bool {
 			// Once interrupted, only the children's ends are awaited.
-			return done == len(services) || interrupted == nil && (w.teardown || w.pending != nil || w.observation != nil)
+			return done == len(services) || interrupted == nil && (w.Teardown || w.Pending != nil || w.observation != nil)
 		})
 		if err != nil {
 			return nil, err
 		}
 		if o := w.observation; o != nil {
 			w.observation = nil
-			w.teardown = w.teardown || o.Closed
+			w.Teardown = w.Teardown || o.Closed
 		}
 		if !woken && interrupted == nil {
 			if active, err := w.leaseActive(); err == nil && !active {
-				w.teardown = true
+				w.Teardown = true
 			}
 		}
-		if interrupted == nil && (w.teardown || w.pending != nil) && done < len(services) {
+		if interrupted == nil && (w.Teardown || w.Pending != nil) && done < len(services) {
 			interrupted = errSuperseded
-			if w.teardown {
+			if w.Teardown {
 				interrupted = errTeardown
 			}
 			cancel()

@@ -32,7 +32,7 @@ func (w *deployRun) redeploy(req RedeployRequest) {
 		return
 	}
 	base := w.base()
-	if base == nil || w.teardown {
+	if base == nil || w.Teardown {
 		workflow.GetLogger(w.ctx).Warn("redeploy ignored: nothing deployed", "lease", w.lease, "action", req.Action)
 		return
 	}
@@ -46,17 +46,17 @@ func (w *deployRun) redeploy(req RedeployRequest) {
 			m.Services[i].PodAnnotations[RestartedAtAnnotation] = at
 		}
 	}
-	if w.pending == nil {
-		w.pending = &m
-		w.pendingTrigger = req.Trigger
+	if w.Pending == nil {
+		w.Pending = &m
+		w.PendingTrigger = req.Trigger
 		if checkTrigger("trigger", req.Trigger) != nil && refusesGuarded(w.ctx) {
 			// A signal has no answer: a trigger that is not a short
 			// printable word never reaches the search attributes.
 			workflow.GetLogger(w.ctx).Warn("redeploy signal's trigger dropped", "lease", w.lease, "error", checkTrigger("trigger", req.Trigger))
-			w.pendingTrigger = ""
+			w.PendingTrigger = ""
 		}
-		if w.pendingTrigger == "" {
-			w.pendingTrigger = "api"
+		if w.PendingTrigger == "" {
+			w.PendingTrigger = "api"
 		}
 	}
 }
@@ -125,9 +125,9 @@ func (w *deployRun) registerControls() error {
 					return st, nil
 				}
 				m := req.Manifest
-				w.pending = &m // the newest manifest wins; older pending ones are dropped
-				w.pendingTrigger = req.trigger()
-				w.pendingPlan = req.PlanFingerprint
+				w.Pending = &m // the newest manifest wins; older pending ones are dropped
+				w.PendingTrigger = req.trigger()
+				w.PendingPlan = req.PlanFingerprint
 				w.unsettle()
 				return w.status(), nil
 			},
@@ -148,17 +148,17 @@ func (w *deployRun) registerControls() error {
 			}},
 		{UpdateTeardown, "Tear the lease's workload down and release its hostnames and IPs",
 			func(workflow.Context) (DeployStatus, error) {
-				w.teardown = true
+				w.Teardown = true
 				w.unsettle()
 				return w.status(), nil
 			}, nil},
 		{UpdateRetry, "Deploy the manifest of the last deploy again, if it failed (an aborted canary, a failed analysis)",
 			func(workflow.Context) (DeployStatus, error) {
-				if w.lastFailed == nil { // a deploy ended between the validator and here
+				if w.LastFailed == nil { // a deploy ended between the validator and here
 					return w.status(), errors.New("the last deploy of lease " + w.lease + " did not fail: there is nothing to retry")
 				}
-				m := *w.lastFailed
-				w.pending, w.pendingTrigger, w.pendingPlan = &m, "retry", ""
+				m := *w.LastFailed
+				w.Pending, w.PendingTrigger, w.PendingPlan = &m, "retry", ""
 				w.unsettle()
 				return w.status(), nil
 			},
@@ -166,9 +166,9 @@ func (w *deployRun) registerControls() error {
 				switch {
 				case w.notTornDown() != nil:
 					return w.notTornDown()
-				case w.lastFailed == nil:
+				case w.LastFailed == nil:
 					return errors.New("the last deploy of lease " + w.lease + " did not fail: there is nothing to retry")
-				case w.pending != nil || w.phase == PhaseDeploying || w.phase == PhaseAwaitingApproval:
+				case w.Pending != nil || w.Phase == PhaseDeploying || w.Phase == PhaseAwaitingApproval:
 					return errors.New("a deploy of lease " + w.lease + " is in progress or waiting: retry once it has ended")
 				}
 				return nil
@@ -182,7 +182,7 @@ func (w *deployRun) registerControls() error {
 						m.Services[i].Replicas = &r
 					}
 				}
-				w.pending, w.pendingTrigger = &m, "cli"
+				w.Pending, w.PendingTrigger = &m, "cli"
 				w.unsettle()
 				return w.status(), nil
 			},
@@ -234,7 +234,7 @@ func (w *deployRun) registerControls() error {
 	workflow.Go(w.ctx, func(ctx workflow.Context) {
 		for {
 			w.teardowns.Receive(ctx, nil)
-			w.teardown = true
+			w.Teardown = true
 		}
 	})
 	w.redeploys = workflow.GetSignalChannel(w.ctx, SignalRedeploy)
@@ -250,7 +250,7 @@ func (w *deployRun) registerControls() error {
 
 // notTornDown refuses a deploy or retry of a lease being torn down.
 func (w *deployRun) notTornDown() error {
-	if w.teardown || w.phase == PhaseTearingDown || w.phase == PhaseTornDown {
+	if w.Teardown || w.Phase == PhaseTearingDown || w.Phase == PhaseTornDown {
 		return errors.New("the lease is being torn down; start a new deploy once it is gone")
 	}
 	return nil
@@ -259,7 +259,7 @@ func (w *deployRun) notTornDown() error {
 // drainSignals handles the signals delivered but not yet received.
 func (w *deployRun) drainSignals() {
 	for w.teardowns.ReceiveAsync(nil) {
-		w.teardown = true
+		w.Teardown = true
 	}
 	for {
 		var req RedeployRequest
@@ -280,7 +280,7 @@ func (w *deployRun) drainSignals() {
 // as the update; when the update comes in a later workflow task than the
 // start (a loaded worker, a restart) the deploy of the input has begun.
 func (w *deployRun) joins(req DeployRequest) bool {
-	return w.phase == PhaseDeploying && !w.reverting && w.pending == nil && w.requested != nil &&
+	return w.Phase == PhaseDeploying && !w.reverting && w.Pending == nil && w.requested != nil &&
 		req.PlanFingerprint == "" && w.approvedPlan == "" && !req.Manifest.RequireApproval &&
 		sameManifest(w.requested, &req.Manifest) && w.joinsSameManifest()
 }

@@ -66,7 +66,7 @@ func (w *deployRun) takesObservation(o *observe.Observation) error {
 	switch {
 	case o.Lease != w.lease:
 		return fmt.Errorf("lease: the observation is of lease %q, this workflow deploys lease %q", o.Lease, w.lease)
-	case w.teardown || w.leaseGone:
+	case w.Teardown || w.leaseGone:
 		return known("the lease is being torn down")
 	case o.Closed && w.rollingOut && w.batches():
 		return nil // the rollouts are cancelled and the lease torn down
@@ -82,20 +82,20 @@ func (w *deployRun) takesObservation(o *observe.Observation) error {
 	case w.current == nil:
 		return known("nothing is deployed")
 	case o.Unknown:
-		if w.phase == PhaseUnknown {
+		if w.Phase == PhaseUnknown {
 			return known("already Unknown")
 		}
 		return nil
-	case w.phase == PhaseUnknown:
+	case w.Phase == PhaseUnknown:
 		return nil
 	case w.healthyIn(o):
-		if w.unhealthySince.IsZero() && w.phase != PhaseDegraded {
+		if w.unhealthySince.IsZero() && w.Phase != PhaseDegraded {
 			return known("already healthy")
 		}
 		return nil
 	case w.unhealthySince.IsZero():
 		return nil
-	case w.phase != PhaseDegraded && w.recheckAfter(o) == 0:
+	case w.Phase != PhaseDegraded && w.recheckAfter(o) == 0:
 		return nil // degradedAfter has passed
 	default:
 		return temporal.NewApplicationError("already below its replicas", ErrObservationKnown, observe.ObserveResult{RecheckAfter: w.recheckAfter(o)})
@@ -144,7 +144,7 @@ func (w *deployRun) unhealthyFrom(o *observe.Observation) time.Time {
 // recheckAfter is how long until an unhealthy lease turns Degraded; zero
 // when it is healthy, not observable, or due now.
 func (w *deployRun) recheckAfter(o *observe.Observation) time.Duration {
-	if o.Closed || o.Unknown || w.healthyIn(o) || w.phase == PhaseDegraded {
+	if o.Closed || o.Unknown || w.healthyIn(o) || w.Phase == PhaseDegraded {
 		return 0
 	}
 	left := w.degradedAfter - workflow.Now(w.ctx).Sub(w.unhealthyFrom(o))
@@ -155,10 +155,10 @@ func (w *deployRun) recheckAfter(o *observe.Observation) time.Duration {
 // with nothing deployed, its workflow ends); Unknown is never Degraded.
 func (w *deployRun) takeObservation(o *observe.Observation) {
 	switch {
-	case o.Closed && w.lastGood == nil && w.current == nil:
+	case o.Closed && w.LastGood == nil && w.current == nil:
 		w.leaseGone = true
 	case o.Closed:
-		w.teardown = true
+		w.Teardown = true
 	case o.Unknown:
 		w.observe(false, false)
 	default:
@@ -190,7 +190,7 @@ func (w *deployRun) observe(observed, healthy bool) {
 		w.setPhase(PhaseUnknown)
 	case healthy:
 		w.unhealthySince = time.Time{}
-		if w.phase != PhaseFailed {
+		if w.Phase != PhaseFailed {
 			w.setPhase(PhaseActive)
 		}
 	default:

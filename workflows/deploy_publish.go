@@ -61,16 +61,16 @@ type DeployStatus struct {
 
 func (w *deployRun) status() DeployStatus {
 	st := DeployStatus{
-		Lease: w.lease, Owner: w.owner, Namespace: manifest.Namespace(w.lease), Phase: w.phase,
-		Revision: w.revision, Pending: w.pending != nil, LastError: w.lastErr, Classes: w.classes,
-		Hostnames: w.hostnames, Withheld: w.withheld, IPs: w.ips, History: w.history, Plan: w.plan,
+		Lease: w.lease, Owner: w.Owner, Namespace: manifest.Namespace(w.lease), Phase: w.Phase,
+		Revision: w.Revision, Pending: w.Pending != nil, LastError: w.LastError, Classes: w.Classes,
+		Hostnames: w.Hostnames, Withheld: w.Withheld, IPs: w.IPs, History: w.History, Plan: w.Plan,
 	}
 	if w.current != nil {
 		st.Services = w.current.ServiceNames()
 	}
 	st.Tree = w.tree
-	if st.Tree == nil && len(w.history) > 0 {
-		st.Tree = w.history[len(w.history)-1].Tree
+	if st.Tree == nil && len(w.History) > 0 {
+		st.Tree = w.History[len(w.History)-1].Tree
 	}
 	return st
 }
@@ -79,10 +79,10 @@ func (w *deployRun) status() DeployStatus {
 // attributes (temporal workflow list --query 'DeployflowPhase="Failed"'), in
 // the workflow's details shown by the UI, and as a metric.
 func (w *deployRun) setPhase(phase string) {
-	if w.phase == phase {
+	if w.Phase == phase {
 		return
 	}
-	w.phase = phase
+	w.Phase = phase
 	w.publish()
 	if w.batches() {
 		return // deployflow_leases counts phases from visibility
@@ -94,23 +94,23 @@ func (w *deployRun) setPhase(phase string) {
 func (w *deployRun) publish() {
 	updates := []temporal.SearchAttributeUpdate{
 		searchattr.Lease.ValueSet(w.lease),
-		searchattr.Phase.ValueSet(w.phase),
-		searchattr.Revision.ValueSet(w.revision),
+		searchattr.Phase.ValueSet(w.Phase),
+		searchattr.Revision.ValueSet(w.Revision),
 		searchattr.Trigger.ValueSet(w.trigger),
 		searchattr.Namespace.ValueSet(manifest.Namespace(w.lease)),
 	}
-	if w.owner != "" {
-		updates = append(updates, searchattr.Owner.ValueSet(w.owner))
+	if w.Owner != "" {
+		updates = append(updates, searchattr.Owner.ValueSet(w.Owner))
 	}
 	if w.current != nil {
 		updates = append(updates, searchattr.Services.ValueSet(w.current.ServiceNames()))
 	}
 	workflow.SetCurrentDetails(w.ctx, w.details())
 	if w.batches() {
-		if w.searchAttributes() == w.published {
+		if w.searchAttributes() == w.Published {
 			return // nothing changed: no upsert, no event
 		}
-		w.published = w.searchAttributes()
+		w.Published = w.searchAttributes()
 	}
 	if err := workflow.UpsertTypedSearchAttributes(w.ctx, updates...); err != nil {
 		workflow.GetLogger(w.ctx).Warn("search attributes not upserted (are they registered?)", "error", err)
@@ -119,7 +119,7 @@ func (w *deployRun) publish() {
 
 // searchAttributes is the values publish upserts, as one comparable string.
 func (w *deployRun) searchAttributes() string {
-	values := fmt.Sprintf("%q %q %d %q %q", w.lease, w.phase, w.revision, w.trigger, w.owner)
+	values := fmt.Sprintf("%q %q %d %q %q", w.lease, w.Phase, w.Revision, w.trigger, w.Owner)
 	if w.current != nil {
 		values += fmt.Sprintf(" %q", w.current.ServiceNames())
 	}
@@ -129,22 +129,22 @@ func (w *deployRun) searchAttributes() string {
 // details is the UI's "current details" of the lease: markdown.
 func (w *deployRun) details() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "**%s** — lease `%s`", w.phase, w.lease)
-	if w.owner != "" {
-		fmt.Fprintf(&b, " of `%s`", w.owner)
+	fmt.Fprintf(&b, "**%s** — lease `%s`", w.Phase, w.lease)
+	if w.Owner != "" {
+		fmt.Fprintf(&b, " of `%s`", w.Owner)
 	}
-	fmt.Fprintf(&b, ", deploy #%d (%s)\n\n", w.revision, w.trigger)
+	fmt.Fprintf(&b, ", deploy #%d (%s)\n\n", w.Revision, w.trigger)
 	if w.current != nil {
 		for _, s := range w.current.Services {
-			class := w.classes[s.Name]
+			class := w.Classes[s.Name]
 			if class == "" {
 				class = "pending"
 			}
 			fmt.Fprintf(&b, "- %s: `%s` — %s\n", s.Name, s.Image, class)
 		}
 	}
-	if w.lastErr != "" {
-		fmt.Fprintf(&b, "\nlast error: %s\n", w.lastErr)
+	if w.LastError != "" {
+		fmt.Fprintf(&b, "\nlast error: %s\n", w.LastError)
 	}
 	return b.String()
 }

@@ -28,33 +28,22 @@ type deployRun struct {
 	healthInterval time.Duration
 	degradedAfter  time.Duration
 
-	owner          string
-	phase          string
-	revision       int64
+	// DeployCarry is the state a run hands to the next (carryOver) and
+	// starts from (newDeployRun): the lease's owner, phase, revision,
+	// last-known-good and pending manifests, history, reservations, plan,
+	// and the search attributes last upserted (Published).
+	DeployCarry
+
 	current        *manifest.Manifest // being deployed, or last deployed
 	requested      *manifest.Manifest // the manifest of the deploy in progress, as it was asked for
-	lastGood       *manifest.Manifest
-	pending        *manifest.Manifest
-	pendingTrigger string
-	pendingPlan    string // the fingerprint the pending manifest was approved with
-	approvedPlan   string // the fingerprint the deploy in progress was approved with
-	teardown       bool
-	history        []DeployRecord
-	lastErr        string
-	classes        map[string]string
-	hostnames      []string
-	withheld       []activities.Withheld
-	ips            map[string]string
+	approvedPlan   string             // the fingerprint the deploy in progress was approved with
 	unhealthySince time.Time
 	unsettled      bool
-	plan           *activities.DeployPlan // of the deploy in progress or the last one
-	tree           *plan.Node             // the chain in progress's tree, as executed so far
-	nodes          map[string]*plan.Node  // the tree's node of each service's rollout
+	tree           *plan.Node            // the chain in progress's tree, as executed so far
+	nodes          map[string]*plan.Node // the tree's node of each service's rollout
 	approved       bool
-	objects        []string           // the lease's Services and Ingress after the last apply
-	reverting      bool               // the chain runs for the last-known-good manifest after a failure
-	lastFailure    error              // why the last deploy failed, if it did
-	lastFailed     *manifest.Manifest // the manifest of the last deploy, if it failed
+	reverting      bool  // the chain runs for the last-known-good manifest after a failure
+	lastFailure    error // why the last deploy failed, if it did
 	teardowns      workflow.ReceiveChannel
 	redeploys      workflow.ReceiveChannel
 	leaseGone      bool                 // the lease is unknown or closed and nothing of it is deployed
@@ -63,9 +52,6 @@ type deployRun struct {
 	// behaviour: where this run's code differs from the current path
 	// (legacy.go).
 	behaviour
-	// published is the search attributes last upserted (fewer-events
-	// upserts only changes).
-	published string
 	// unsettledAt is the history length of the task that accepted the
 	// update not yet settled.
 	unsettledAt int
@@ -80,16 +66,16 @@ type deployRun struct {
 // detection in ApplyObjects: a retried apply of the same run carries it.
 func (w *deployRun) deployID() string {
 	if w.reverting {
-		return fmt.Sprintf("%d-revert", w.revision)
+		return fmt.Sprintf("%d-revert", w.Revision)
 	}
-	return fmt.Sprint(w.revision)
+	return fmt.Sprint(w.Revision)
 }
 
 // base is the manifest operator changes start from: the last-known-good
 // one, or the last deployed.
 func (w *deployRun) base() *manifest.Manifest {
-	if w.lastGood != nil {
-		return w.lastGood
+	if w.LastGood != nil {
+		return w.LastGood
 	}
 	return w.current
 }
@@ -110,20 +96,12 @@ func newDeployRun(ctx workflow.Context, in DeployInput) *deployRun {
 		w.degradedAfter = defaultDegradedAfter
 	}
 	if c := in.Carry; c != nil {
-		w.owner, w.phase, w.revision = c.Owner, c.Phase, c.Revision
-		w.lastGood, w.pending, w.history, w.teardown = c.LastGood, c.Pending, c.History, c.Teardown
-		w.pendingTrigger = c.PendingTrigger
-		w.pendingPlan = c.PendingPlan
-		w.lastErr, w.classes, w.hostnames, w.withheld, w.ips = c.LastError, c.Classes, c.Hostnames, c.Withheld, c.IPs
-		w.objects = c.Objects
-		w.current = w.lastGood
-		w.published = c.Published
-		w.plan = c.Plan
-		w.lastFailed = c.LastFailed
+		w.DeployCarry = *c
+		w.current = w.LastGood
 	} else {
 		m := in.Manifest
-		w.pending = &m
-		w.pendingTrigger = w.trigger
+		w.Pending = &m
+		w.PendingTrigger = w.trigger
 	}
 	return w
 }
@@ -133,19 +111,16 @@ func (w *deployRun) carryOver() DeployInput {
 	if w.current != nil {
 		in.Manifest = *w.current
 	}
-	in.Carry = &DeployCarry{
-		Owner: w.owner, Phase: w.phase, LastGood: w.lastGood, Pending: w.pending, PendingTrigger: w.pendingTrigger, PendingPlan: w.pendingPlan,
-		Revision: w.revision, History: w.history, Teardown: w.teardown,
-		LastError: w.lastErr, Classes: w.classes, Hostnames: w.hostnames, Withheld: w.withheld, IPs: w.ips,
-		Objects: w.objects, Plan: w.plan, FewerEvents: w.batches(), Published: w.published, LastFailed: w.lastFailed,
-	}
+	carry := w.DeployCarry
+	carry.FewerEvents = w.batches()
+	in.Carry = &carry
 	return in
 }
 
 func (w *deployRun) record(r DeployRecord) {
-	w.history = append(w.history, r)
-	if len(w.history) > maxHistoryRecords {
-		w.history = w.history[len(w.history)-maxHistoryRecords:]
+	w.History = append(w.History, r)
+	if len(w.History) > maxHistoryRecords {
+		w.History = w.History[len(w.History)-maxHistoryRecords:]
 	}
 }
 

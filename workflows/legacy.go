@@ -116,7 +116,7 @@ func (w *deployRun) marksUpgradeTest() bool {
 // legacyMonitor is the idle health check of a run that predates
 // lease-events: a lease check and a health check every healthInterval.
 func (w *deployRun) legacyMonitor() {
-	if w.lastGood == nil && w.current == nil {
+	if w.LastGood == nil && w.current == nil {
 		// Nothing deployed: the workflow waits for a manifest, unless its
 		// lease is gone, which ends it.
 		if w.endsUnknownLease() {
@@ -132,7 +132,7 @@ func (w *deployRun) legacyMonitor() {
 		w.observe(false, false)
 		return
 	case !active:
-		w.teardown = true
+		w.Teardown = true
 		return
 	}
 	healthy, err := w.checkHealth()
@@ -145,7 +145,7 @@ func (w *deployRun) legacyPrepare(m *manifest.Manifest) (*activities.LeaseInfo, 
 	if err != nil {
 		return nil, nil, err
 	}
-	w.owner = lease.Owner
+	w.Owner = lease.Owner
 	plan, err := w.planDeploy(m)
 	return lease, plan, err
 }
@@ -178,7 +178,7 @@ func (w *deployRun) legacyApplyWorkload(m *manifest.Manifest, owner string) (act
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
 	}
 	objects.DeployID = w.deployID()
-	objects.Previous = w.objects
+	objects.Previous = w.Objects
 	var applied activities.ApplyObjectsResult
 	if err := workflow.ExecuteLocalActivity(w.kubeCtx("apply services and ingress"), a.ApplyObjects, objects).Get(w.ctx, &applied); err != nil {
 		return res, err
