@@ -59,7 +59,7 @@ func TestGatesAreAskedOnlyInTheLegacyFile(t *testing.T) {
 					}
 				case *ast.SelectorExpr:
 					switch n.Sel.Name {
-					case "GetVersion", "batched", "leaseEvents", "takes":
+					case "GetVersion", "batched", "leaseEvents", "takes", "Counted":
 						what = "uses " + n.Sel.Name
 					}
 				}
