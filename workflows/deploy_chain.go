@@ -125,8 +125,8 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		res.classes[svc] = c.Class
 		if change, ok := activities.ServiceChange(c, m); ok {
 			res.operations = append(res.operations, change.Text())
+			w.serviceNode(change)
 		}
-		w.serviceNode(c, m)
 		if c.Class == activities.ChangeScale || c.Class == activities.ChangeRollout {
 			in := RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.batches(), Revert: fastRevert}
 			if s, ok := m.Lookup(svc); ok && s.Rollout != nil && c.Class == activities.ChangeRollout {

@@ -7,7 +7,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/deployflow/deployflow/activities"
-	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
 )
 
@@ -97,19 +96,15 @@ func texts(nodes []*plan.Node) []string {
 	return out
 }
 
-// serviceNode finds the deploy's node for svc's change c (w.nodes): the
-// plan's, or, if the plan did not have it, one added and marked so.
-func (w *deployRun) serviceNode(c activities.Classification, m *manifest.Manifest) {
+// serviceNode finds the deploy's node for a service's change (w.nodes):
+// the plan's, or, if the plan did not have it, one added and marked so.
+func (w *deployRun) serviceNode(change plan.ServiceChange) {
 	if w.tree == nil {
 		return
 	}
-	change, ok := activities.ServiceChange(c, m)
-	if !ok {
-		return
-	}
 	want := plan.Service(change)
-	if n := w.tree.Find(want.Op, c.Service); n != nil {
-		w.nodes[c.Service] = n
+	if n := w.tree.Find(want.Op, change.Service); n != nil {
+		w.nodes[change.Service] = n
 		return
 	}
 	want.Text += notInPlan
@@ -120,7 +115,7 @@ func (w *deployRun) serviceNode(c activities.Classification, m *manifest.Manifes
 	} else {
 		w.tree.Add(want)
 	}
-	w.nodes[c.Service] = want
+	w.nodes[change.Service] = want
 }
 
 // markRollout marks svc's rollout node by how its RolloutWorkflow ended,
