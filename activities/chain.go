@@ -26,6 +26,9 @@ type PrepareDeployResult struct {
 // PrepareDeploy checks that the lease is active (CheckLease) and computes
 // the deploy's plan with the lease's owner (PlanDeploy). It writes nothing.
 func (a *Activities) PrepareDeploy(ctx context.Context, in PrepareDeployInput) (*PrepareDeployResult, error) {
+	if err := requireDefaults("PrepareDeploy", &in.Manifest); err != nil {
+		return nil, err
+	}
 	l, err := a.CheckLease(ctx, in.Manifest.Lease)
 	if err != nil {
 		return nil, err
@@ -61,7 +64,10 @@ type ApplyDeployResult struct {
 // (ClassifyService): everything a deploy writes before its rollouts. A
 // manifest that cannot be rendered is a non-retryable InvalidManifest.
 func (a *Activities) ApplyDeploy(ctx context.Context, in ApplyDeployInput) (*ApplyDeployResult, error) {
-	m := in.Manifest.WithDefaults()
+	m := &in.Manifest
+	if err := requireDefaults("ApplyDeploy", m); err != nil {
+		return nil, err
+	}
 	out := &ApplyDeployResult{}
 	var err error
 	if out.IPs, err = a.EnsureIPs(ctx, IPsInput{Lease: m.Lease, Owner: in.Owner, Endpoints: m.IPEndpoints()}); err != nil {

@@ -112,17 +112,20 @@ type DeployPlan struct {
 // server-side apply of the rendered objects, and the classification of each
 // service. Conflicts fail it the way they would fail the deploy.
 func (a *Activities) PlanDeploy(ctx context.Context, in PlanInput) (*DeployPlan, error) {
+	m := &in.Manifest
+	if err := requireDefaults("PlanDeploy", m); err != nil {
+		return nil, err
+	}
 	// The operator's limits, before anything is read or written (issue
 	// 20.4): a manifest over one is refused naming the field and the limit.
 	limits := a.Limits
 	limits.PrometheusLabel = a.PrometheusLabel
-	if err := in.Manifest.CheckLimits(limits); err != nil {
+	if err := m.CheckLimits(limits); err != nil {
 		return nil, invalidManifest(err)
 	}
-	if err := in.Manifest.CheckReservedKeys(a.ReservedPrefixes, a.AllowedPodKeys); err != nil {
+	if err := m.CheckReservedKeys(a.ReservedPrefixes, a.AllowedPodKeys); err != nil {
 		return nil, invalidManifest(err)
 	}
-	m := in.Manifest.WithDefaults()
 	p := &DeployPlan{Lease: m.Lease, Owner: in.Owner}
 	hostnames := m.Hostnames()
 	check, err := a.CheckHostnames(ctx, HostnamesInput{Lease: m.Lease, Owner: in.Owner, Hostnames: hostnames})

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
@@ -54,4 +55,29 @@ func TestTree(t *testing.T) {
 	assert.Empty(t, first.Children)
 	_, ok = ServiceChange(Classification{Service: "db", Class: ChangeMetadata}, m)
 	assert.False(t, ok, "pods stay: no rollout")
+}
+
+// A deploy fills its manifest's defaults once, where its chain starts
+// (workflows/deploy_chain.go; PlanWorkflow for `deploy --plan`); the
+// activities after it do not fill them again. This guards that a caller
+// that skipped that is told so, by name, before anything is read or
+// written, instead of having the defaults filled a second time.
+func TestAStepAfterTheChainsStartRefusesAManifestWithoutItsDefaults(t *testing.T) {
+	raw := manifest.Manifest{Lease: "a", Services: []manifest.Service{{Name: "web", Image: "nginx:1.27"}}}
+	a := &Activities{} // no cluster: the refusal comes first
+	_, err := a.PlanDeploy(t.Context(), PlanInput{Manifest: raw})
+	assertNoDefaults(t, err, "PlanDeploy")
+	_, err = a.PrepareDeploy(t.Context(), PrepareDeployInput{Manifest: raw})
+	assertNoDefaults(t, err, "PrepareDeploy")
+	_, err = a.ApplyDeploy(t.Context(), ApplyDeployInput{Manifest: raw})
+	assertNoDefaults(t, err, "ApplyDeploy")
+}
+
+func assertNoDefaults(t *testing.T, err error, step string) {
+	t.Helper()
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, ErrInvalidInput, appErr.Type())
+	assert.True(t, appErr.NonRetryable())
+	assert.Contains(t, appErr.Error(), step+": the manifest of lease a has no defaults: pass manifest.WithDefaults() of it")
 }

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
@@ -163,10 +164,10 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 		rec.Outcome = "Superseded by a newer manifest"
 	case err == nil:
 		rec.Outcome = "Succeeded"
-		w.LastGood, w.LastFailed = m, nil
-		if res.ran != nil && !sameManifest(res.ran, m) {
-			// Operators scaled or restarted a rollout: the lease records what runs.
-			w.LastGood, w.current = res.ran, res.ran
+		// The lease records what runs: the manifest as the chain deployed it,
+		// with its defaults, and with what operators changed of its rollouts.
+		w.LastGood, w.current, w.LastFailed = res.ran, res.ran, nil
+		if !sameManifest(res.ran, m) {
 			rec.Outcome = "Succeeded, as changed by an operator during the rollout"
 		}
 		if w.marksUpgradeTest() {
@@ -212,6 +213,33 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 		return err
 	}
 	return nil
+}
+
+// keepRestarts carries restart annotations of the running services into a
+// new manifest that does not set them, as a Deployment keeps
+// kubectl.kubernetes.io/restartedAt across applies: a new manifest is not a
+// reason to restart again, nor to drop a restart.
+func (w *deployRun) keepRestarts(m *manifest.Manifest) *manifest.Manifest {
+	if w.current == nil {
+		return m
+	}
+	// The manifest as queued; its defaults are filled once, where the chain
+	// starts (runChain).
+	out := *m
+	out.Services = slices.Clone(m.Services)
+	for i, s := range out.Services {
+		old, ok := w.current.Lookup(s.Name)
+		at := old.PodAnnotations[RestartedAtAnnotation]
+		if !ok || at == "" || s.PodAnnotations[RestartedAtAnnotation] != "" {
+			continue
+		}
+		ann := map[string]string{RestartedAtAnnotation: at}
+		for k, v := range s.PodAnnotations {
+			ann[k] = v
+		}
+		out.Services[i].PodAnnotations = ann
+	}
+	return &out
 }
 
 func errorMessage(err error) string {

@@ -39,6 +39,8 @@ var errSuperseded = errors.New("superseded by a newer manifest")
 // the new version is healthy.
 func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	res := chainResult{classes: map[string]string{}}
+	// The manifest's defaults, filled once, here: every step after this one
+	// checks them (manifest.HasDefaults) instead of filling them again.
 	m = m.WithDefaults()
 	ns := manifest.Namespace(m.Lease)
 	w.tree, w.nodes = nil, nil // set from the plan, below

@@ -61,30 +61,6 @@ func (w *deployRun) redeploy(req RedeployRequest) {
 	}
 }
 
-// keepRestarts carries restart annotations of the running services into a
-// new manifest that does not set them, as a Deployment keeps
-// kubectl.kubernetes.io/restartedAt across applies: a new manifest is not a
-// reason to restart again, nor to drop a restart.
-func (w *deployRun) keepRestarts(m *manifest.Manifest) *manifest.Manifest {
-	if w.current == nil {
-		return m
-	}
-	out := *m.WithDefaults()
-	for i, s := range out.Services {
-		old, ok := w.current.Lookup(s.Name)
-		at := old.PodAnnotations[RestartedAtAnnotation]
-		if !ok || at == "" || s.PodAnnotations[RestartedAtAnnotation] != "" {
-			continue
-		}
-		ann := map[string]string{RestartedAtAnnotation: at}
-		for k, v := range s.PodAnnotations {
-			ann[k] = v
-		}
-		out.Services[i].PodAnnotations = ann
-	}
-	return &out
-}
-
 // DeployRequest is the "deploy" update's argument.
 type DeployRequest struct {
 	Manifest manifest.Manifest `json:"manifest"`

@@ -19,7 +19,8 @@ import (
 
 func (dt *deployTest) plan(m manifest.Manifest) *activities.DeployPlan {
 	dt.t.Helper()
-	p, err := dt.acts.PlanDeploy(context.Background(), activities.PlanInput{Manifest: m, Owner: dt.owner})
+	// As PlanWorkflow passes it: with its defaults, filled once.
+	p, err := dt.acts.PlanDeploy(context.Background(), activities.PlanInput{Manifest: *m.WithDefaults(), Owner: dt.owner})
 	require.NoError(dt.t, err)
 	return p
 }

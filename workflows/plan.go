@@ -37,6 +37,8 @@ func PlanWorkflow(ctx workflow.Context, in PlanRequest) (*activities.DeployPlan,
 	if err := validateManifest(ctx, &in.Manifest, false); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
 	}
+	// The defaults, filled once, as the deploy chain fills them.
+	m := in.Manifest.WithDefaults()
 	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: 2 * time.Minute,
@@ -49,7 +51,7 @@ func PlanWorkflow(ctx workflow.Context, in PlanRequest) (*activities.DeployPlan,
 		return nil, err
 	}
 	var plan activities.DeployPlan
-	if err := workflow.ExecuteLocalActivity(ctx, a.PlanDeploy, activities.PlanInput{Manifest: in.Manifest, Owner: l.Owner}).Get(ctx, &plan); err != nil {
+	if err := workflow.ExecuteLocalActivity(ctx, a.PlanDeploy, activities.PlanInput{Manifest: *m, Owner: l.Owner}).Get(ctx, &plan); err != nil {
 		return nil, err
 	}
 	return &plan, nil

@@ -17,8 +17,9 @@ import (
 )
 
 // The conversions below take a validated manifest (Parse's, or one whose
-// Validate returned nil) and fill its defaults themselves, so a manifest as
-// written and its WithDefaults give the same objects. They are pure and
+// Validate returned nil). A deploy's manifest has its defaults (HasDefaults);
+// one as written gets them filled on the way, so a manifest as written and
+// its WithDefaults give the same objects. They are pure and
 // deterministic: equal manifests give equal objects.
 
 // objectLabels are the labels of every object of a lease; svc may be empty
@@ -183,7 +184,7 @@ func service(lease, name, svc string) *corev1.Service {
 //
 // (The method cannot be called Services: that is Manifest's field.)
 func (m *Manifest) ClusterIPServices() []*corev1.Service {
-	d := m.WithDefaults()
+	d := m.defaulted()
 	if d == nil {
 		return nil
 	}
@@ -215,7 +216,7 @@ func (m *Manifest) ClusterIPServices() []*corev1.Service {
 // Service on the exposed port. It is nil when no port is exposed over HTTP.
 // It names no IngressClass, so the cluster's default class serves it.
 func (m *Manifest) Ingress() *networkingv1.Ingress {
-	d := m.WithDefaults()
+	d := m.defaulted()
 	if d == nil {
 		return nil
 	}
@@ -280,7 +281,7 @@ func lbServiceName(svc, endpoint string) string { return svc + "-ip-" + endpoint
 // naming every one, if an endpoint the manifest uses (see IPEndpoints) has
 // no valid IP in ips; entries for other endpoints are ignored.
 func (m *Manifest) LoadBalancerServices(ips map[string]string) ([]*corev1.Service, error) {
-	d := m.WithDefaults()
+	d := m.defaulted()
 	if d == nil {
 		return nil, nil
 	}

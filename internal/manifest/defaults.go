@@ -30,6 +30,44 @@ func (m *Manifest) WithDefaults() *Manifest {
 	return out
 }
 
+// HasDefaults reports whether every default WithDefaults fills in is there
+// already: the manifest came from WithDefaults (or was written in full). A
+// deploy fills the defaults once, where its chain starts
+// (workflows/deploy_chain.go); the steps after it check them with
+// HasDefaults instead of filling them again.
+func (m *Manifest) HasDefaults() bool {
+	if m == nil {
+		return false
+	}
+	for _, s := range m.Services {
+		r := s.Rollout
+		if s.Replicas == nil || r == nil || r.Strategy == "" || r.ProgressDeadlineSeconds == nil ||
+			r.RevisionHistoryLimit == nil || r.AutoRollback == nil {
+			return false
+		}
+		if (r.Strategy == StrategyRollingUpdate || r.Strategy == StrategyCanary || r.Strategy == StrategyBlueGreen) &&
+			(r.MaxSurge == nil || r.MaxUnavailable == nil) {
+			return false
+		}
+		for _, p := range s.Ports {
+			if p.TargetPort == 0 || p.Protocol == "" {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// defaulted is m when its defaults are there, else a filled copy (for
+// callers that convert a manifest as written).
+// Callers must not modify the result.
+func (m *Manifest) defaulted() *Manifest {
+	if m.HasDefaults() {
+		return m
+	}
+	return m.WithDefaults()
+}
+
 // withDefaults is WithDefaults for one service.
 func (s *Service) withDefaults() Service {
 	out := Service{

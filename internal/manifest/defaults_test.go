@@ -96,3 +96,35 @@ func TestWithDefaultsOfNil(t *testing.T) {
 	var m *Manifest
 	assert.Nil(t, m.WithDefaults())
 }
+
+// HasDefaults is what lets a deploy fill its defaults once: the steps after
+// the chain's start convert the manifest as it is when HasDefaults says the
+// defaults are there. This guards that it never says so of a manifest that
+// lacks one: each default, cleared in turn, makes it false; and a manifest
+// it accepts converts to the same objects as its WithDefaults.
+func TestHasDefaultsMissesNoDefault(t *testing.T) {
+	d := happyManifest().WithDefaults()
+	assert.False(t, happyManifest().HasDefaults(), "the manifest as written")
+	assert.True(t, d.HasDefaults())
+	for name, clear := range map[string]func(m *Manifest){
+		"replicas":                func(m *Manifest) { m.Services[0].Replicas = nil },
+		"rollout":                 func(m *Manifest) { m.Services[0].Rollout = nil },
+		"strategy":                func(m *Manifest) { m.Services[0].Rollout.Strategy = "" },
+		"maxSurge":                func(m *Manifest) { m.Services[0].Rollout.MaxSurge = nil },
+		"maxUnavailable":          func(m *Manifest) { m.Services[0].Rollout.MaxUnavailable = nil },
+		"progressDeadlineSeconds": func(m *Manifest) { m.Services[0].Rollout.ProgressDeadlineSeconds = nil },
+		"revisionHistoryLimit":    func(m *Manifest) { m.Services[0].Rollout.RevisionHistoryLimit = nil },
+		"autoRollback":            func(m *Manifest) { m.Services[0].Rollout.AutoRollback = nil },
+		"targetPort":              func(m *Manifest) { m.Services[0].Ports[0].TargetPort = 0 },
+		"protocol":                func(m *Manifest) { m.Services[0].Ports[0].Protocol = "" },
+	} {
+		m := happyManifest().WithDefaults()
+		require.NotEmpty(t, m.Services[0].Ports)
+		clear(m)
+		assert.False(t, m.HasDefaults(), "without %s", name)
+		// The conversions fill it in on the way.
+		assert.Equal(t, m.WithDefaults().ClusterIPServices(), m.ClusterIPServices(), "without %s", name)
+	}
+	assert.Equal(t, happyManifest().ClusterIPServices(), d.ClusterIPServices())
+	assert.Equal(t, happyManifest().Ingress(), d.Ingress())
+}
