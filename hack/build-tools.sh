@@ -13,9 +13,12 @@ kwok_dir=$cache/kwok-$KWOK_VERSION
 temporal_dir=$cache/temporal-$TEMPORAL_CLI_VERSION
 helm_dir=$cache/helm-$HELM_VERSION
 prometheus_dir=$cache/prometheus-$PROMETHEUS_VERSION
+temporal_server_dir=$cache/temporal-server-$TEMPORAL_SERVER_VERSION
+temporal_ui_dir=$cache/temporal-ui-$TEMPORAL_UI_VERSION
 
 if [ "${1:-}" = "--print" ]; then
   printf '%s\n' "$k8s_dir" "$etcd_dir" "$kwok_dir" "$temporal_dir" "$helm_dir" "$prometheus_dir"
+  [ "${DEPLOYFLOW_TEMPORAL:-}" = postgres ] && printf '%s\n' "$temporal_server_dir" "$temporal_ui_dir"
   exit 0
 fi
 
@@ -83,4 +86,29 @@ if need "$prometheus_dir" prometheus; then
   # UI's assets: canary analyses use the HTTP API only.
   GOBIN="$prometheus_dir.tmp" go install -trimpath -ldflags "-s -w" "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_VERSION"
   rm -rf "$prometheus_dir"; mv "$prometheus_dir.tmp" "$prometheus_dir"
+fi
+
+# DEPLOYFLOW_TEMPORAL=postgres: the Temporal server, its SQL tool with the
+# schema it applies, and the UI server, at the versions the CLI embeds.
+if [ "${DEPLOYFLOW_TEMPORAL:-}" = postgres ]; then
+  if need "$temporal_server_dir" temporal-server temporal-sql-tool; then
+    log "building the Temporal server $TEMPORAL_SERVER_VERSION into $temporal_server_dir"
+    rm -rf "$temporal_server_dir.tmp"; mkdir -p "$temporal_server_dir.tmp"
+    GOBIN="$temporal_server_dir.tmp" go install -trimpath -ldflags "-s -w" \
+      "go.temporal.io/server/cmd/server@$TEMPORAL_SERVER_VERSION" "go.temporal.io/server/cmd/tools/sql@$TEMPORAL_SERVER_VERSION"
+    mv "$temporal_server_dir.tmp/server" "$temporal_server_dir.tmp/temporal-server"
+    mv "$temporal_server_dir.tmp/sql" "$temporal_server_dir.tmp/temporal-sql-tool"
+    src=$(go env GOMODCACHE)/go.temporal.io/server@$TEMPORAL_SERVER_VERSION/schema/postgresql
+    mkdir -p "$temporal_server_dir.tmp/schema"
+    cp -r "$src" "$temporal_server_dir.tmp/schema/"
+    chmod -R u+w "$temporal_server_dir.tmp/schema"
+    rm -rf "$temporal_server_dir"; mv "$temporal_server_dir.tmp" "$temporal_server_dir"
+  fi
+  if need "$temporal_ui_dir" temporal-ui-server; then
+    log "building the Temporal UI server $TEMPORAL_UI_VERSION into $temporal_ui_dir"
+    rm -rf "$temporal_ui_dir.tmp"; mkdir -p "$temporal_ui_dir.tmp"
+    GOBIN="$temporal_ui_dir.tmp" go install -trimpath -ldflags "-s -w" "github.com/temporalio/ui-server/v2/cmd/server@$TEMPORAL_UI_VERSION"
+    mv "$temporal_ui_dir.tmp/server" "$temporal_ui_dir.tmp/temporal-ui-server"
+    rm -rf "$temporal_ui_dir"; mv "$temporal_ui_dir.tmp" "$temporal_ui_dir"
+  fi
 fi

@@ -27,8 +27,11 @@ var FakeNodes = []string{"kwok-node-0", "kwok-node-1"}
 
 type component struct {
 	process
-	ready   func(context.Context) error
-	timeout time.Duration
+	// before runs before the process starts (data directories, schemas);
+	// after, once it is ready (registrations).
+	before, after func(context.Context) error
+	ready         func(context.Context) error
+	timeout       time.Duration
 }
 
 func (s *Stack) component(name string) component {
@@ -134,7 +137,14 @@ func (s *Stack) component(name string) component {
 			ready:   s.kubeHealth("/readyz"),
 			timeout: 30 * time.Second,
 		}
+	case Postgres:
+		return s.postgresComponent()
+	case TemporalUI:
+		return s.temporalUIComponent()
 	case Temporal:
+		if s.TemporalMode == ModePostgres {
+			return s.temporalServerComponent()
+		}
 		args := []string{
 			"server", "start-dev",
 			"--ip=127.0.0.1",

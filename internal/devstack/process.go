@@ -22,6 +22,7 @@ type process struct {
 	bin  string
 	args []string
 	env  []string
+	cred *syscall.Credential // run as this user (PostgreSQL, when the stack runs as root)
 }
 
 func (s *Stack) pidFile(name string) string { return filepath.Join(s.RunDir, "pids", name+".pid") }
@@ -47,7 +48,10 @@ func (s *Stack) start(p process) (int, error) {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Dir = s.RunDir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if p.cred != nil {
+		cmd.Dir = "/" // another user need not reach the run directory
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: p.cred}
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("start %s: %w", p.name, err)
 	}

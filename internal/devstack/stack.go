@@ -75,6 +75,11 @@ type Stack struct {
 	RunDir   string // pids, logs, certificates, data
 	Versions map[string]string
 	Logf     func(format string, args ...any)
+	// TemporalMode is ModeDev (the CLI's dev server) or ModePostgres (the
+	// Temporal server on PostgreSQL with HistoryShards shards), from
+	// DEPLOYFLOW_TEMPORAL and DEPLOYFLOW_HISTORY_SHARDS.
+	TemporalMode  string
+	HistoryShards int
 
 	searchAttributes []string
 }
@@ -99,7 +104,13 @@ func New(repoDir string, searchAttributes []string) (*Stack, error) {
 			return nil, fmt.Errorf("hack/versions.env: %s is not set", k)
 		}
 	}
+	mode, shards, err := temporalMode()
+	if err != nil {
+		return nil, err
+	}
 	return &Stack{
+		TemporalMode:     mode,
+		HistoryShards:    shards,
 		RepoDir:          repoDir,
 		CacheDir:         cache,
 		RunDir:           filepath.Join(cache, "run"),
@@ -151,6 +162,12 @@ func (s *Stack) Bin(name string) string {
 		return filepath.Join(s.CacheDir, "kwok-"+s.Versions["KWOK_VERSION"], "kwok")
 	case Temporal:
 		return filepath.Join(s.CacheDir, "temporal-"+s.Versions["TEMPORAL_CLI_VERSION"], "temporal")
+	case TemporalServer, TemporalSQLTool:
+		return filepath.Join(s.CacheDir, "temporal-server-"+s.Versions["TEMPORAL_SERVER_VERSION"], name)
+	case TemporalUI:
+		return filepath.Join(s.CacheDir, "temporal-ui-"+s.Versions["TEMPORAL_UI_VERSION"], "temporal-ui-server")
+	case Postgres:
+		return postgresBin("postgres")
 	case Helm:
 		return filepath.Join(s.CacheDir, "helm-"+s.Versions["HELM_VERSION"], "helm")
 	case Prometheus:
@@ -166,7 +183,17 @@ func (s *Stack) Kubeconfig() string { return filepath.Join(s.RunDir, "kubeconfig
 // EnsureBinaries builds whatever pinned binary the cache lacks.
 func (s *Stack) EnsureBinaries(ctx context.Context) error {
 	missing := false
-	for _, c := range append([]string{"kubectl", Helm}, Components...) {
+	tools := append([]string{"kubectl", Helm}, s.components()...)
+	if s.TemporalMode == ModePostgres {
+		if _, err := os.Stat(s.Bin(Postgres)); err != nil {
+			return fmt.Errorf("%s=%s needs PostgreSQL's server: install Debian's postgresql package (apt-get install postgresql); no %s", TemporalModeEnv, ModePostgres, s.Bin(Postgres))
+		}
+		tools = append(tools, TemporalServer, TemporalSQLTool)
+	}
+	for _, c := range tools {
+		if c == Postgres {
+			continue
+		}
 		if _, err := os.Stat(s.Bin(c)); err != nil {
 			missing = true
 		}
@@ -176,7 +203,7 @@ func (s *Stack) EnsureBinaries(ctx context.Context) error {
 	}
 	s.Logf("building the stack's binaries (once per pinned version; a few minutes on a cold cache)")
 	cmd := exec.CommandContext(ctx, "bash", filepath.Join(s.RepoDir, "hack", "build-tools.sh"))
-	cmd.Env = append(os.Environ(), "DEPLOYFLOW_CACHE="+s.CacheDir)
+	cmd.Env = append(os.Environ(), "DEPLOYFLOW_CACHE="+s.CacheDir, TemporalModeEnv+"="+s.TemporalMode)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("hack/build-tools.sh: %w", err)
@@ -229,7 +256,7 @@ func (s *Stack) Up(ctx context.Context) (started bool, err error) {
 	if err := os.WriteFile(s.prometheusConfig(), []byte(fmt.Sprintf(prometheusConfig, s.PrometheusTargets())), 0o644); err != nil {
 		return false, err
 	}
-	for _, name := range Components {
+	for _, name := range s.components() {
 		ok, err := s.upOne(ctx, name)
 		if err != nil {
 			return started, err
@@ -298,6 +325,11 @@ func (s *Stack) upComponent(ctx context.Context, c component) (bool, error) {
 			return false, err
 		}
 	}
+	if c.before != nil {
+		if err := c.before(ctx); err != nil {
+			return false, fmt.Errorf("%s: %w", name, err)
+		}
+	}
 	pid, err := s.start(c.process)
 	if err != nil {
 		return false, err
@@ -318,6 +350,11 @@ func (s *Stack) upComponent(ctx context.Context, c component) (bool, error) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	if c.after != nil {
+		if err := c.after(rctx); err != nil {
+			return true, fmt.Errorf("%s: %w", name, err)
+		}
+	}
 	s.Logf("%-24s started pid %d", name, pid)
 	return true, nil
 }
@@ -331,8 +368,15 @@ func (s *Stack) Down() error {
 	}
 	defer unlock()
 	var errs []error
-	for i := len(Components) - 1; i >= 0; i-- {
-		name := Components[i]
+	// Every mode's processes: a stack started in the other mode stops too.
+	all := s.components()
+	for _, c := range []string{Postgres, TemporalUI} {
+		if !contains(all, c) {
+			all = append(all, c)
+		}
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		name := all[i]
 		if pid, ok := s.running(name); ok {
 			s.Logf("%-24s stopping pid %d", name, pid)
 		}
@@ -352,8 +396,13 @@ func (s *Stack) Down() error {
 		}
 	}
 	if len(errs) == 0 {
-		for _, d := range []string{"etcd", "kwok", "pki", "temporal.db", "kubeconfig"} {
+		for _, d := range []string{"etcd", "kwok", "pki", "temporal.db", "kubeconfig", "postgres", "temporal-schema.done", "temporal-server", "temporal-ui"} {
 			if err := os.RemoveAll(filepath.Join(s.RunDir, d)); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if os.Geteuid() == 0 {
+			if err := os.RemoveAll(s.postgresData()); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -372,7 +421,7 @@ type ComponentStatus struct {
 // Status reports each component's PID and readiness.
 func (s *Stack) Status(ctx context.Context) []ComponentStatus {
 	var out []ComponentStatus
-	for _, name := range Components {
+	for _, name := range s.components() {
 		st := ComponentStatus{Name: name}
 		st.PID, st.Running = s.running(name)
 		if st.Running {
@@ -410,4 +459,13 @@ func (s *Stack) StartControllerManager(ctx context.Context, name, controllers, p
 		return nil, err
 	}
 	return func() error { return s.stop(name, 10*time.Second) }, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
