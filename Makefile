@@ -3,7 +3,10 @@
 #   make demo        bring up the local stack and run the main job
 #   make test        vet, format check, unit and integration tests (starts
 #                    the local stack if needed and stops what it started)
-#   make bench       deployflow vs the native Deployment controller
+#   make test-postgres   the integration tests on the Temporal server on
+#                    PostgreSQL (DEPLOYFLOW_TEMPORAL=postgres: any target)
+#   make bench       deployflow vs the native Deployment controller, on
+#                    both Temporal modes
 #   make dev-up / dev-down / dev-status     the local stack by hand
 #
 # Binaries of the stack are built from the Go module proxy into
@@ -18,7 +21,7 @@ PKGS ?= ./...
 # Packages with tests that stop parts of the local stack (run alone).
 DISRUPTIVE_PKGS ?= ./workflows/
 
-.PHONY: all build tools dev-up dev-down dev-status demo test unit lint bench chaos clean record-histories
+.PHONY: all build tools dev-up dev-down dev-status demo test test-postgres unit lint bench chaos clean record-histories
 
 all: build
 
@@ -65,6 +68,13 @@ test: build tools lint
 	  DEPLOYFLOW_CHAOS_BOUNDARIES=one DEPLOYFLOW_CHAOS_REPORT=$(CURDIR)/bin/chaos-report-reduced.txt \
 	    $(GO) test -tags chaos $(TEST_FLAGS) -parallel $(CHAOS_PARALLEL) -v -run "^TestChaos$$" ./worker/'
 
+# The integration phase again on Temporal's production shape (issue 22.1):
+# the Temporal server on PostgreSQL with 64 history shards instead of the
+# dev server. .ci/run runs it after make test.
+test-postgres: build
+	DEPLOYFLOW_TEMPORAL=postgres hack/build-tools.sh
+	DEPLOYFLOW_TEMPORAL=postgres hack/with-stack.sh bash -c '$(GO) test $(TEST_FLAGS) -skip "$(SERIAL_TESTS)" $(PKGS)'
+
 # The fault-injection suite (issue 13, worker/chaos_test.go): each scenario
 # x fault x step boundary, invariants checked, a report table printed and
 # written to $(CHAOS_REPORT). CHAOS_BOUNDARIES=one: one random boundary per
@@ -80,9 +90,17 @@ chaos: build tools
 
 # The same rollout by deployflow's engine and by the native Deployment
 # controller (a second kube-controller-manager running only that controller).
+# Run on each Temporal mode in BENCH_MODES (the rollout comparison on the
+# first only: it does not involve many shards).
+BENCH_MODES ?= dev postgres
 bench: build tools
 	$(GO) build -o bin/bench ./hack/bench
-	hack/with-stack.sh bin/bench $(BENCH_FLAGS)
+	@first=1; for mode in $(BENCH_MODES); do \
+	  echo "== bench on Temporal mode $$mode"; \
+	  extra=; [ $$first = 1 ] || extra="-runs 0"; first=0; \
+	  DEPLOYFLOW_TEMPORAL=$$mode hack/build-tools.sh || exit 1; \
+	  DEPLOYFLOW_TEMPORAL=$$mode hack/with-stack.sh bin/bench $(BENCH_FLAGS) $$extra || exit 1; \
+	done
 
 clean:
 	rm -rf bin

@@ -67,8 +67,19 @@ func runFleet(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 		return err
 	}
 	defer f.cleanup(ctx)
+	stopKCM, err := s.StartControllerManager(ctx, nativeDeploymentController, "deployment-controller", "10261")
+	if err != nil {
+		return fmt.Errorf("native deployment controller: %w", err)
+	}
+	defer stopKCM()
+	nf, err := newNativeFleet(s, f.prefix)
+	if err != nil {
+		return err
+	}
+	defer nf.cleanup(ctx)
+	meter := cpuMeter{stack: s, worker: func() int { return f.worker.Process.Pid }}
 
-	fmt.Fprintf(out, "\nfleet: the worker binary on one task queue; one-service leases (1 replica, one hostname); machine: %s\n\n", machine())
+	fmt.Fprintf(out, "\nfleet: the worker binary on one task queue; one-service leases (1 replica, one hostname); %s; machine: %s\n\n", temporalShape(s), machine())
 	solo, err := f.deployAll(ctx, 1, 0)
 	if err != nil {
 		return err
@@ -86,27 +97,42 @@ func runFleet(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 		return err
 	}
 
+	nativeSolo, err := nf.deployAll(ctx, 1)
+	if err != nil {
+		return err
+	}
 	type row struct {
-		n             int
-		p50, p99      time.Duration
-		errs          int
-		reqsPerDeploy float64
-		cpuPer100     float64
+		n              int
+		p50, p99       time.Duration
+		errs           int
+		reqsPerDeploy  float64
+		cpuPer100      float64
+		all            time.Duration
+		native         batch
+		cpu, nativeCPU map[string]float64 // per component, the whole batch
 	}
 	var rows []row
 	for _, n := range sizes {
 		cpu0 := f.cpuSeconds()
+		c0 := meter.read()
 		b, err := f.deployAll(ctx, n, 0)
 		if err != nil {
 			return err
 		}
+		c1 := meter.read()
+		nb, err := nf.deployAll(ctx, n)
+		if err != nil {
+			return err
+		}
+		c2 := meter.read()
 		reqs, err := f.requests(b.start, b.end)
 		if err != nil {
 			return err
 		}
 		p50, p99, errs := percentiles(b.results)
 		rows = append(rows, row{n: n, p50: p50, p99: p99, errs: errs, reqsPerDeploy: float64(reqs) / float64(n),
-			cpuPer100: (f.cpuSeconds() - cpu0) * 100 / float64(n)})
+			cpuPer100: (c1["worker"] - cpu0) * 100 / float64(n), all: timeToAll(b), native: nb,
+			cpu: cpuDelta(c0, c1), nativeCPU: cpuDelta(c1, c2)})
 	}
 	if more := idle - len(f.started) - 1; more > 0 {
 		if _, err := f.deployAll(ctx, more, 0); err != nil {
@@ -160,6 +186,45 @@ func runFleet(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 		fmt.Fprintf(out, "%-44s %10s %10s %8.2f %8d %14.1f %16.2f\n", strconv.Itoa(r.n), round(r.p50), round(r.p99),
 			float64(r.p99)/float64(soloTook), r.errs, r.reqsPerDeploy, r.cpuPer100)
 	}
+
+	// Side by side with the native Deployment controller (issue 22.2).
+	fmt.Fprintf(out, "\nside by side with the native Deployment controller (namespace, Service and a 1-replica Deployment each, created concurrently):\n")
+	fmt.Fprintf(out, "%-20s %10s %10s %10s %8s | %10s %10s %10s %8s | %s\n", "concurrent deploys",
+		"p50", "p99", "all", "errors", "native p50", "p99", "all", "errors", "p99 deployflow/native")
+	side := func(n string, p50, p99, all time.Duration, errs int, nb batch) {
+		np50, np99, nerrs := percentiles(nb.results)
+		fmt.Fprintf(out, "%-20s %10s %10s %10s %8d | %10s %10s %10s %8d | %.2f\n", n,
+			round(p50), round(p99), round(all), errs, round(np50), round(np99), round(timeToAll(nb)), nerrs, float64(p99)/float64(np99))
+	}
+	side("1 (solo)", soloTook, soloTook, soloTook, 0, nativeSolo)
+	for _, r := range rows {
+		side(strconv.Itoa(r.n), r.p50, r.p99, r.all, r.errs, r.native)
+	}
+	if len(rows) > 0 {
+		fmt.Fprintf(out, "\nCPU seconds per 100 deploys, by component (each batch's own window; %s):\n", temporalShape(s))
+		fmt.Fprintf(out, "%-34s", "component")
+		for _, r := range rows {
+			fmt.Fprintf(out, " %13s %13s", fmt.Sprintf("deployflow %d", r.n), fmt.Sprintf("native %d", r.n))
+		}
+		fmt.Fprintln(out)
+		for _, c := range meter.components() {
+			fmt.Fprintf(out, "%-34s", c)
+			for _, r := range rows {
+				fmt.Fprintf(out, " %13.2f %13.2f", r.cpu[c]*100/float64(r.n), r.nativeCPU[c]*100/float64(r.n))
+			}
+			fmt.Fprintln(out)
+		}
+		fmt.Fprintf(out, "%-34s", "total")
+		for _, r := range rows {
+			t, nt := 0.0, 0.0
+			for _, c := range meter.components() {
+				t, nt = t+r.cpu[c], nt+r.nativeCPU[c]
+			}
+			fmt.Fprintf(out, " %13.2f %13.2f", t*100/float64(r.n), nt*100/float64(r.n))
+		}
+		fmt.Fprintln(out)
+	}
+
 	fmt.Fprintf(out, "\n%-44s %d (lease runs %d + rollout %d; target <= 30)\n", "history events per single-service deploy", events+rolloutEvents, events, rolloutEvents)
 	fmt.Fprintf(out, "%-44s %d (Temporal Cloud's billable actions, counted from the histories)\n", "actions per deploy", actions)
 	fmt.Fprintf(out, "%-44s %d leases for %s: %.2f events and %.3f apiserver requests per lease-hour, measured (targets <= 5 and 0)\n",
@@ -482,4 +547,12 @@ func machine() string {
 		mem = float64(si.Totalram) * float64(si.Unit) / (1 << 30)
 	}
 	return fmt.Sprintf("%d cores (%s), %.0f GiB", runtime.NumCPU(), cpu, mem)
+}
+
+// temporalShape says which Temporal the numbers were measured on.
+func temporalShape(s *devstack.Stack) string {
+	if s.TemporalMode == devstack.ModePostgres {
+		return fmt.Sprintf("Temporal server on PostgreSQL, %d history shards", s.HistoryShards)
+	}
+	return "Temporal CLI dev server (SQLite, 1 history shard)"
 }

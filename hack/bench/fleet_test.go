@@ -44,6 +44,13 @@ func TestFleetBenchmarkSlice(t *testing.T) {
 	// or 22 + 19 when the rollout waits twice (pods created, then ready).
 	assert.LessOrEqual(t, n, 41, "history events per single-service deploy")
 	assert.Positive(t, n)
+	// Issue 22.2: the native Deployment controller's side, in the same run.
+	native := regexp.MustCompile(`(?m)^3\s+\S+\s+\S+\s+\S+\s+(\d+) \|\s+\S+\s+\S+\s+\S+\s+(\d+) \| [\d.]+$`).FindStringSubmatch(table)
+	require.NotNil(t, native, "a side-by-side row for 3 concurrent deploys:\n%s", table)
+	assert.Equal(t, "0", native[1], "deployflow's errors among 3 concurrent deploys")
+	assert.Equal(t, "0", native[2], "the native controller's errors among 3 concurrent deploys")
+	assert.Regexp(t, `(?m)^kube-apiserver\s+[\d.]+\s+[\d.]+$`, table, "CPU per component, both sides")
+	assert.Regexp(t, `(?m)^worker\s+[\d.]+\s+[\d.]+$`, table, "CPU per component: the worker")
 	assert.Regexp(t, `idle\s+4 leases for`, table, "the idle leases are measured (5 less the one whose safety net ticks)")
 	assert.Regexp(t, `safety-net tick\s+[\d.]+ events per tick`, table)
 }

@@ -100,7 +100,7 @@ func run() error {
 		printEnv(s)
 	case "stop", "start":
 		if len(os.Args) != 3 {
-			return fmt.Errorf("usage: devstack %s NAME (one of %v)", cmd, devstack.Components)
+			return fmt.Errorf("usage: devstack %s NAME (one of %v)", cmd, s.Processes())
 		}
 		if cmd == "stop" {
 			return s.Stop(os.Args[2])

@@ -180,3 +180,7 @@ func (s *Stack) tail(name string, n int64) string {
 	_, _ = f.ReadAt(buf, off)
 	return string(buf)
 }
+
+// PID is name's recorded PID while it runs (a component of the stack, or
+// a process started beside it such as StartControllerManager's).
+func (s *Stack) PID(name string) (int, bool) { return s.running(name) }

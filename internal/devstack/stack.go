@@ -183,7 +183,7 @@ func (s *Stack) Kubeconfig() string { return filepath.Join(s.RunDir, "kubeconfig
 // EnsureBinaries builds whatever pinned binary the cache lacks.
 func (s *Stack) EnsureBinaries(ctx context.Context) error {
 	missing := false
-	tools := append([]string{"kubectl", Helm}, s.components()...)
+	tools := append([]string{"kubectl", Helm}, s.Processes()...)
 	if s.TemporalMode == ModePostgres {
 		if _, err := os.Stat(s.Bin(Postgres)); err != nil {
 			return fmt.Errorf("%s=%s needs PostgreSQL's server: install Debian's postgresql package (apt-get install postgresql); no %s", TemporalModeEnv, ModePostgres, s.Bin(Postgres))
@@ -256,7 +256,16 @@ func (s *Stack) Up(ctx context.Context) (started bool, err error) {
 	if err := os.WriteFile(s.prometheusConfig(), []byte(fmt.Sprintf(prometheusConfig, s.PrometheusTargets())), 0o644); err != nil {
 		return false, err
 	}
-	for _, name := range s.components() {
+	// The other Temporal mode's own processes stop: a stack switched from
+	// postgres to dev mode frees the UI's port for the dev server.
+	for _, name := range []string{Postgres, TemporalUI} {
+		if !contains(s.Processes(), name) {
+			if err := s.stop(name, 10*time.Second); err != nil {
+				return false, err
+			}
+		}
+	}
+	for _, name := range s.Processes() {
 		ok, err := s.upOne(ctx, name)
 		if err != nil {
 			return started, err
@@ -369,7 +378,7 @@ func (s *Stack) Down() error {
 	defer unlock()
 	var errs []error
 	// Every mode's processes: a stack started in the other mode stops too.
-	all := s.components()
+	all := s.Processes()
 	for _, c := range []string{Postgres, TemporalUI} {
 		if !contains(all, c) {
 			all = append(all, c)
@@ -421,7 +430,7 @@ type ComponentStatus struct {
 // Status reports each component's PID and readiness.
 func (s *Stack) Status(ctx context.Context) []ComponentStatus {
 	var out []ComponentStatus
-	for _, name := range s.components() {
+	for _, name := range s.Processes() {
 		st := ComponentStatus{Name: name}
 		st.PID, st.Running = s.running(name)
 		if st.Running {

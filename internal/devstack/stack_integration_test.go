@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/worker/testenv"
 )
 
@@ -22,7 +21,7 @@ func TestUpReusesARunningStack(t *testing.T) {
 	assert.False(t, started, "Up on a running stack must start nothing")
 
 	after := env.Stack.Status(context.Background())
-	require.Len(t, after, len(devstack.Components))
+	require.Len(t, after, len(env.Stack.Processes()))
 	for i, c := range after {
 		assert.True(t, c.Running, "%s running", c.Name)
 		assert.NoError(t, c.Ready, "%s ready", c.Name)

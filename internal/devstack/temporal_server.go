@@ -75,8 +75,9 @@ func temporalMode() (mode string, shards int, err error) {
 	return mode, shards, nil
 }
 
-// components lists the stack's processes in start order for its mode.
-func (s *Stack) components() []string {
+// Processes lists the stack's processes in start order for its Temporal
+// mode (Components, with PostgreSQL and the UI server in postgres mode).
+func (s *Stack) Processes() []string {
 	if s.TemporalMode != ModePostgres {
 		return Components
 	}
