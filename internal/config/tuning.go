@@ -20,15 +20,19 @@ type Tuning struct {
 	// KubeAPIQPS / KubeAPIBurst bound the worker's Kubernetes requests
 	// (client-go's rate limiter, as kube-controller-manager's flags of the
 	// same names). client-go's own default, 5 a second, made a fleet of
-	// deploys wait on the client, not on the cluster.
+	// deploys wait on the client, not on the cluster; so did 50 (issue
+	// 22.3: a deploy makes about 35 requests, so 100 deploys at once
+	// queued some 70s in the client). The API server's priority and
+	// fairness is what protects it; this is a backstop against a runaway
+	// worker.
 	KubeAPIQPS   int // --kube-api-qps
 	KubeAPIBurst int // --kube-api-burst
 }
 
 // Defaults of the worker's Kubernetes rate limit.
 const (
-	DefaultKubeAPIQPS   = 50
-	DefaultKubeAPIBurst = 100
+	DefaultKubeAPIQPS   = 1000
+	DefaultKubeAPIBurst = 2000
 )
 
 // RegisterFlags binds t to fs, with defaults from the environment.
