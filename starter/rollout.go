@@ -29,7 +29,7 @@ func runRollout(g *globals, fs *flag.FlagSet) runner {
 	return func(ctx context.Context, _ []string, stdout io.Writer) error {
 		cfg, output := g.cfg, &g.output
 
-		in := workflows.RolloutInput{Namespace: *namespace, Service: *service, WaitLocally: true}
+		in := workflows.RolloutInput{Namespace: *namespace, Service: *service}
 		switch {
 		case *file != "":
 			b, err := os.ReadFile(*file)

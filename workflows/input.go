@@ -51,12 +51,6 @@ type RolloutInput struct {
 	// rollout: it takes versionFewerEvents without recording a marker. A
 	// rollout started without it asks the gate.
 	FewerEvents bool `json:"fewerEvents,omitempty"`
-	// WaitLocally is set by the lease workflow that starts the rollout: its
-	// waits for the cluster begin as a local activity of up to localWait
-	// (one history event when the change comes by then, as most do),
-	// instead of an activity at once. A rollout's behaviour follows its
-	// input, so runs started without it wait as they did.
-	WaitLocally bool `json:"waitLocally,omitempty"`
 	// Carry is set by the workflow itself when it continues as new; leave it
 	// empty when starting a rollout.
 	Carry *RolloutCarry `json:"carry,omitempty"`

@@ -140,31 +140,12 @@ func (r *rolloutRun) waitForChange(requeueAfter time.Duration) error {
 	for _, rs := range r.state.ReplicaSets {
 		rvs[rs.Name] = rs.ResourceVersion
 	}
-	in := activities.WaitForChangeInput{ServiceRef: r.ref, Digest: r.state.Digest, Timeout: timeout, ResourceVersions: rvs}
-	if r.in.WaitLocally {
-		// Most waits end within seconds (pods created, then ready): wait
-		// first in a local activity, one history event, instead of an
-		// activity and the task after it, six (issue 22). A wait that
-		// outlasts it goes on as an activity, which heartbeats.
-		quick := in
-		quick.Timeout = min(timeout, localWait)
-		err := workflow.ExecuteLocalActivity(kubeLocal(waitCtx, "wait for "+r.in.Service+" to change", localWait+10*time.Second),
-			a.WaitForChange, quick).Get(r.ctx, &st)
-		switch {
-		case temporal.IsCanceledError(err):
-			if r.ctx.Err() != nil {
-				return err
-			}
-			return nil
-		case err == nil && (st.Digest != r.state.Digest || timeout <= localWait):
-			r.state = &st
-			return nil
-		case err == nil:
-			in.Timeout = timeout - localWait
-		}
-		// An error: the activity below waits the whole time, as before.
-	}
-	err := workflow.ExecuteActivity(r.waitCtx(waitCtx, in.Timeout), a.WaitForChange, in).Get(r.ctx, &st)
+	err := workflow.ExecuteActivity(r.waitCtx(waitCtx, timeout), a.WaitForChange, activities.WaitForChangeInput{
+		ServiceRef:       r.ref,
+		Digest:           r.state.Digest,
+		Timeout:          timeout,
+		ResourceVersions: rvs,
+	}).Get(r.ctx, &st)
 	if temporal.IsCanceledError(err) {
 		if r.ctx.Err() != nil {
 			return err // the rollout itself is cancelled (superseded, torn down)

@@ -20,11 +20,6 @@ import (
 // waiting rollout adds no history; the watch inside heartbeats.
 const maxIdleWait = 6 * time.Hour
 
-// localWait bounds a rollout's wait in a local activity (RolloutInput's
-// WaitLocally): within a workflow task's 10s timeout, so the task needs no
-// heartbeat, and long enough for pods created to become ready.
-const localWait = 5 * time.Second
-
 // rolloutRun is one RolloutWorkflow run's state. Only the workflow goroutine
 // and its update handlers touch it (Temporal runs them one at a time).
 type rolloutRun struct {
