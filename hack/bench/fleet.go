@@ -549,10 +549,16 @@ func machine() string {
 	return fmt.Sprintf("%d cores (%s), %.0f GiB", runtime.NumCPU(), cpu, mem)
 }
 
-// temporalShape says which Temporal the numbers were measured on.
+// temporalShape says which Temporal the numbers were measured on, and
+// the controller-managers' client rate limit.
 func temporalShape(s *devstack.Stack) string {
+	shape := "Temporal CLI dev server (SQLite, 1 history shard)"
 	if s.TemporalMode == devstack.ModePostgres {
-		return fmt.Sprintf("Temporal server on PostgreSQL, %d history shards", s.HistoryShards)
+		shape = fmt.Sprintf("Temporal server on PostgreSQL, %d history shards", s.HistoryShards)
 	}
-	return "Temporal CLI dev server (SQLite, 1 history shard)"
+	limit := "kube-controller-manager's default client limit (20/s, burst 30)"
+	if q := os.Getenv(devstack.KCMAPIQPSEnv); q != "" {
+		limit = "kube-controller-manager's client limit lifted to " + q + "/s (" + devstack.KCMAPIQPSEnv + ")"
+	}
+	return shape + "; " + limit
 }
