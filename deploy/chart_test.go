@@ -100,6 +100,22 @@ func TestChartRendersTheWorkerAsDocumented(t *testing.T) {
 	assert.Contains(t, objs, "Service/df-deployflow-metrics")
 	assert.NotContains(t, objs, "ServiceMonitor/df-deployflow-worker", "optional, off by default")
 	assert.Contains(t, objs, "ValidatingAdmissionPolicy/df-deployflow-worker-namespaces")
+	// The observers' membership: each pod renews a record named after it
+	// in the release namespace, which a Role (not the ClusterRole) allows.
+	fields := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			fields[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	assert.Equal(t, "metadata.namespace", fields["DEPLOYFLOW_OBSERVER_NAMESPACE"])
+	assert.Equal(t, "metadata.name", fields["DEPLOYFLOW_OBSERVER_IDENTITY"])
+	var members rbacv1.Role
+	into(t, objs["Role/df-deployflow-worker-members"], &members)
+	require.Len(t, members.Rules, 1)
+	assert.Equal(t, []string{"coordination.k8s.io"}, members.Rules[0].APIGroups)
+	assert.Equal(t, []string{"leases"}, members.Rules[0].Resources)
+	assert.Contains(t, objs, "RoleBinding/df-deployflow-worker-members")
 
 	objs = render(t, "--set", "temporal.tls.enabled=true,temporal.tls.secretName=temporal-mtls,temporal.tls.serverName=temporal.internal",
 		"--set", "temporal.apiKey.secretName=temporal-cloud,metrics.serviceMonitor.enabled=true",

@@ -133,8 +133,24 @@ func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
 	// The worker, with that kubeconfig only, runs a lease's whole life.
 	tq := testenv.Name(t, "tq")
 	bins := buildBinaries(t)
+	// As the chart's pods do (DEPLOYFLOW_OBSERVER_NAMESPACE from the
+	// downward API): its observer's membership record in the release
+	// namespace, the only namespace where its Role lets it write Leases.
+	for _, c := range []struct {
+		verb, ns, want string
+	}{{"create", ns, "yes"}, {"update", ns, "yes"}, {"watch", ns, "yes"}, {"create", "default", "no"}, {"create", "kube-system", "no"}} {
+		out, _ := admin("auth", "can-i", "--as", user, c.verb, "leases.coordination.k8s.io", "-n", c.ns)
+		words := strings.Fields(out)
+		require.NotEmpty(t, words)
+		assert.Equal(t, c.want, words[len(words)-1], "can the worker %s coordination Leases in %s", c.verb, c.ns)
+	}
 	startWorker(t, bins.worker, "--kubeconfig", kubeconfig, "--task-queue", tq, "--allow-pod-keys", strings.Join(devstack.KwokKnobs, ","),
-		"--temporal-address", devstack.TemporalAddress, "--metrics-address", freeAddr(t))
+		"--temporal-address", devstack.TemporalAddress, "--metrics-address", freeAddr(t),
+		"--observer-namespace", ns, "--observer-identity", release+"-worker-0")
+	require.Eventually(t, func() bool {
+		out, err := admin("-n", ns, "get", "leases.coordination.k8s.io", "-o", "jsonpath={.items[*].spec.holderIdentity}")
+		return err == nil && strings.Contains(out, release+"-worker-0")
+	}, 30*time.Second, 250*time.Millisecond, "the worker renews its observer membership in the release namespace")
 	lease := testenv.ShortName("lp")
 	acts := env.Activities()
 	_, err = acts.Leases.Create(ctx, lease, "acme")

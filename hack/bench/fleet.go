@@ -34,6 +34,7 @@ import (
 	"github.com/deployflow/deployflow/internal/lease"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/crds"
+	"github.com/deployflow/deployflow/k8s/kube"
 	"github.com/deployflow/deployflow/workflows"
 )
 
@@ -48,6 +49,7 @@ type fleet struct {
 	tq       string
 	prefix   string
 	worker   *exec.Cmd
+	addr     string   // its metrics address
 	startRSS float64  // the worker's resident set once ready, MiB
 	started  []string // every lease this run created
 }
@@ -236,7 +238,18 @@ func runFleet(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 	fmt.Fprintf(out, "%-44s %.1f CPU s per 100 idle lease-hours (the whole worker's CPU while idle, over its leases)\n", "", idleCPU*100/leaseHours)
 	fmt.Fprintf(out, "%-44s %.1f MiB peak RSS with %d leases (%.1f MiB at start): %.1f MiB more per 100 leases\n",
 		"worker", rss, len(after), f.startRSS, (rss-f.startRSS)*100/float64(len(after)))
-	return nil
+
+	kc, err := kube.NewClientset(s.Kubeconfig(), "", "deployflow-bench")
+	if err != nil {
+		return err
+	}
+	var share []string
+	for id := range after {
+		if l, _, _ := strings.Cut(id, "/"); l != tickLease && len(share) < 50 {
+			share = append(share, l)
+		}
+	}
+	return f.observerShare(ctx, kc, share)
 }
 
 // batch is one set of deploys started together.
@@ -421,44 +434,57 @@ func (f *fleet) requests(from, to time.Time) (int, error) {
 }
 
 func (f *fleet) startWorker() error {
+	cmd, addr, err := f.spawnWorker("bench-fleet")
+	if err != nil {
+		return err
+	}
+	f.worker, f.addr = cmd, addr
+	f.startRSS = f.peakRSS()
+	return nil
+}
+
+// spawnWorker starts a worker binary on the fleet's task queue, with the
+// given observer identity, and waits until it is ready.
+func (f *fleet) spawnWorker(identity string) (*exec.Cmd, string, error) {
 	wd, _ := os.Getwd()
 	repo, err := devstack.FindRepo(wd)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	bin := filepath.Join(repo, "bin", "deployflow-worker")
 	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("%s: run make build first: %w", bin, err)
+		return nil, "", fmt.Errorf("%s: run make build first: %w", bin, err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
 	cmd := exec.Command(bin, "--kubeconfig", f.stack.Kubeconfig(), "--task-queue", f.tq, "--metrics-address", addr,
-		"--temporal-address", devstack.TemporalAddress, "--log-level", "warn", "--allow-pod-keys", strings.Join(devstack.KwokKnobs, ","))
+		"--temporal-address", devstack.TemporalAddress, "--log-level", "warn", "--allow-pod-keys", strings.Join(devstack.KwokKnobs, ","),
+		"--observer-identity", identity)
 	logFile, err := os.CreateTemp("", "bench-worker-*.log")
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
-		return err
+		return nil, "", err
 	}
-	f.worker = cmd
-	fmt.Fprintf(out, "fleet: worker pid %d, log %s\n", cmd.Process.Pid, logFile.Name())
+	fmt.Fprintf(out, "fleet: worker %s pid %d, log %s\n", identity, cmd.Process.Pid, logFile.Name())
 	for i := 0; i < 300; i++ {
 		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				f.startRSS = f.peakRSS()
-				return nil
+				return cmd, addr, nil
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return errors.New("the worker never became ready; see its log")
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	return nil, "", errors.New("the worker never became ready; see its log")
 }
 
 // cpuSeconds is the worker process's user+system CPU time so far.

@@ -53,4 +53,12 @@ func TestFleetBenchmarkSlice(t *testing.T) {
 	assert.Regexp(t, `(?m)^worker\s+[\d.]+\s+[\d.]+$`, table, "CPU per component: the worker")
 	assert.Regexp(t, `idle\s+4 leases for`, table, "the idle leases are measured (5 less the one whose safety net ticks)")
 	assert.Regexp(t, `safety-net tick\s+[\d.]+ events per tick`, table)
+	// Issue 22.4: the same changes observed by 1 then 3 workers are sent
+	// once each, not once per worker.
+	obs := regexp.MustCompile(`(?m)^1\s+(\d+)\s+(\d+)\s+\d+\s+\S+\n3\s+(\d+)\s+(\d+)\s+\d+\s+\S+$`).FindStringSubmatch(table)
+	require.NotNil(t, obs, "the observers' table, 1 and 3 workers:\n%s", table)
+	one, _ := strconv.Atoi(obs[1])
+	three, _ := strconv.Atoi(obs[3])
+	assert.GreaterOrEqual(t, one, 8, "4 leases scaled down and up: at least 8 observations")
+	assert.Less(t, three, 2*one, "3 workers send each observation once, not once each (1 worker: %d, 3 workers: %d)", one, three)
 }

@@ -69,6 +69,9 @@ type Config struct {
 	// UnknownAfter (DEPLOYFLOW_UNKNOWN_AFTER): the observer's watches
 	// failing this long make every lease Unknown (never Degraded).
 	UnknownAfter time.Duration
+	// ObserverSharing: how several workers split the observers' work
+	// (observer.go).
+	ObserverSharing
 	// PrometheusURL (DEPLOYFLOW_PROMETHEUS_URL): the Prometheus canary
 	// analyses query; empty: analyses are inconclusive (a human decides).
 	PrometheusURL string
@@ -113,6 +116,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.BuildID, "build-id", env("DEPLOYFLOW_BUILD_ID", version.Get().BuildID), "worker: this build's ID in its Worker Deployment (env DEPLOYFLOW_BUILD_ID; default: the binary's build ID)")
 	c.Tuning.RegisterFlags(fs)
 	c.LeaseLimits.RegisterFlags(fs)
+	c.ObserverSharing.RegisterFlags(fs)
 	fs.BoolVar(&c.InstallCRDs, "install-crds", os.Getenv("DEPLOYFLOW_INSTALL_CRDS") == "true", "worker: install (update) deployflow's CRDs at start; needs CRD write access, for the dev stack only: in a cluster the Helm chart installs them (env DEPLOYFLOW_INSTALL_CRDS=true)")
 	fs.BoolVar(&c.Observe, "observe", os.Getenv("DEPLOYFLOW_OBSERVE") != "false", "worker: watch leases and their ReplicaSets (shared informers) and tell idle lease workflows what changed; false: they learn it only from their safety-net timer (env DEPLOYFLOW_OBSERVE)")
 	unknownAfter, err := time.ParseDuration(env("DEPLOYFLOW_UNKNOWN_AFTER", "15s"))
@@ -200,6 +204,7 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.Tuning.validate()...)
 	errs = append(errs, c.LeaseLimits.validate()...)
+	errs = append(errs, c.ObserverSharing.validate()...)
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
 	}

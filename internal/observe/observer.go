@@ -71,6 +71,10 @@ type Options struct {
 	UnknownAfter time.Duration
 	// Workers send observations concurrently (default 4).
 	Workers int
+	// Members, if set, shares the leases among the live workers of a
+	// group: this observer sends only the observations of the leases it
+	// owns (members.go). Nil: it sends for every lease.
+	Members *Members
 	Log     *slog.Logger
 }
 
@@ -93,7 +97,10 @@ type Observer struct {
 	state        map[string]*leaseState
 	failingSince time.Time // the first watch error since the last event
 	unknown      bool      // failing for longer than UnknownAfter
+	live         []string  // the group's live members at the last tick
 	now          func() time.Time
+
+	metrics observerMetrics
 }
 
 // leaseState is what this worker last told a lease's workflow.
@@ -137,6 +144,7 @@ func newObserver(send Sender, opts Options) *Observer {
 	o := &Observer{
 		send: send, opts: opts, log: opts.Log.With("component", "observer"),
 		state: map[string]*leaseState{}, changed: map[string]chan struct{}{}, now: time.Now,
+		metrics: newObserverMetrics(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 15*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "deployflow-observer"}),
@@ -209,6 +217,12 @@ func (o *Observer) Run(ctx context.Context) {
 		<-ctx.Done()
 		return
 	}
+	if m := o.opts.Members; m != nil {
+		left := make(chan struct{})
+		go func() { defer close(left); m.Run(ctx) }()
+		defer func() { <-left }() // its record deleted before Run returns
+		o.live = m.Live()
+	}
 	for i := 0; i < o.opts.Workers; i++ {
 		go func() {
 			for o.processNext(ctx) {
@@ -223,6 +237,7 @@ func (o *Observer) Run(ctx context.Context) {
 			return
 		case <-tick.C:
 			o.checkWatches()
+			o.checkMembers()
 		}
 	}
 }
@@ -395,6 +410,54 @@ func (o *Observer) checkWatches() {
 	}
 }
 
+// checkMembers re-observes every lease when the group's live members
+// change: a lease whose owner left is sent by its new owner (which, not
+// knowing what the workflow was told, sends it once; a duplicate is
+// rejected at no cost to the workflow's history).
+func (o *Observer) checkMembers() {
+	m := o.opts.Members
+	if m == nil {
+		return
+	}
+	live := m.Live()
+	o.mu.Lock()
+	changed := strings.Join(live, ",") != strings.Join(o.live, ",")
+	o.live = live
+	o.mu.Unlock()
+	if changed {
+		o.log.Info("the workers sharing the leases changed: observing every lease this worker now owns", "members", live)
+		o.enqueueAll()
+	}
+}
+
+// liveMembers is the group's live members as of the last tick (this
+// worker alone without Members).
+func (o *Observer) liveMembers() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.opts.Members == nil {
+		return []string{""}
+	}
+	return o.live
+}
+
+// owns reports whether this worker sends lease id's observations.
+func (o *Observer) owns(id string) bool {
+	m := o.opts.Members
+	return m == nil || m.Owns(o.liveMembers(), id)
+}
+
+// ownedLeases counts the leases in the cache this worker owns.
+func (o *Observer) ownedLeases() int {
+	n := 0
+	for _, k := range o.leases.GetStore().ListKeys() {
+		if o.owns(k) {
+			n++
+		}
+	}
+	return n
+}
+
 func (o *Observer) enqueueAll() {
 	seen := map[string]bool{}
 	for _, k := range o.leases.GetStore().ListKeys() {
@@ -428,6 +491,17 @@ func (o *Observer) processNext(ctx context.Context) bool {
 // sync tells lease id's workflow what is observed of it, if that differs
 // from what it was last told (or a recheck is due).
 func (o *Observer) sync(ctx context.Context, id string) error {
+	if m := o.opts.Members; m != nil && !m.HasSynced() {
+		return errors.New("the group's members are not listed yet")
+	}
+	if !o.owns(id) {
+		// Another worker sends it; forget what this one told it, so that
+		// taking it over (its owner gone) sends it afresh.
+		o.mu.Lock()
+		delete(o.state, id)
+		o.mu.Unlock()
+		return nil
+	}
 	o.mu.Lock()
 	unknown := o.unknown
 	st := o.state[id]
@@ -482,6 +556,7 @@ func (o *Observer) sync(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	res, err := o.send.Send(ctx, obs)
+	o.metrics.sends.WithLabelValues(sendResult(err)).Inc()
 	switch {
 	case errors.Is(err, ErrNoWorkflow):
 		o.mu.Lock()
@@ -509,6 +584,20 @@ func (o *Observer) sync(ctx context.Context, id string) error {
 	}
 	o.log.Debug("observation", "lease", id, "observed", key, "accepted", err == nil)
 	return nil
+}
+
+func sendResult(err error) string {
+	switch {
+	case err == nil:
+		return SentAccepted
+	case errors.Is(err, ErrKnown):
+		return SentKnown
+	case errors.Is(err, ErrDeferred):
+		return SentDeferred
+	case errors.Is(err, ErrNoWorkflow):
+		return SentNoWorkflow
+	}
+	return SentError
 }
 
 // leaseOfReplicaSet is the lease whose namespace holds the ReplicaSet, or "".

@@ -19,13 +19,7 @@ import (
 // merged), else ~/.kube/config, else the in-cluster service account when
 // running in a pod; context, if not empty, replaces the current context.
 func RESTConfig(kubeconfig, context, userAgent string) (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	if os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
-		// ~/.kube/config of the HOME of now (client-go fixes it at init).
-		rules.Precedence = []string{filepath.Join(homedir.HomeDir(), clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName)}
-	}
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
+	loader, rules := load(kubeconfig, context)
 	cfg, err := loader.ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes config (%s): %w", describe(rules, context), err)
@@ -35,6 +29,28 @@ func RESTConfig(kubeconfig, context, userAgent string) (*rest.Config, error) {
 	// make us slower than the Deployment controller.
 	cfg.QPS, cfg.Burst = 50, 100
 	return cfg, nil
+}
+
+func load(kubeconfig, context string) (clientcmd.ClientConfig, *clientcmd.ClientConfigLoadingRules) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	if os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
+		// ~/.kube/config of the HOME of now (client-go fixes it at init).
+		rules.Precedence = []string{filepath.Join(homedir.HomeDir(), clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName)}
+	}
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}), rules
+}
+
+// Namespace is the namespace of the configuration RESTConfig loads, as
+// kubectl's default: its context's, in a pod the pod's own, else
+// "default".
+func Namespace(kubeconfig, context string) string {
+	loader, _ := load(kubeconfig, context)
+	ns, _, err := loader.Namespace()
+	if err != nil || ns == "" {
+		return "default"
+	}
+	return ns
 }
 
 // describe says where the configuration was looked for, for errors.

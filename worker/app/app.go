@@ -166,15 +166,25 @@ func PrometheusAPI(address string) (activities.PrometheusAPI, error) {
 // lease records and deployflow's ReplicaSets that tell idle lease workflows
 // what changed, and that the safety-net ticks read instead of the API
 // server.
-func StartObserver(lc fx.Lifecycle, cfg config.Config, rc *rest.Config, c client.Client, acts *activities.Activities, log *slog.Logger) error {
+func StartObserver(lc fx.Lifecycle, cfg config.Config, rc *rest.Config, c client.Client, acts *activities.Activities, reg *prometheus.Registry, log *slog.Logger) error {
 	if !cfg.Observe {
 		log.Info("observer off (--observe=false): idle leases learn of changes from their safety-net timer only")
 		return nil
 	}
-	o, err := observe.New(rc, TemporalSender{Client: c}, observe.Options{UnknownAfter: cfg.UnknownAfter, Log: log})
+	kc, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err
 	}
+	ns := cfg.ObserverNamespace
+	if ns == "" {
+		ns = kube.Namespace(cfg.Kubeconfig, cfg.KubeContext)
+	}
+	members := observe.NewMembers(kc, observe.MembersOptions{Namespace: ns, Group: cfg.Group(), Identity: cfg.ObserverIdentity, TTL: cfg.ObserverTTL, Log: log})
+	o, err := observe.New(rc, TemporalSender{Client: c}, observe.Options{UnknownAfter: cfg.UnknownAfter, Members: members, Log: log})
+	if err != nil {
+		return err
+	}
+	reg.MustRegister(o.Collectors()...)
 	acts.Observer = o
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -1,0 +1,207 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/observe"
+	"github.com/deployflow/deployflow/worker/testenv"
+	"github.com/deployflow/deployflow/workflows"
+)
+
+// Issue 22.4: three workers on one task queue share the leases'
+// observations. A hand-made change of every lease is sent to its workflow
+// once, by one worker, not once per worker (before, each worker's observer
+// sent every change: three sends per change, two of them rejected); a
+// SIGKILLed worker's leases are observed by the others within seconds of
+// its membership expiring. The workers run in a Temporal namespace of
+// their own (testenv.Isolated), so every send they count as reaching a
+// workflow is to one of this test's leases.
+func TestThreeWorkersSendEachObservationOnceAndTakeOverAKilledWorkersLeases(t *testing.T) {
+	env := testenv.Get(t).Isolated(t)
+	tq := testenv.Name(t, "tq")
+	const ttl = 3 * time.Second
+	ids := []string{"w0", "w1", "w2"}
+	addrs := map[string]string{}
+	procs := map[string]*workerProcess{}
+	for _, id := range ids {
+		addrs[id] = freeAddr(t)
+		procs[id] = startWorker(t, env, tq, addrs[id], "--temporal-namespace", testenv.IsolatedNamespace,
+			"--observer-identity", id, "--observer-ttl", ttl.String())
+	}
+	t.Cleanup(func() { deleteMembershipRecords(t, env, testenv.IsolatedNamespace+"/"+tq) })
+
+	leases := make([]string, 6)
+	base := testenv.ShortName("om")
+	for i := range leases {
+		leases[i] = fmt.Sprintf("%s-%d", base, i)
+		createLease(t, env, leases[i])
+		three := int32(3)
+		m := manifest.Manifest{Lease: leases[i], Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &three}}}
+		// No safety-net tick (an hour by default): only an observation
+		// can tell an idle lease what changed.
+		_, err := env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: workflows.DeployWorkflowID(leases[i]), TaskQueue: tq},
+			workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, DegradedAfterSeconds: 3})
+		require.NoError(t, err)
+	}
+	for _, id := range leases {
+		require.Equal(t, workflows.PhaseActive, deployEnded(t, env, id).Phase, id)
+	}
+	for _, id := range ids {
+		waitGauge(t, addrs[id], "deployflow_observer_members", 3)
+	}
+
+	// Every lease below its replicas by hand: each turns Degraded, told by
+	// one worker.
+	sentBefore, acceptedBefore := sends(t, addrs, ids), acceptedObservations(t, env, leases)
+	for _, id := range leases {
+		scaleWeb(t, env, id, 0)
+	}
+	for _, id := range leases {
+		waitLeasePhase(t, env, id, workflows.PhaseDegraded, 30*time.Second)
+	}
+	time.Sleep(2 * time.Second) // any late duplicate would be counted
+	sent := sends(t, addrs, ids)
+	accepted := acceptedObservations(t, env, leases) - acceptedBefore
+	var total int
+	for _, id := range ids {
+		total += sent[id] - sentBefore[id]
+	}
+	assert.GreaterOrEqual(t, accepted, 2*len(leases), "each lease took two observations: below its replicas, then Degraded")
+	assert.Equal(t, accepted, total, "each observation was sent once, by one of the three workers (sends before: %v, after: %v)", sentBefore, sent)
+
+	// The owner of the first lease dies; its leases move to the others once
+	// its membership expires (ttl), and the leases scaled back are Active
+	// again within seconds of that.
+	victim := observe.Owner(ids, leases[0])
+	require.NoError(t, procs[victim].cmd.Process.Signal(syscall.SIGKILL))
+	<-procs[victim].exited
+	killed := time.Now()
+	for _, id := range leases {
+		scaleWeb(t, env, id, 3)
+	}
+	for _, id := range leases {
+		waitLeasePhase(t, env, id, workflows.PhaseActive, 30*time.Second)
+	}
+	took := time.Since(killed)
+	assert.Less(t, took, ttl+15*time.Second, "the killed worker's leases were observed by the others within seconds of its membership expiring")
+	t.Logf("%s (owner of %s) SIGKILLed: every lease Active again %s later", victim, leases[0], took.Round(100*time.Millisecond))
+	for _, id := range ids {
+		if id != victim {
+			waitGauge(t, addrs[id], "deployflow_observer_members", 2)
+		}
+	}
+}
+
+var observerSends = regexp.MustCompile(`(?m)^deployflow_observer_sends_total\{result="([a-z_]+)"\} (\d+)$`)
+
+// sends is, per worker, the observations it sent that reached a workflow
+// (accepted, known or deferred).
+func sends(t *testing.T, addrs map[string]string, ids []string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, id := range ids {
+		metrics := get("http://" + addrs[id] + "/metrics")
+		require.NotEmpty(t, metrics, "worker %s serves /metrics", id)
+		for _, m := range observerSends.FindAllStringSubmatch(metrics, -1) {
+			if m[1] == observe.SentAccepted || m[1] == observe.SentKnown || m[1] == observe.SentDeferred {
+				n, _ := strconv.Atoi(m[2])
+				out[id] += n
+			}
+		}
+	}
+	return out
+}
+
+// acceptedObservations counts the observe updates the leases' workflows
+// took (over all their runs).
+func acceptedObservations(t *testing.T, env *testenv.Env, leases []string) int {
+	t.Helper()
+	n := 0
+	for _, id := range leases {
+		it := env.Temporal.GetWorkflowHistory(context.Background(), workflows.DeployWorkflowID(id), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			require.NoError(t, err)
+			if ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetName() == workflows.UpdateObserve {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// scaleWeb sets lease id's web ReplicaSets to n by hand (kubectl scale rs).
+func scaleWeb(t *testing.T, env *testenv.Env, id string, n int32) {
+	t.Helper()
+	ctx := context.Background()
+	ns := manifest.Namespace(id)
+	list, err := env.Kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: manifest.ServiceLabel + "=web"})
+	require.NoError(t, err)
+	require.NotEmpty(t, list.Items)
+	for _, rs := range list.Items {
+		s, err := env.Kube.AppsV1().ReplicaSets(ns).GetScale(ctx, rs.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		s.Spec.Replicas = n
+		_, err = env.Kube.AppsV1().ReplicaSets(ns).UpdateScale(ctx, rs.Name, s, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+}
+
+func waitLeasePhase(t *testing.T, env *testenv.Env, id, phase string, within time.Duration) {
+	t.Helper()
+	testenv.Eventually(t, within, 100*time.Millisecond, fmt.Sprintf("lease %s never %s", id, phase), func() (bool, string) {
+		v, err := env.Temporal.QueryWorkflow(context.Background(), workflows.DeployWorkflowID(id), "", workflows.QueryDeploy)
+		if err != nil {
+			return false, err.Error()
+		}
+		var st workflows.DeployStatus
+		if err := v.Get(&st); err != nil {
+			return false, err.Error()
+		}
+		return st.Phase == phase, st.Phase
+	})
+}
+
+// waitGauge waits until the worker at addr exports the unlabelled gauge
+// name = want.
+func waitGauge(t *testing.T, addr, name string, want int) {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^` + name + ` (\d+)$`)
+	testenv.Eventually(t, 30*time.Second, 250*time.Millisecond, fmt.Sprintf("worker %s: %s = %d", addr, name, want), func() (bool, string) {
+		m := re.FindStringSubmatch(get("http://" + addr + "/metrics"))
+		if m == nil {
+			return false, "not exported"
+		}
+		return m[1] == strconv.Itoa(want), m[1]
+	})
+}
+
+// deleteMembershipRecords removes the membership records of a test's
+// workers (SIGKILLed, they did not leave).
+func deleteMembershipRecords(t *testing.T, env *testenv.Env, group string) {
+	ctx := context.Background()
+	list, err := env.Kube.CoordinationV1().Leases("default").List(ctx, metav1.ListOptions{LabelSelector: "observer.deployflow.dev/group"})
+	if err != nil {
+		t.Logf("list membership records: %v", err)
+		return
+	}
+	for _, l := range list.Items {
+		if strings.EqualFold(l.Annotations["observer.deployflow.dev/group-name"], group) {
+			_ = env.Kube.CoordinationV1().Leases("default").Delete(ctx, l.Name, metav1.DeleteOptions{})
+		}
+	}
+}
