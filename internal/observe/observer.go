@@ -6,8 +6,10 @@
 // or the cluster could not be observed for longer than a threshold — it
 // sends the lease's workflow an Observation (the "observe" update). The
 // workflow's validator rejects an observation that changes nothing, and a
-// rejected update leaves no trace in the workflow's history, so several
-// workers observing the same change cost the lease one accepted update.
+// rejected update leaves no trace in the workflow's history. With Members,
+// the live workers of a group split the leases and only a lease's owner
+// sends its observations (members.go): one send per change, whatever the
+// number of workers.
 //
 // The same ReplicaSet cache serves the rollouts' waits
 // (activities.ReplicaSetCache) and the leases' safety-net ticks
