@@ -19,7 +19,7 @@ import (
 // and reads it once, writing nothing; the chain's EnsureNamespace, a
 // standalone rollout, and a lease rollout whose namespace is gone still do
 // the whole job. Before, every rollout re-applied the ResourceQuota and
-// LimitRange and listed the ServiceAccount: three requests per deploy.
+// LimitRange when asked as the lease's, and listed the ServiceAccount.
 func TestALeasesRolloutReadsItsNamespaceOnce(t *testing.T) {
 	labels := map[string]string{manifest.ManagedByLabel: manifest.ManagedBy, manifest.LeaseLabel: "a", PodSecurityEnforceLabel: "restricted"}
 	existing := func() *fake.Clientset {
@@ -31,8 +31,10 @@ func TestALeasesRolloutReadsItsNamespaceOnce(t *testing.T) {
 	in := EnsureNamespaceInput{Name: manifest.Namespace("a"), Labels: map[string]string{manifest.LeaseLabel: "a"}}
 
 	kc := existing()
-	rollout := in
-	rollout.Rollout, rollout.ParentLease = true, "a"
+	// As the rollout workflow asks (rollout_calls.go): deployflow's label,
+	// and the parent lease Temporal names.
+	rollout := EnsureNamespaceInput{Name: manifest.Namespace("a"), Labels: map[string]string{manifest.ManagedByLabel: manifest.ManagedBy},
+		Rollout: true, ParentLease: "a"}
 	require.NoError(t, (&Activities{Kube: kc}).EnsureNamespace(context.Background(), rollout))
 	require.Len(t, kc.Actions(), 1, "the lease's rollout: %v", kc.Actions())
 	assert.Equal(t, "get", kc.Actions()[0].GetVerb())

@@ -95,11 +95,11 @@ func (a *Activities) EnsureNamespace(ctx context.Context, in EnsureNamespaceInpu
 			return fmt.Errorf("own namespace %s by lease %s: %w", in.Name, lease, err)
 		}
 	}
-	if isLease && existed && in.Rollout && in.ParentLease == lease {
+	if existed && in.Rollout && in.ParentLease != "" && ns.Labels[manifest.LeaseLabel] == in.ParentLease && in.Name == manifest.Namespace(in.ParentLease) {
 		// The lease's own rollout, after its deploy's chain (ApplyDeploy)
 		// ensured this namespace, its profile and its ServiceAccount: it
-		// exists and is the lease's; nothing to write or wait for (three
-		// requests per deploy fewer, issue 22).
+		// exists and is the lease's; nothing to write or wait for (the
+		// ServiceAccount's list: one request per deploy fewer, issue 22).
 		return nil
 	}
 	if isLease {

@@ -55,12 +55,16 @@ func (f *fleet) observerShare(ctx context.Context, kc kubernetes.Interface, leas
 		sent0, acc0 := observerSends(addrs)
 		from := time.Now()
 		for _, replicas := range []int32{0, 1} {
+			base, _ := observerSends(addrs)
 			for _, id := range leases {
 				if err := scaleService(ctx, kc, id, replicas); err != nil {
 					return err
 				}
 			}
-			if err := waitQuiet(addrs, len(leases), 3*time.Second, 2*time.Minute); err != nil {
+			if err := waitScaled(ctx, kc, leases, replicas, 2*time.Minute); err != nil {
+				return err
+			}
+			if err := waitQuiet(addrs, base, len(leases), 3*time.Second, 2*time.Minute); err != nil {
 				return err
 			}
 		}
@@ -100,10 +104,9 @@ func observerSends(addrs []string) (sent, accepted int) {
 	return sent, accepted
 }
 
-// waitQuiet waits until the workers have sent at least want more
-// observations and then none for quiet.
-func waitQuiet(addrs []string, want int, quiet, limit time.Duration) error {
-	start, _ := observerSends(addrs)
+// waitQuiet waits until the workers have sent at least want observations
+// more than start, and then none for quiet.
+func waitQuiet(addrs []string, start, want int, quiet, limit time.Duration) error {
 	last, since := start, time.Now()
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
@@ -117,7 +120,34 @@ func waitQuiet(addrs []string, want int, quiet, limit time.Duration) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("the observers sent %d observations in %s, want at least %d", last-start, limit, want)
+	var results []string
+	for _, a := range addrs {
+		results = append(results, sendsLine.FindAllString(scrape(a), -1)...)
+	}
+	return fmt.Errorf("the observers sent %d observations in %s, want at least %d (%v)", last-start, limit, want, results)
+}
+
+// waitScaled waits until every lease's web ReplicaSets have n available
+// replicas: the change the observers are to see has happened.
+func waitScaled(ctx context.Context, kc kubernetes.Interface, leases []string, n int32, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for _, id := range leases {
+		for {
+			list, err := kc.AppsV1().ReplicaSets(manifest.Namespace(id)).List(ctx, metav1.ListOptions{LabelSelector: manifest.ServiceLabel + "=web"})
+			var avail int32
+			for _, rs := range list.Items {
+				avail += rs.Status.AvailableReplicas
+			}
+			if err == nil && avail == n {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("lease %s: web has %d available replicas, not %d, after %s", id, avail, n, limit)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return nil
 }
 
 func waitMetric(addr, name string, want int, limit time.Duration) error {

@@ -58,6 +58,9 @@ var (
 // progress is sent again.
 const deferredRetry = 2 * time.Second
 
+// recheckMargin is added to the recheck time a workflow asks for.
+const recheckMargin = 500 * time.Millisecond
+
 // Sender delivers an observation to the lease's workflow (nil: the
 // Observer is a cache only, for rollout waits and safety-net ticks).
 // ErrDeferred is sent again after deferredRetry; any other error than
@@ -579,10 +582,14 @@ func (o *Observer) sync(ctx context.Context, id string) error {
 	st.sent = key
 	o.mu.Unlock()
 	if res != nil && res.RecheckAfter > 0 {
+		// A little after the workflow's time: its clock is its task's
+		// start, which lags ours by the task's latency, and a recheck it
+		// finds early is rejected and sent again.
+		wait := res.RecheckAfter + recheckMargin
 		o.mu.Lock()
-		st.recheckAt = now.Add(res.RecheckAfter)
+		st.recheckAt = now.Add(wait)
 		o.mu.Unlock()
-		o.queue.AddAfter(id, res.RecheckAfter)
+		o.queue.AddAfter(id, wait)
 	}
 	o.log.Debug("observation", "lease", id, "observed", key, "accepted", err == nil)
 	return nil
