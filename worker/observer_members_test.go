@@ -68,7 +68,7 @@ func TestThreeWorkersSendEachObservationOnceAndTakeOverAKilledWorkersLeases(t *t
 	// one worker.
 	sentBefore, acceptedBefore := sends(t, addrs, ids), acceptedObservations(t, env, leases)
 	for _, id := range leases {
-		scaleWeb(t, env, id, 0)
+		env.ScaleService(t, id, "web", 0)
 	}
 	for _, id := range leases {
 		waitLeasePhase(t, env, id, workflows.PhaseDegraded, 30*time.Second)
@@ -99,7 +99,7 @@ func TestThreeWorkersSendEachObservationOnceAndTakeOverAKilledWorkersLeases(t *t
 	<-procs[victim].exited
 	killed := time.Now()
 	for _, id := range leases {
-		scaleWeb(t, env, id, 3)
+		env.ScaleService(t, id, "web", 3)
 	}
 	for _, id := range leases {
 		waitLeasePhase(t, env, id, workflows.PhaseActive, 30*time.Second)
@@ -150,23 +150,6 @@ func acceptedObservations(t *testing.T, env *testenv.Env, leases []string) int {
 		}
 	}
 	return n
-}
-
-// scaleWeb sets lease id's web ReplicaSets to n by hand (kubectl scale rs).
-func scaleWeb(t *testing.T, env *testenv.Env, id string, n int32) {
-	t.Helper()
-	ctx := context.Background()
-	ns := manifest.Namespace(id)
-	list, err := env.Kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: manifest.ServiceLabel + "=web"})
-	require.NoError(t, err)
-	require.NotEmpty(t, list.Items)
-	for _, rs := range list.Items {
-		s, err := env.Kube.AppsV1().ReplicaSets(ns).GetScale(ctx, rs.Name, metav1.GetOptions{})
-		require.NoError(t, err)
-		s.Spec.Replicas = n
-		_, err = env.Kube.AppsV1().ReplicaSets(ns).UpdateScale(ctx, rs.Name, s, metav1.UpdateOptions{})
-		require.NoError(t, err)
-	}
 }
 
 func waitLeasePhase(t *testing.T, env *testenv.Env, id, phase string, within time.Duration) {

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/worker/app"
@@ -60,18 +59,7 @@ func observeUpdate(ev *history.HistoryEvent) bool {
 // hand, as `kubectl scale rs` would.
 func (dt *deployTest) scaleReplicaSets(service string, n int32) {
 	dt.t.Helper()
-	ctx := context.Background()
-	ns := manifest.Namespace(dt.lease)
-	list, err := dt.env.Kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: activities.ServiceLabel + "=" + service})
-	require.NoError(dt.t, err)
-	require.NotEmpty(dt.t, list.Items)
-	for _, rs := range list.Items {
-		s, err := dt.env.Kube.AppsV1().ReplicaSets(ns).GetScale(ctx, rs.Name, metav1.GetOptions{})
-		require.NoError(dt.t, err)
-		s.Spec.Replicas = n
-		_, err = dt.env.Kube.AppsV1().ReplicaSets(ns).UpdateScale(ctx, rs.Name, s, metav1.UpdateOptions{})
-		require.NoError(dt.t, err)
-	}
+	dt.env.ScaleService(dt.t, dt.lease, service, n)
 }
 
 func (dt *deployTest) waitPhase(phase string, within time.Duration) time.Duration {

@@ -34,6 +34,7 @@ import (
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/devstack"
+	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/metrics"
 	"github.com/deployflow/deployflow/internal/observe"
 	"github.com/deployflow/deployflow/internal/searchattr"
@@ -257,6 +258,29 @@ func (e *Env) Observer(t testing.TB, unknownAfter time.Duration) *observe.Observ
 		t.Fatalf("observer: %v", err)
 	}
 	return o
+}
+
+// ScaleService sets every ReplicaSet of a lease's service to n by hand,
+// as `kubectl scale rs` would.
+func (e *Env) ScaleService(t testing.TB, lease, service string, n int32) {
+	t.Helper()
+	ctx := context.Background()
+	ns := manifest.Namespace(lease)
+	rss := e.Kube.AppsV1().ReplicaSets(ns)
+	list, err := rss.List(ctx, metav1.ListOptions{LabelSelector: manifest.ServiceLabel + "=" + service})
+	if err != nil || len(list.Items) == 0 {
+		t.Fatalf("lease %s: ReplicaSets of %s: %v (found %d)", lease, service, err, len(list.Items))
+	}
+	for _, rs := range list.Items {
+		s, err := rss.GetScale(ctx, rs.Name, metav1.GetOptions{})
+		if err == nil {
+			s.Spec.Replicas = n
+			_, err = rss.UpdateScale(ctx, rs.Name, s, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			t.Fatalf("scale ReplicaSet %s/%s to %d: %v", ns, rs.Name, n, err)
+		}
+	}
 }
 
 // Tool is the path of a pinned tool of the stack (helm, kubectl, ...),
