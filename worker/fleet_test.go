@@ -33,8 +33,10 @@ func startDeploy(t *testing.T, env *testenv.Env, tq, id, readyAfter string) {
 }
 
 // startDeploys starts n deploys (startDeploy) of leases <base>-0..n-1 and
-// waits until every one is mid-rollout: its ReplicaSet exists, its pods not
-// all available.
+// waits until every one has been seen mid-rollout: its ReplicaSet exists,
+// its pods not all available. All leases are watched in each round (one
+// at a time, a lease whose rollout began early could finish before its
+// turn under a loaded machine, and the wait would fail).
 func startDeploys(t *testing.T, env *testenv.Env, tq, base string, n int, readyAfter string) []string {
 	t.Helper()
 	var leases []string
@@ -43,12 +45,22 @@ func startDeploys(t *testing.T, env *testenv.Env, tq, base string, n int, readyA
 		leases = append(leases, id)
 		startDeploy(t, env, tq, id, readyAfter)
 	}
-	for _, id := range leases {
-		require.Eventually(t, func() bool {
+	seen := map[string]bool{}
+	testenv.Eventually(t, 90*time.Second, 100*time.Millisecond, "every lease seen mid-rollout", func() (bool, string) {
+		var waiting []string
+		for _, id := range leases {
+			if seen[id] {
+				continue
+			}
 			rss, err := env.Kube.AppsV1().ReplicaSets(manifest.Namespace(id)).List(context.Background(), metav1.ListOptions{})
-			return err == nil && len(rss.Items) == 1 && rss.Items[0].Status.AvailableReplicas < 3
-		}, 90*time.Second, 100*time.Millisecond, "lease %s never got mid-rollout", id)
-	}
+			if err == nil && len(rss.Items) == 1 && rss.Items[0].Status.AvailableReplicas < 3 {
+				seen[id] = true
+				continue
+			}
+			waiting = append(waiting, id)
+		}
+		return len(waiting) == 0, fmt.Sprintf("not yet seen mid-rollout: %v", waiting)
+	})
 	return leases
 }
 
