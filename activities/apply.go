@@ -21,6 +21,7 @@ import (
 
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/observe"
+	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
 
@@ -40,6 +41,10 @@ type ApplyObjectsInput struct {
 	// apply; those no longer rendered count as pruned even when a retried
 	// apply finds them gone already.
 	Previous []string `json:"previous,omitempty"`
+
+	// namespace, when set, is the lease's namespace as ApplyDeploy's
+	// EnsureNamespace just left it: its owner is not read again.
+	namespace *corev1.Namespace
 }
 
 // ApplyObjectsResult says what the apply changed.
@@ -67,7 +72,11 @@ const (
 func (a *Activities) ApplyObjects(ctx context.Context, in ApplyObjectsInput) (*ApplyObjectsResult, error) {
 	res := &ApplyObjectsResult{}
 	var owners []metav1.OwnerReference
-	if !in.DryRun {
+	switch {
+	case in.DryRun:
+	case in.namespace != nil && in.namespace.Name == in.Namespace:
+		owners = ownedBy(in.namespace.OwnerReferences, crds.KindLease)
+	default:
 		var err error
 		if owners, err = a.namespaceOwnerRefs(ctx, in.Namespace); err != nil {
 			return nil, err
@@ -273,9 +282,7 @@ func (a *Activities) ClassifyService(ctx context.Context, in ClassifyInput) (*Cl
 	d, err := a.DefaultDeployment(ctx, DefaultDeploymentInput{Deployment: in.Deployment})
 	if apierrors.IsNotFound(err) {
 		// No namespace yet (a first deploy being planned): nothing runs.
-		c := classify(in.Deployment, nil)
-		c.Service = in.Service
-		return c, nil
+		return classifyNew(in.Service, in.Deployment)
 	}
 	if err != nil {
 		return nil, err

@@ -78,17 +78,18 @@ func (a *Activities) ApplyDeploy(ctx context.Context, in ApplyDeployInput) (*App
 		return nil, err
 	}
 	out.Hostnames = hosts
-	if err := a.EnsureNamespace(ctx, EnsureNamespaceInput{
+	ns, err := a.ensureNamespace(ctx, EnsureNamespaceInput{
 		Name:   manifest.Namespace(m.Lease),
 		Labels: map[string]string{manifest.LeaseLabel: m.Lease, manifest.ManagedByLabel: manifest.ManagedBy},
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
 	objects, err := RenderObjects(m, out.IPs, hosts.Withheld)
 	if err != nil {
 		return nil, invalidManifest(err)
 	}
-	objects.DeployID, objects.Previous = in.DeployID, in.Previous
+	objects.DeployID, objects.Previous, objects.namespace = in.DeployID, in.Previous, ns
 	applied, err := a.ApplyObjects(ctx, objects)
 	if err != nil {
 		return nil, err

@@ -56,3 +56,15 @@ func (a *Activities) DefaultDeployment(ctx context.Context, in DefaultDeployment
 	out.Spec = got.Spec
 	return out, nil
 }
+
+// classifyNew classifies a service of which nothing runs (its namespace
+// does not exist yet), without the API server: the template passes the
+// pod policy, as DefaultDeployment would judge it first.
+func classifyNew(service string, d *appsv1.Deployment) (*Classification, error) {
+	if problems := podPolicyProblems("deployment.spec.template.spec", &d.Spec.Template.Spec); len(problems) > 0 {
+		return nil, temporal.NewNonRetryableApplicationError(strings.Join(problems, "\n"), ErrPodPolicy, nil)
+	}
+	c := classify(d, nil)
+	c.Service = service
+	return c, nil
+}

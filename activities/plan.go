@@ -181,6 +181,7 @@ func (a *Activities) PlanDeploy(ctx context.Context, in PlanInput) (*DeployPlan,
 		return nil, invalidInput("%v", err)
 	}
 	_, err = a.Kube.CoreV1().Namespaces().Get(ctx, objs.Namespace, metav1.GetOptions{})
+	nsExists := err == nil
 	switch {
 	case apierrors.IsNotFound(err):
 		for _, s := range objs.Services {
@@ -206,6 +207,19 @@ func (a *Activities) PlanDeploy(ctx context.Context, in PlanInput) (*DeployPlan,
 		d, err := m.Deployment(svc)
 		if err != nil {
 			return nil, invalidInput("%v", err)
+		}
+		if !nsExists {
+			// A first deploy: nothing of the lease runs, so there is
+			// nothing to ask the API server (a dry run into a namespace
+			// that does not exist only answers NotFound; a list finds
+			// nothing). The pod policy still judges the template.
+			c, err := classifyNew(svc, d)
+			if err != nil {
+				return nil, err
+			}
+			p.Services = append(p.Services, *c)
+			digests = append(digests, svc+"="+nothingRuns().Digest)
+			continue
 		}
 		c, err := a.ClassifyService(ctx, ClassifyInput{Deployment: d, Service: svc})
 		if err != nil {

@@ -46,8 +46,15 @@ type EnsureNamespaceInput struct {
 // non-retryable NamespaceNotAllowed, before any write. A lease namespace
 // enforces the operator's profile (applyLeaseProfile).
 func (a *Activities) EnsureNamespace(ctx context.Context, in EnsureNamespaceInput) error {
+	_, err := a.ensureNamespace(ctx, in)
+	return err
+}
+
+// ensureNamespace is EnsureNamespace, returning the namespace as it left
+// it (ApplyDeploy takes its owner from it rather than reading it again).
+func (a *Activities) ensureNamespace(ctx context.Context, in EnsureNamespaceInput) (*corev1.Namespace, error) {
 	if in.Name == "" {
-		return invalidInput("namespace: name is empty")
+		return nil, invalidInput("namespace: name is empty")
 	}
 	lease, isLease := leaseNamespace(in.Name, in.Labels)
 	nss := a.Kube.CoreV1().Namespaces()
@@ -55,7 +62,7 @@ func (a *Activities) EnsureNamespace(ctx context.Context, in EnsureNamespaceInpu
 	existed := err == nil
 	if apierrors.IsNotFound(err) {
 		if !isLease && !a.listed(in.Name) {
-			return notAllowed(in.Name, "does not exist and is not listed in --rollout-namespaces")
+			return nil, notAllowed(in.Name, "does not exist and is not listed in --rollout-namespaces")
 		}
 		labels := map[string]string{manifest.ManagedByLabel: manifest.ManagedBy}
 		for k, v := range in.Labels {
@@ -67,7 +74,7 @@ func (a *Activities) EnsureNamespace(ctx context.Context, in EnsureNamespaceInpu
 		want := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in.Name, Labels: labels}}
 		if isLease {
 			if want.OwnerReferences, err = a.leaseOwnerRefs(ctx, lease); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		ns, err = nss.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
@@ -76,23 +83,23 @@ func (a *Activities) EnsureNamespace(ctx context.Context, in EnsureNamespaceInpu
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("ensure namespace %s: %w", in.Name, err)
+		return nil, fmt.Errorf("ensure namespace %s: %w", in.Name, err)
 	}
 	if !ManagedNamespace(ns) && !a.listed(in.Name) {
-		return notAllowed(in.Name, "exists and is not managed by deployflow")
+		return nil, notAllowed(in.Name, "exists and is not managed by deployflow")
 	}
 	if owner := ns.Labels[manifest.LeaseLabel]; in.Rollout && owner != "" && in.ParentLease != owner {
-		return notAllowed(in.Name, fmt.Sprintf("is lease %s's: only that lease's own workflow rolls out there (deployflow deploy); a standalone rollout acts in a namespace listed in --rollout-namespaces", owner))
+		return nil, notAllowed(in.Name, fmt.Sprintf("is lease %s's: only that lease's own workflow rolls out there (deployflow deploy); a standalone rollout acts in a namespace listed in --rollout-namespaces", owner))
 	}
 	if isLease && len(ownedBy(ns.OwnerReferences, crds.KindLease)) == 0 {
 		// A lease namespace created before lease records owned them.
 		refs, err := a.leaseOwnerRefs(ctx, lease)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		ns.OwnerReferences = append(ns.OwnerReferences, refs...)
 		if ns, err = nss.Update(ctx, ns, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
-			return fmt.Errorf("own namespace %s by lease %s: %w", in.Name, lease, err)
+			return nil, fmt.Errorf("own namespace %s by lease %s: %w", in.Name, lease, err)
 		}
 	}
 	if existed && in.Rollout && in.ParentLease != "" && ns.Labels[manifest.LeaseLabel] == in.ParentLease && in.Name == manifest.Namespace(in.ParentLease) {
@@ -100,11 +107,11 @@ func (a *Activities) EnsureNamespace(ctx context.Context, in EnsureNamespaceInpu
 		// ensured this namespace, its profile and its ServiceAccount: it
 		// exists and is the lease's; nothing to write or wait for (the
 		// ServiceAccount's list: one request per deploy fewer, issue 22).
-		return nil
+		return ns, nil
 	}
 	if isLease {
 		if err := a.applyLeaseProfile(ctx, ns); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	sas := a.Kube.CoreV1().ServiceAccounts(in.Name)
@@ -112,22 +119,22 @@ func (a *Activities) EnsureNamespace(ctx context.Context, in EnsureNamespaceInpu
 	for {
 		list, err := sas.List(ctx, metav1.ListOptions{FieldSelector: sel})
 		if err != nil {
-			return fmt.Errorf("list serviceaccounts in %s: %w", in.Name, err)
+			return nil, fmt.Errorf("list serviceaccounts in %s: %w", in.Name, err)
 		}
 		if len(list.Items) > 0 {
 			if isLease {
-				return a.keepTokenUnmounted(ctx, &list.Items[0])
+				return ns, a.keepTokenUnmounted(ctx, &list.Items[0])
 			}
-			return nil
+			return ns, nil
 		}
 		w, err := sas.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.ResourceVersion})
 		if err != nil {
-			return fmt.Errorf("watch serviceaccounts in %s: %w", in.Name, err)
+			return nil, fmt.Errorf("watch serviceaccounts in %s: %w", in.Name, err)
 		}
 		err = waitFor(ctx, w, func(watch.Event) bool { return true })
 		w.Stop()
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 }

@@ -76,6 +76,12 @@ type snapshot struct {
 	podVersion  string
 }
 
+// nothingRuns is the state of a service of which nothing runs, as
+// ReadRolloutState reads it (same digest) where its namespace is missing.
+func nothingRuns() *RolloutState {
+	return (&snapshot{replicaSets: map[string]*appsv1.ReplicaSet{}, pods: map[string]*corev1.Pod{}}).state()
+}
+
 func (a *Activities) snapshot(ctx context.Context, ref ServiceRef) (*snapshot, error) {
 	rsList, err := a.Kube.AppsV1().ReplicaSets(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: ref.selector()})
 	if err != nil {
