@@ -293,6 +293,7 @@ func TestChaos(t *testing.T) {
 	}
 
 	var mu sync.Mutex
+	var failures []string // repeated under the report: a CI log's tail shows it
 	report := map[string]*result{}
 	var keys []string
 	for _, f := range fs {
@@ -336,7 +337,9 @@ func TestChaos(t *testing.T) {
 							res.passed++
 							return
 						}
-						t.Errorf("%s, %s, after boundary %d/%d (lease %s): %s", sc.name, f.name, pr.k, pr.n, lease, strings.Join(msgs, "; "))
+						msg := fmt.Sprintf("%s, %s, after boundary %d/%d (lease %s, seed %d): %s", sc.name, f.name, pr.k, pr.n, lease, pr.seed, strings.Join(msgs, "; "))
+						failures = append(failures, msg)
+						t.Error(msg)
 					})
 				}
 			})
@@ -356,6 +359,9 @@ func TestChaos(t *testing.T) {
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "\n%d scenarios × %d faults in %s on %s, %d CPUs, %d runs side by side (seed %d, boundaries: %s)\n", len(scs), len(fs),
 		time.Since(started).Round(time.Second), host, runtime.NumCPU(), batch, seed, map[bool]string{true: "one per fault", false: "every one"}[oneBoundary])
+	if len(failures) > 0 {
+		fmt.Fprintf(&b, "\nfailed runs:\n  %s\n", strings.Join(failures, "\n  "))
+	}
 	t.Log("\n" + b.String())
 	file := os.Getenv("DEPLOYFLOW_CHAOS_REPORT")
 	if file == "" {
