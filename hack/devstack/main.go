@@ -8,6 +8,8 @@
 //	devstack stop NAME     stop one component (tests: API server outages)
 //	devstack start NAME    start one stopped component
 //	devstack running       exit 0 if every component runs (for make test)
+//	devstack cluster-up NAME N    start extra cluster N (1-9) named NAME
+//	devstack cluster-down NAME    stop extra cluster NAME
 package main
 
 import (
@@ -16,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -106,8 +109,26 @@ func run() error {
 			return s.Stop(os.Args[2])
 		}
 		return s.Start(ctx, os.Args[2])
+	case "cluster-up":
+		if len(os.Args) != 4 {
+			return fmt.Errorf("usage: devstack cluster-up NAME N (N from 1 to %d)", devstack.MaxClusters)
+		}
+		n, err := strconv.Atoi(os.Args[3])
+		if err != nil {
+			return fmt.Errorf("cluster-up %s: N %q: want a number from 1 to %d", os.Args[2], os.Args[3], devstack.MaxClusters)
+		}
+		c, err := s.StartCluster(ctx, os.Args[2], n)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("# cluster %s: %s\nexport KUBECONFIG=%s\n", c.Name, c.URL, c.Kubeconfig)
+	case "cluster-down":
+		if len(os.Args) != 3 {
+			return fmt.Errorf("usage: devstack cluster-down NAME")
+		}
+		return s.StopCluster(os.Args[2])
 	default:
-		return fmt.Errorf("unknown command %q: want up, down, status, env, running, stop or start", cmd)
+		return fmt.Errorf("unknown command %q: want up, down, status, env, running, stop, start, cluster-up or cluster-down", cmd)
 	}
 	return nil
 }

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // FakeNodes are the kwok nodes the cluster schedules onto.
@@ -242,8 +241,13 @@ func httpOK(url, want string) func(context.Context) error {
 }
 
 func (s *Stack) kubeHealth(path string) func(context.Context) error {
+	return s.kubeHealthOf(s.Kubeconfig(), path)
+}
+
+// kubeHealthOf asks the API server of a kubeconfig for a health path.
+func (s *Stack) kubeHealthOf(kubeconfig, path string) func(context.Context) error {
 	return func(ctx context.Context) error {
-		cs, err := s.Clientset()
+		cs, err := clientsetOf(kubeconfig)
 		if err != nil {
 			return err
 		}
@@ -272,38 +276,37 @@ func temporalReady(ctx context.Context) error {
 }
 
 // Clientset is an admin client of the local cluster.
-func (s *Stack) Clientset() (kubernetes.Interface, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig())
-	if err != nil {
-		return nil, err
-	}
-	cfg.UserAgent = "deployflow-devstack"
-	return kubernetes.NewForConfig(cfg)
-}
+func (s *Stack) Clientset() (kubernetes.Interface, error) { return clientsetOf(s.Kubeconfig()) }
 
 func (s *Stack) writeKubeconfig() error {
+	return s.writeKubeconfigFor(s.Kubeconfig(), "deployflow-dev", APIServerURL)
+}
+
+// writeKubeconfigFor writes an admin kubeconfig of the API server at url,
+// its cluster and context named name.
+func (s *Stack) writeKubeconfigFor(path, name, url string) error {
 	pki := filepath.Join(s.RunDir, "pki")
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
-- name: deployflow-dev
+- name: %[1]s
   cluster:
-    server: %s
-    certificate-authority: %s
+    server: %[2]s
+    certificate-authority: %[3]s
 users:
 - name: deployflow-admin
   user:
-    client-certificate: %s
-    client-key: %s
+    client-certificate: %[4]s
+    client-key: %[5]s
 contexts:
-- name: deployflow-dev
+- name: %[1]s
   context:
-    cluster: deployflow-dev
+    cluster: %[1]s
     user: deployflow-admin
     namespace: default
-current-context: deployflow-dev
-`, APIServerURL, filepath.Join(pki, "ca.crt"), filepath.Join(pki, "admin.crt"), filepath.Join(pki, "admin.key"))
-	return os.WriteFile(s.Kubeconfig(), []byte(cfg), 0o600)
+current-context: %[1]s
+`, name, url, filepath.Join(pki, "ca.crt"), filepath.Join(pki, "admin.crt"), filepath.Join(pki, "admin.key"))
+	return os.WriteFile(path, []byte(cfg), 0o600)
 }
 
 // bootstrapCluster registers the kwok nodes and waits until the cluster can
@@ -313,6 +316,12 @@ func (s *Stack) bootstrapCluster(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return s.bootstrap(ctx, cs, Kwok)
+}
+
+// bootstrap registers the kwok nodes of a cluster (kwok is the process
+// that manages them) and waits until it can run pods.
+func (s *Stack) bootstrap(ctx context.Context, cs kubernetes.Interface, kwok string) error {
 	for _, name := range FakeNodes {
 		node := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{
@@ -351,7 +360,7 @@ func (s *Stack) bootstrapCluster(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("cluster not ready: %v; end of %s:\n%s", err, s.logFile(Kwok), s.tail(Kwok, 2000))
+			return fmt.Errorf("cluster not ready: %v; end of %s:\n%s", err, s.logFile(kwok), s.tail(kwok, 2000))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

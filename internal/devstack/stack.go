@@ -405,7 +405,7 @@ func (s *Stack) Down() error {
 		}
 	}
 	if len(errs) == 0 {
-		for _, d := range []string{"etcd", "kwok", "pki", "temporal.db", "kubeconfig", "postgres", "temporal-schema.done", "temporal-server", "temporal-ui"} {
+		for _, d := range []string{"etcd", "kwok", "pki", "temporal.db", "kubeconfig", "clusters", "postgres", "temporal-schema.done", "temporal-server", "temporal-ui"} {
 			if err := os.RemoveAll(filepath.Join(s.RunDir, d)); err != nil {
 				errs = append(errs, err)
 			}

@@ -1,0 +1,178 @@
+package devstack
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Extra clusters (issue 23.6): beside the stack's own cluster, more
+// clusters run on the same machine for the multi-cluster work, each one
+// cheap: its own kube-apiserver on the stack's etcd under its own key
+// prefix (so no object is shared), its own controller-manager, scheduler
+// and kwok with the same fake nodes. Its processes are recorded by PID
+// like the stack's (`make dev-down` stops them); its kubeconfig is its
+// own file, in its own directory of the run directory.
+
+// Cluster is one extra cluster of the stack.
+type Cluster struct {
+	Name string
+	// URL is its API server's address; Kubeconfig an admin kubeconfig
+	// whose context is named after the cluster.
+	URL        string
+	Kubeconfig string
+}
+
+// MaxClusters is how many extra clusters a stack can run (each takes a
+// port of its own per component).
+const MaxClusters = 9
+
+var clusterName = regexp.MustCompile(`^[a-z]([a-z0-9-]{0,18}[a-z0-9])?$`)
+
+// clusterPorts are the ports of extra cluster n (1..MaxClusters): beside
+// the stack's own (16443, 10257, 10259) and the bench's extra
+// controller-managers (10260-10262).
+func clusterPorts(n int) (apiserver, kcm, scheduler string) {
+	return strconv.Itoa(16443 + n), strconv.Itoa(10270 + n), strconv.Itoa(10280 + n)
+}
+
+func (s *Stack) clusterDir(name string) string { return filepath.Join(s.RunDir, "clusters", name) }
+
+// clusterProcess is the name under which a process of extra cluster name
+// is recorded (its PID file, its log).
+func clusterProcess(component, name string) string { return component + "@" + name }
+
+// StartCluster starts extra cluster number n (1..MaxClusters) named name,
+// or reuses it if it runs, and waits until it can run pods. The stack's
+// etcd must be up (Up).
+func (s *Stack) StartCluster(ctx context.Context, name string, n int) (*Cluster, error) {
+	if !clusterName.MatchString(name) {
+		return nil, fmt.Errorf("cluster name %q: use a lowercase DNS label of at most 20 characters (e.g. eu-1)", name)
+	}
+	if n < 1 || n > MaxClusters {
+		return nil, fmt.Errorf("cluster %s: number %d out of range: use 1 to %d", name, n, MaxClusters)
+	}
+	apiPort, kcmPort, schedPort := clusterPorts(n)
+	c := &Cluster{Name: name, URL: "https://127.0.0.1:" + apiPort, Kubeconfig: filepath.Join(s.clusterDir(name), "kubeconfig")}
+	if err := os.MkdirAll(filepath.Join(s.clusterDir(name), "kwok"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := s.writeKubeconfigFor(c.Kubeconfig, name, c.URL); err != nil {
+		return nil, err
+	}
+	health := s.kubeHealthOf(c.Kubeconfig, "/readyz")
+
+	api := s.component(APIServer)
+	api.name = clusterProcess(APIServer, name)
+	api.args = withFlags(api.args, map[string]string{
+		"--secure-port":    apiPort,
+		"--audit-log-path": filepath.Join(s.RunDir, "logs", "audit-"+name+".log"),
+	})
+	api.args = append(api.args, "--etcd-prefix=/deployflow-cluster-"+name)
+	api.ready = health
+
+	kubeconfigs := map[string]string{"--kubeconfig": c.Kubeconfig, "--authentication-kubeconfig": c.Kubeconfig, "--authorization-kubeconfig": c.Kubeconfig}
+	kcm := s.component(ControllerManager)
+	kcm.name = clusterProcess(ControllerManager, name)
+	kcm.args = withFlags(kcm.args, merged(kubeconfigs, map[string]string{"--secure-port": kcmPort}))
+	kcm.ready = httpOK("https://127.0.0.1:"+kcmPort+"/healthz", "ok")
+
+	sched := s.component(Scheduler)
+	sched.name = clusterProcess(Scheduler, name)
+	sched.args = withFlags(sched.args, merged(kubeconfigs, map[string]string{"--secure-port": schedPort}))
+	sched.ready = httpOK("https://127.0.0.1:"+schedPort+"/healthz", "ok")
+
+	kwok := s.component(Kwok)
+	kwok.name = clusterProcess(Kwok, name)
+	kwok.args = withFlags(kwok.args, map[string]string{"--kubeconfig": c.Kubeconfig})
+	kwok.env = []string{"HOME=" + filepath.Join(s.clusterDir(name), "kwok")}
+	kwok.ready = health
+
+	unlock, err := s.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	for _, comp := range []component{api, kcm, sched, kwok} {
+		if _, err := s.upComponent(ctx, comp); err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", name, err)
+		}
+	}
+	cs, err := clientsetOf(c.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.bootstrap(ctx, cs, kwok.name); err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", name, err)
+	}
+	return c, nil
+}
+
+// StopCluster stops extra cluster name's processes by their recorded PIDs
+// (its objects stay in etcd, under its prefix, for a later StartCluster).
+func (s *Stack) StopCluster(name string) error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	for _, comp := range []string{Kwok, Scheduler, ControllerManager, APIServer} {
+		if err := s.stop(clusterProcess(comp, name), 10*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withFlags sets each --flag=value of args named in set (appending those
+// args lack).
+func withFlags(args []string, set map[string]string) []string {
+	out := append([]string(nil), args...)
+	done := map[string]bool{}
+	for i, a := range out {
+		flag, _, _ := strings.Cut(a, "=")
+		if v, ok := set[flag]; ok {
+			out[i], done[flag] = flag+"="+v, true
+		}
+	}
+	var missing []string
+	for flag := range set {
+		if !done[flag] {
+			missing = append(missing, flag)
+		}
+	}
+	sort.Strings(missing) // the same flags in the same order: the process's fingerprint
+	for _, flag := range missing {
+		out = append(out, flag+"="+set[flag])
+	}
+	return out
+}
+
+func merged(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+func clientsetOf(kubeconfig string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "deployflow-devstack"
+	return kubernetes.NewForConfig(cfg)
+}

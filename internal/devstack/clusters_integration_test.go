@@ -1,0 +1,82 @@
+package devstack_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	"github.com/deployflow/deployflow/worker/testenv"
+)
+
+// Issue 23.6: the stack starts an extra cluster beside its own, on the
+// same machine. It runs pods (its own scheduler, controller-manager and
+// kwok nodes) and shares no object with the stack's cluster, though both
+// keep their objects in the one etcd; its kubeconfig names it. Stopped, its
+// processes are gone by PID and the stack's cluster is untouched.
+func TestAnExtraClusterRunsPodsAndSharesNothing(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	const name = "devstack-test"
+	c, err := env.Stack.StartCluster(ctx, name, 9)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.Stack.StopCluster(name) })
+
+	raw, err := clientcmd.LoadFromFile(c.Kubeconfig)
+	require.NoError(t, err)
+	assert.Equal(t, name, raw.CurrentContext, "the kubeconfig's context is the cluster's name")
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	require.NoError(t, err)
+	assert.Equal(t, c.URL, cfg.Host)
+	assert.NotEqual(t, env.RESTConfig.Host, cfg.Host, "another API server")
+	other, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+
+	ns := testenv.ShortName("only-here")
+	_, err = other.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the stack's cluster does not see the extra cluster's namespace: %v", err)
+
+	labels := map[string]string{"app": "web"}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(int32(2)), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27"}}}}},
+	}
+	testenv.Eventually(t, 60*time.Second, 200*time.Millisecond, "the extra cluster's default ServiceAccount", func() (bool, string) {
+		_, err := other.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	_, err = other.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{})
+	require.NoError(t, err)
+	testenv.Eventually(t, 60*time.Second, 200*time.Millisecond, "the extra cluster's pods never became ready", func() (bool, string) {
+		got, err := other.AppsV1().ReplicaSets(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return got.Status.ReadyReplicas == 2, fmt.Sprintf("%d ready", got.Status.ReadyReplicas)
+	})
+	_, err = env.Kube.AppsV1().ReplicaSets(ns).Get(ctx, "web", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "nor its ReplicaSet: %v", err)
+
+	require.NoError(t, env.Stack.StopCluster(name))
+	_, err = other.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	assert.Error(t, err, "the extra cluster's API server is stopped")
+	_, err = os.Stat(c.Kubeconfig)
+	assert.NoError(t, err, "its kubeconfig stays for a later start")
+	_, err = env.Kube.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
+	assert.NoError(t, err, "the stack's own cluster still answers")
+}
