@@ -3,6 +3,7 @@ package devstack
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -158,13 +159,8 @@ func withFlags(args []string, set map[string]string) []string {
 }
 
 func merged(a, b map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		out[k] = v
-	}
+	out := maps.Clone(a)
+	maps.Copy(out, b)
 	return out
 }
 
