@@ -42,6 +42,10 @@ type RolloutState struct {
 	// Digest summarises everything a rollout decision depends on; a wait
 	// returns only once the cluster's digest differs from the one it got.
 	Digest string `json:"digest"`
+	// ObservedAt, set only by QuickWait, is when the state returned was
+	// first seen: the rollout's next sync stamps its progress with it, as
+	// upstream's controller would have when the change reached it.
+	ObservedAt *time.Time `json:"observedAt,omitempty"`
 }
 
 // ServiceRef names one service's ReplicaSets (by ServiceLabel) and pods
@@ -134,19 +138,30 @@ func (s *snapshot) state() *RolloutState {
 // identity, template hash, spec and annotations, status counts and
 // conditions; and the active pods per owner.
 func digest(st *RolloutState) string {
-	type rsFacts struct {
-		Name, UID, Hash           string
-		Replicas, MinReadySeconds int32
-		Annotations               map[string]string
-		Status                    [3]int32
-		Terminating               int32
-		Conditions                []string
-		Deleting                  bool
-	}
-	facts := struct {
-		RS   []rsFacts
-		Pods map[types.UID]int32
-	}{Pods: st.ActivePods}
+	b, _ := json.Marshal(factsOf(st)) // maps marshal with sorted keys
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12])
+}
+
+// rsFacts are the fields of one ReplicaSet a rollout decision reads.
+type rsFacts struct {
+	Name, UID, Hash           string
+	Replicas, MinReadySeconds int32
+	Annotations               map[string]string
+	Status                    [3]int32 // replicas, ready, available
+	Terminating               int32
+	Conditions                []string
+	Deleting                  bool
+}
+
+// stateFacts are the fields of a RolloutState a rollout decision reads.
+type stateFacts struct {
+	RS   []rsFacts
+	Pods map[types.UID]int32
+}
+
+func factsOf(st *RolloutState) stateFacts {
+	facts := stateFacts{Pods: st.ActivePods}
 	for _, rs := range st.ReplicaSets {
 		f := rsFacts{
 			Name: rs.Name, UID: string(rs.UID), Hash: rs.Labels[appsv1.DefaultDeploymentUniqueLabelKey],
@@ -165,9 +180,7 @@ func digest(st *RolloutState) string {
 		}
 		facts.RS = append(facts.RS, f)
 	}
-	b, _ := json.Marshal(facts) // maps marshal with sorted keys
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:12])
+	return facts
 }
 
 // WaitForChangeInput says what the workflow last saw and how long to wait.
@@ -183,6 +196,11 @@ type WaitForChangeInput struct {
 	// informer cache (no request of its own) once the cache has caught up
 	// with them; without them, or with no cache, it lists and watches.
 	ResourceVersions map[string]string `json:"resourceVersions,omitempty"`
+
+	// Seen and folds are QuickWait's (quick_wait.go): pods created but
+	// not yet ready do not end its wait.
+	Seen  *RolloutState `json:"seen,omitempty"`
+	folds *folds
 }
 
 // ReplicaSetCache is the worker's shared ReplicaSet informer (see
@@ -211,7 +229,7 @@ func (a *Activities) WaitForChange(ctx context.Context, in WaitForChangeInput) (
 	if err != nil {
 		return nil, err
 	}
-	if st := snap.state(); st.Digest != in.Digest {
+	if st := snap.state(); in.wakes(st) {
 		return st, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, in.Timeout)
@@ -265,7 +283,7 @@ func (a *Activities) WaitForChange(ctx context.Context, in WaitForChangeInput) (
 				}
 			}
 		}
-		if st := snap.state(); st.Digest != in.Digest {
+		if st := snap.state(); in.wakes(st) {
 			return st, nil
 		}
 	}
@@ -296,7 +314,7 @@ func (a *Activities) waitOnCache(parent context.Context, c ReplicaSetCache, in W
 			for _, rs := range list {
 				snap.replicaSets[rs.Name] = slim(rs)
 			}
-			if st := snap.state(); st.Digest != in.Digest {
+			if st := snap.state(); in.wakes(st) {
 				return st, true, nil
 			}
 		}

@@ -14,7 +14,9 @@ worker_bin=$(readlink -f bin/deployflow-worker)
 # A worker from an earlier demo may run an older build: replace it.
 if [ -f "$pidfile" ]; then
   old=$(head -n1 "$pidfile")
-  if [ "$(readlink -f /proc/"$old"/exe 2>/dev/null || true)" = "$worker_bin" ]; then
+  # (a rebuilt binary reads as "<path> (deleted)" in /proc: still ours)
+  exe=$(readlink /proc/"$old"/exe 2>/dev/null || true)
+  if [ "$exe" = "$worker_bin" ] || [ "$exe" = "$worker_bin (deleted)" ]; then
     kill -TERM "$old" 2>/dev/null || true
     for _ in $(seq 1 100); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
   fi

@@ -130,7 +130,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 			w.serviceNode(change)
 		}
 		if c.Class == activities.ChangeScale || c.Class == activities.ChangeRollout {
-			in := RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.batches(), Revert: fastRevert}
+			in := RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.batches(), QuickWait: w.batches(), Revert: fastRevert}
 			if s, ok := m.Lookup(svc); ok && s.Rollout != nil && c.Class == activities.ChangeRollout {
 				switch s.Rollout.Strategy {
 				case manifest.StrategyCanary:

@@ -51,6 +51,13 @@ type RolloutInput struct {
 	// rollout: it takes versionFewerEvents without recording a marker. A
 	// rollout started without it asks the gate.
 	FewerEvents bool `json:"fewerEvents,omitempty"`
+	// QuickWait is set by the lease workflow that starts the rollout: the
+	// first wait for a change in each workflow task is a local activity of
+	// a few seconds, so pods that become ready within it finish the
+	// rollout in the task that applied it (six history events fewer than
+	// an activity and the task after it). A rollout started without it
+	// waits only in activities, as runs before it did; continued runs keep it.
+	QuickWait bool `json:"quickWait,omitempty"`
 	// Carry is set by the workflow itself when it continues as new; leave it
 	// empty when starting a rollout.
 	Carry *RolloutCarry `json:"carry,omitempty"`

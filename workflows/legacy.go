@@ -249,6 +249,13 @@ func (c *CanaryState) canarySides(canarySide, stableSide canary.ReplicaSet) (can
 	return canarySide, stableSide
 }
 
+// waitsQuickly: the rollout was started with QuickWait (by a lease
+// workflow since issue 22), so each workflow task's first wait is a quick
+// one. No marker: the input says it, and a rollout started before it (or
+// by hand without it) waits only in activities, as it always did; its
+// continued runs carry the input on. See rollout_calls.go quickWait.
+func (r *rolloutRun) waitsQuickly() bool { return r.in.QuickWait }
+
 // legacyPrepare ensures the namespace, defaults the Deployment and reads,
 // one local activity each.
 func (r *rolloutRun) legacyPrepare() error {

@@ -130,21 +130,23 @@ func (r *rolloutRun) waitForChange(requeueAfter time.Duration) error {
 	if timeout <= 0 {
 		timeout = maxIdleWait
 	}
+	if r.quickWaits(timeout) {
+		if changed := r.quickWait(); changed {
+			return nil
+		}
+		timeout -= quickWaitFor // it waited that long and saw nothing
+	}
 	waitCtx, cancel := workflow.WithCancel(r.ctx)
 	r.wake = cancel
 	defer func() { r.wake = nil }()
 
 	var a *activities.Activities
 	var st activities.RolloutState
-	rvs := make(map[string]string, len(r.state.ReplicaSets))
-	for _, rs := range r.state.ReplicaSets {
-		rvs[rs.Name] = rs.ResourceVersion
-	}
 	err := workflow.ExecuteActivity(r.waitCtx(waitCtx, timeout), a.WaitForChange, activities.WaitForChangeInput{
 		ServiceRef:       r.ref,
 		Digest:           r.state.Digest,
 		Timeout:          timeout,
-		ResourceVersions: rvs,
+		ResourceVersions: r.resourceVersions(),
 	}).Get(r.ctx, &st)
 	if temporal.IsCanceledError(err) {
 		if r.ctx.Err() != nil {
@@ -157,6 +159,69 @@ func (r *rolloutRun) waitForChange(requeueAfter time.Duration) error {
 	}
 	r.state = &st
 	return nil
+}
+
+// quickWaitFor bounds a quick wait: the local activity holds the
+// rollout's workflow task, so queries and operator controls of the rollout
+// wait behind it, at most this long.
+const quickWaitFor = 2 * time.Second
+
+// quickWaits reports whether this wait begins with a quick one: the
+// rollout was started with QuickWait, no quick wait ran in this workflow
+// task yet (one per task: each holds it), and the wait would outlast one.
+func (r *rolloutRun) quickWaits(timeout time.Duration) bool {
+	return r.waitsQuickly() && timeout > quickWaitFor &&
+		r.quickTask != workflow.GetInfo(r.ctx).GetCurrentHistoryLength()
+}
+
+// quickWait waits for a change in a local activity of at most quickWaitFor
+// (activities.QuickWait: pods created but not ready do not end it) and
+// reports whether it saw one. A change found in the task that applied the
+// plan saves the wait's activity and the workflow task after it. It fails
+// only as "saw nothing": the activity wait follows and observes for itself.
+func (r *rolloutRun) quickWait() bool {
+	r.quickTask = workflow.GetInfo(r.ctx).GetCurrentHistoryLength()
+	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: quickWaitFor + 30*time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+		Summary:             "wait up to " + quickWaitFor.String() + " for " + r.in.Service + " to change",
+	})
+	var a *activities.Activities
+	var st activities.RolloutState
+	err := workflow.ExecuteLocalActivity(ctx, a.QuickWait, activities.WaitForChangeInput{
+		ServiceRef: r.ref, Timeout: quickWaitFor, ResourceVersions: r.resourceVersions(), Seen: r.state,
+	}).Get(r.ctx, &st)
+	if err != nil {
+		workflow.GetLogger(r.ctx).Info("quick wait failed; waiting in an activity", "service", r.in.Service, "error", err)
+		return false
+	}
+	if st.Digest == r.state.Digest {
+		return false
+	}
+	r.state = &st
+	if st.ObservedAt != nil {
+		r.observedAt, r.observedTask = *st.ObservedAt, r.quickTask
+	}
+	return true
+}
+
+// now is the time a sync decides at: the workflow's, or, right after a
+// quick wait saw a change in this task, when it saw it (the task's own
+// time is from before the wait).
+func (r *rolloutRun) now() time.Time {
+	now := workflow.Now(r.ctx)
+	if r.observedTask == workflow.GetInfo(r.ctx).GetCurrentHistoryLength() && r.observedAt.After(now) {
+		return r.observedAt
+	}
+	return now
+}
+
+func (r *rolloutRun) resourceVersions() map[string]string {
+	rvs := make(map[string]string, len(r.state.ReplicaSets))
+	for _, rs := range r.state.ReplicaSets {
+		rvs[rs.Name] = rs.ResourceVersion
+	}
+	return rvs
 }
 
 // pinServices runs PinServices for this rollout's service.

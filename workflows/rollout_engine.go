@@ -43,6 +43,12 @@ type rolloutRun struct {
 	jobs           int             // analysis Jobs this run started (their names)
 	undoneTo       int64           // the revision an operator's undo returned to, if any
 	wake           workflow.CancelFunc
+	// quickTask is the workflow task (by its history length) of the last
+	// quick wait; observedAt is when that wait saw the change it returned,
+	// in task observedTask (rollout_calls.go).
+	quickTask    int
+	observedAt   time.Time
+	observedTask int
 	// continueInGates: this run's waits and analysis gates end once its
 	// history is long, so it continues as new (versionContinueInGates).
 	continueInGates bool
@@ -83,7 +89,7 @@ func (r *rolloutRun) collided() error {
 
 // sync is one run of the Deployment controller's syncDeployment, pure.
 func (r *rolloutRun) sync() (rollout.Plan, error) {
-	plan, status, err := rollout.Sync(r.d, r.state.ReplicaSets, r.oldPodsRunning(), workflow.Now(r.ctx))
+	plan, status, err := rollout.Sync(r.d, r.state.ReplicaSets, r.oldPodsRunning(), r.now())
 	if err != nil {
 		return plan, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
 	}

@@ -40,9 +40,12 @@ func TestFleetBenchmarkSlice(t *testing.T) {
 	require.NotNil(t, events, table)
 	n, _ := strconv.Atoi(events[1])
 	// Issue 11.3: a one-service first deploy wrote 58 events (36 + 22)
-	// before the chain and the rollout's syncs were batched; now 22 + 13,
-	// or 22 + 19 when the rollout waits twice (pods created, then ready).
-	assert.LessOrEqual(t, n, 41, "history events per single-service deploy")
+	// before the chain and the rollout's syncs were batched; then 22 + 13,
+	// or 22 + 19 when the rollout waited twice (pods created, then ready).
+	// Issue 22: 22 + 8 when the rollout's quick wait sees the pod ready;
+	// 22 + 14 when the machine is too loaded for that and it waits once in
+	// an activity (the pod created is folded into that wait).
+	assert.LessOrEqual(t, n, 36, "history events per single-service deploy")
 	assert.Positive(t, n)
 	// Issue 22.2: the native Deployment controller's side, in the same run.
 	native := regexp.MustCompile(`(?m)^3\s+\S+\s+\S+\s+\S+\s+(\d+) \|\s+\S+\s+\S+\s+\S+\s+(\d+) \| [\d.]+$`).FindStringSubmatch(table)
