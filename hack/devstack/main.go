@@ -1,7 +1,8 @@
 // Command devstack runs deployflow's local stack (Temporal dev server and a
 // kwok-backed Kubernetes control plane) on 127.0.0.1.
 //
-//	devstack up            start what is not running, reuse what is
+//	devstack up            start what is not running, reuse what is (and the
+//	                       extra clusters DEPLOYFLOW_CLUSTERS names)
 //	devstack down          stop everything by recorded PID, drop the data
 //	devstack status        one line per component; exit 1 if any is down
 //	devstack env           shell exports for KUBECONFIG and TEMPORAL_ADDRESS
@@ -66,7 +67,18 @@ func run() error {
 		} else {
 			fmt.Fprintln(os.Stderr, "devstack: stack already running; reused it")
 		}
+		names, err := devstack.ClustersFrom(os.Getenv(devstack.ClustersEnv))
+		if err != nil {
+			return err
+		}
+		clusters, err := s.StartClusters(ctx, names)
+		if err != nil {
+			return err
+		}
 		printEnv(s)
+		for _, c := range clusters {
+			fmt.Printf("# cluster %s: %s (context %s of $KUBECONFIG)\n", c.Name, c.URL, c.Name)
+		}
 		fmt.Printf("# Temporal UI: %s\n", devstack.TemporalUIURL)
 		fmt.Printf("# Prometheus: %s (canary analyses; the worker's --prometheus-url)\n", devstack.PrometheusURL)
 	case "down":

@@ -22,7 +22,9 @@ import (
 // prefix (so no object is shared), its own controller-manager, scheduler
 // and kwok with the same fake nodes. Its processes are recorded by PID
 // like the stack's (`make dev-down` stops them); its kubeconfig is its
-// own file, in its own directory of the run directory.
+// own file, in its own directory of the run directory, and the stack's
+// kubeconfig names it as a context too (its current context stays the
+// stack's own cluster).
 
 // Cluster is one extra cluster of the stack.
 type Cluster struct {
@@ -115,7 +117,81 @@ func (s *Stack) StartCluster(ctx context.Context, name string, n int) (*Cluster,
 	if err := s.bootstrap(ctx, cs, kwok.name); err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", name, err)
 	}
+	if err := s.nameClusterContexts(); err != nil {
+		return nil, fmt.Errorf("cluster %s: the stack's kubeconfig: %w", name, err)
+	}
 	return c, nil
+}
+
+// ClustersEnv names the extra clusters `make dev-up` starts beside the
+// stack's own, e.g. DEPLOYFLOW_CLUSTERS="staging eu-1" (numbered 1, 2, ...
+// in that order: their ports).
+const ClustersEnv = "DEPLOYFLOW_CLUSTERS"
+
+// ClustersFrom parses a ClustersEnv value: names separated by spaces or
+// commas, at most MaxClusters, each once.
+func ClustersFrom(v string) ([]string, error) {
+	names := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' })
+	if len(names) > MaxClusters {
+		return nil, fmt.Errorf("%s: %d clusters; the stack runs at most %d", ClustersEnv, len(names), MaxClusters)
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] {
+			return nil, fmt.Errorf("%s: cluster %q named twice", ClustersEnv, n)
+		}
+		seen[n] = true
+	}
+	return names, nil
+}
+
+// StartClusters starts (or reuses) the extra clusters names, the first as
+// number 1, and so on.
+func (s *Stack) StartClusters(ctx context.Context, names []string) ([]*Cluster, error) {
+	var out []*Cluster
+	for i, name := range names {
+		c, err := s.StartCluster(ctx, name, i+1)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// nameClusterContexts rewrites the stack's kubeconfig with a cluster and a
+// context for each extra cluster the run directory holds (running or
+// stopped: its objects stay for a later start), beside the stack's own,
+// which stays the current context. The file is replaced in one rename, so
+// a reader never sees half of it.
+func (s *Stack) nameClusterContexts() error {
+	cfg, err := clientcmd.LoadFromFile(s.Kubeconfig())
+	if err != nil {
+		return err
+	}
+	for name := range cfg.Contexts {
+		if name != cfg.CurrentContext {
+			delete(cfg.Contexts, name)
+			delete(cfg.Clusters, name)
+		}
+	}
+	dirs, err := os.ReadDir(filepath.Join(s.RunDir, "clusters"))
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	for _, d := range dirs {
+		extra, err := clientcmd.LoadFromFile(filepath.Join(s.clusterDir(d.Name()), "kubeconfig"))
+		if err != nil || extra.Clusters[d.Name()] == nil || extra.Contexts[d.Name()] == nil {
+			continue // not a cluster's directory
+		}
+		cfg.Clusters[d.Name()] = extra.Clusters[d.Name()]
+		cfg.Contexts[d.Name()] = extra.Contexts[d.Name()]
+	}
+	tmp := s.Kubeconfig() + ".new"
+	if err := clientcmd.WriteToFile(*cfg, tmp); err != nil {
+		return err
+	}
+	return os.Rename(tmp, s.Kubeconfig())
 }
 
 // StopCluster stops extra cluster name's processes by their recorded PIDs

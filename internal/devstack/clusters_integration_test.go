@@ -36,6 +36,16 @@ func TestAnExtraClusterRunsPodsAndSharesNothing(t *testing.T) {
 	raw, err := clientcmd.LoadFromFile(c.Kubeconfig)
 	require.NoError(t, err)
 	assert.Equal(t, name, raw.CurrentContext, "the kubeconfig's context is the cluster's name")
+	// The stack's kubeconfig names it as a context too, and still points
+	// at the stack's own cluster.
+	stack, err := clientcmd.LoadFromFile(env.Stack.Kubeconfig())
+	require.NoError(t, err)
+	require.Contains(t, stack.Contexts, name, "a context of the stack's kubeconfig")
+	assert.Equal(t, c.URL, stack.Clusters[stack.Contexts[name].Cluster].Server)
+	assert.NotEqual(t, name, stack.CurrentContext)
+	viaStack, err := clientcmd.NewNonInteractiveClientConfig(*stack, name, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+	require.NoError(t, err)
+	assert.Equal(t, c.URL, viaStack.Host, "kubectl --context %s reaches the extra cluster", name)
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
 	require.NoError(t, err)
 	assert.Equal(t, c.URL, cfg.Host)

@@ -250,6 +250,9 @@ func (s *Stack) Up(ctx context.Context) (started bool, err error) {
 	if err := s.writeKubeconfig(); err != nil {
 		return false, err
 	}
+	if err := s.nameClusterContexts(); err != nil {
+		return false, err
+	}
 	if err := os.WriteFile(s.auditPolicy(), []byte(auditPolicy), 0o644); err != nil {
 		return false, err
 	}
