@@ -21,9 +21,23 @@ import (
 // ObservedAt, when the change was seen, so the rollout's sync stamps the
 // same time. Everything else a decision reads (readiness, availability,
 // pods gone, spec, annotations, conditions) ends the wait at once.
+//
+// A quick wait holds its rollout's workflow task (and one of the worker's
+// workflow-task slots) while it waits, so at most MaxQuickWaits run at once
+// in a worker: beyond that (a fleet of deploys, whose pods are not ready
+// within seconds anyway) it returns at once the state seen, without
+// ObservedAt, and the rollout waits in an activity as before.
 func (a *Activities) QuickWait(ctx context.Context, in WaitForChangeInput) (*RolloutState, error) {
 	if in.Seen == nil {
 		return nil, invalidInput("quickWait: the state the workflow decided on (seen) is missing")
+	}
+	select {
+	case quickWaits <- struct{}{}:
+		defer func() { <-quickWaits }()
+	default:
+		seen := *in.Seen
+		seen.ObservedAt = nil
+		return &seen, nil
 	}
 	in.Digest = in.Seen.Digest
 	in.folds = &folds{}
@@ -35,6 +49,11 @@ func (a *Activities) QuickWait(ctx context.Context, in WaitForChangeInput) (*Rol
 	st.ObservedAt = &at
 	return st, nil
 }
+
+// MaxQuickWaits is how many quick waits a worker runs at once.
+const MaxQuickWaits = 32
+
+var quickWaits = make(chan struct{}, MaxQuickWaits)
 
 // folds records the changes a quick wait let pass (pods created, not yet
 // ready) and when each was first seen.

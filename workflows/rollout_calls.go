@@ -131,10 +131,11 @@ func (r *rolloutRun) waitForChange(requeueAfter time.Duration) error {
 		timeout = maxIdleWait
 	}
 	if r.quickWaits(timeout) {
-		if changed := r.quickWait(); changed {
+		changed, waited := r.quickWait()
+		if changed {
 			return nil
 		}
-		timeout -= quickWaitFor // it waited that long and saw nothing
+		timeout -= waited
 	}
 	waitCtx, cancel := workflow.WithCancel(r.ctx)
 	r.wake = cancel
@@ -176,10 +177,12 @@ func (r *rolloutRun) quickWaits(timeout time.Duration) bool {
 
 // quickWait waits for a change in a local activity of at most quickWaitFor
 // (activities.QuickWait: pods created but not ready do not end it) and
-// reports whether it saw one. A change found in the task that applied the
-// plan saves the wait's activity and the workflow task after it. It fails
-// only as "saw nothing": the activity wait follows and observes for itself.
-func (r *rolloutRun) quickWait() bool {
+// reports whether it saw one, and how long it waited if not (nothing, when
+// the worker ran too many quick waits to take one more). A change found in
+// the task that applied the plan saves the wait's activity and the
+// workflow task after it. It fails only as "saw nothing": the activity wait
+// follows and observes for itself.
+func (r *rolloutRun) quickWait() (changed bool, waited time.Duration) {
 	r.quickTask = workflow.GetInfo(r.ctx).GetCurrentHistoryLength()
 	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: quickWaitFor + 30*time.Second,
@@ -191,18 +194,18 @@ func (r *rolloutRun) quickWait() bool {
 	err := workflow.ExecuteLocalActivity(ctx, a.QuickWait, activities.WaitForChangeInput{
 		ServiceRef: r.ref, Timeout: quickWaitFor, ResourceVersions: r.resourceVersions(), Seen: r.state,
 	}).Get(r.ctx, &st)
-	if err != nil {
+	switch {
+	case err != nil:
 		workflow.GetLogger(r.ctx).Info("quick wait failed; waiting in an activity", "service", r.in.Service, "error", err)
-		return false
-	}
-	if st.Digest == r.state.Digest {
-		return false
+		return false, 0
+	case st.ObservedAt == nil:
+		return false, 0 // the worker was busy: it did not wait
+	case st.Digest == r.state.Digest:
+		return false, quickWaitFor
 	}
 	r.state = &st
-	if st.ObservedAt != nil {
-		r.observedAt, r.observedTask = *st.ObservedAt, r.quickTask
-	}
-	return true
+	r.observedAt, r.observedTask = *st.ObservedAt, r.quickTask
+	return true, 0
 }
 
 // now is the time a sync decides at: the workflow's, or, right after a
