@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"reflect"
-	"sync"
 	"time"
 )
 
@@ -56,16 +55,14 @@ const MaxQuickWaits = 32
 var quickWaits = make(chan struct{}, MaxQuickWaits)
 
 // folds records the changes a quick wait let pass (pods created, not yet
-// ready) and when each was first seen.
+// ready) and when each was first seen. Only the wait's own goroutine
+// touches it.
 type folds struct {
-	mu     sync.Mutex
 	digest string
 	at     time.Time
 }
 
 func (f *folds) fold(digest string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.digest != digest {
 		f.digest, f.at = digest, time.Now()
 	}
@@ -74,8 +71,6 @@ func (f *folds) fold(digest string) {
 // seenAt is when the state with digest was first seen: when it was folded,
 // or now.
 func (f *folds) seenAt(digest string) time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.digest == digest && !f.at.IsZero() {
 		return f.at
 	}
@@ -101,7 +96,7 @@ func (in WaitForChangeInput) wakes(st *RolloutState) bool {
 // decision reads changed.
 func onlyPodsCreated(seen, now *RolloutState) bool {
 	before, after := factsOf(seen), factsOf(now)
-	if len(before.RS) != len(after.RS) || len(before.Pods) > len(after.Pods) {
+	if len(before.RS) != len(after.RS) {
 		return false
 	}
 	for i := range after.RS {
@@ -110,11 +105,6 @@ func onlyPodsCreated(seen, now *RolloutState) bool {
 			a.Status[0] = b.Status[0]
 		}
 		if !reflect.DeepEqual(a, b) {
-			return false
-		}
-	}
-	for uid, n := range after.Pods {
-		if n < before.Pods[uid] {
 			return false
 		}
 	}

@@ -184,6 +184,7 @@ func (r *rolloutRun) quickWaits(timeout time.Duration) bool {
 // follows and observes for itself.
 func (r *rolloutRun) quickWait() (changed bool, waited time.Duration) {
 	r.quickTask = workflow.GetInfo(r.ctx).GetCurrentHistoryLength()
+	r.observedAt = time.Time{}
 	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: quickWaitFor + 30*time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
@@ -204,7 +205,7 @@ func (r *rolloutRun) quickWait() (changed bool, waited time.Duration) {
 		return false, quickWaitFor
 	}
 	r.state = &st
-	r.observedAt, r.observedTask = *st.ObservedAt, r.quickTask
+	r.observedAt = *st.ObservedAt
 	return true, 0
 }
 
@@ -213,7 +214,7 @@ func (r *rolloutRun) quickWait() (changed bool, waited time.Duration) {
 // time is from before the wait).
 func (r *rolloutRun) now() time.Time {
 	now := workflow.Now(r.ctx)
-	if r.observedTask == workflow.GetInfo(r.ctx).GetCurrentHistoryLength() && r.observedAt.After(now) {
+	if r.quickTask == workflow.GetInfo(r.ctx).GetCurrentHistoryLength() && r.observedAt.After(now) {
 		return r.observedAt
 	}
 	return now

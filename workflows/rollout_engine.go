@@ -44,11 +44,10 @@ type rolloutRun struct {
 	undoneTo       int64           // the revision an operator's undo returned to, if any
 	wake           workflow.CancelFunc
 	// quickTask is the workflow task (by its history length) of the last
-	// quick wait; observedAt is when that wait saw the change it returned,
-	// in task observedTask (rollout_calls.go).
-	quickTask    int
-	observedAt   time.Time
-	observedTask int
+	// quick wait; observedAt is when that wait saw the change it returned
+	// (zero if it saw none) (rollout_calls.go).
+	quickTask  int
+	observedAt time.Time
 	// continueInGates: this run's waits and analysis gates end once its
 	// history is long, so it continues as new (versionContinueInGates).
 	continueInGates bool
