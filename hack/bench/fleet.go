@@ -26,6 +26,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/history/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -411,11 +412,16 @@ func billableActions(events []*history.HistoryEvent) int {
 	return n
 }
 
-// historyLengths is every bench lease workflow's current run length.
+// historyLengths is every bench lease workflow's current run length (a
+// lease whose workflow never started has none).
 func (f *fleet) historyLengths(ctx context.Context) (map[string]int, error) {
 	out := map[string]int{}
 	for _, id := range f.started {
 		d, err := f.temporal.DescribeWorkflowExecution(ctx, workflows.DeployWorkflowID(id), "")
+		var notFound *serviceerror.NotFound
+		if errors.As(err, &notFound) {
+			continue // its start failed (counted in its batch's errors): not idle
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -578,7 +584,7 @@ func machine() string {
 // temporalShape says which Temporal the numbers were measured on, and
 // the controller-managers' client rate limit.
 func temporalShape(s *devstack.Stack) string {
-	shape := "Temporal CLI dev server (SQLite, 1 history shard)"
+	shape := "Temporal CLI dev server (SQLite in WAL mode, 1 history shard)"
 	if s.TemporalMode == devstack.ModePostgres {
 		shape = fmt.Sprintf("Temporal server on PostgreSQL, %d history shards", s.HistoryShards)
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"regexp"
 	"strconv"
@@ -64,4 +66,17 @@ func TestFleetBenchmarkSlice(t *testing.T) {
 	three, _ := strconv.Atoi(obs[3])
 	assert.GreaterOrEqual(t, one, 8, "4 leases scaled down and up: at least 8 observations")
 	assert.Less(t, three, 2*one, "3 workers send each observation once, not once each (1 worker: %d, 3 workers: %d)", one, three)
+}
+
+// Guards the idle phase after a batch in which some starts failed: a
+// lease whose workflow never started (its start timed out, counted in its
+// batch's errors) has no history to measure. Before, historyLengths
+// returned "workflow not found" and ended the whole bench before its tables
+// (seen with 500 deploys at once on the dev server).
+func TestHistoryLengthsSkipsALeaseWhoseWorkflowNeverStarted(t *testing.T) {
+	env := testenv.Get(t)
+	f := &fleet{temporal: env.Temporal, started: []string{fmt.Sprintf("bench-never-started-%d", time.Now().UnixNano())}}
+	lengths, err := f.historyLengths(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, lengths, "no run to measure")
 }
