@@ -408,7 +408,7 @@ func (s *Stack) Down() error {
 		}
 	}
 	if len(errs) == 0 {
-		for _, d := range []string{"etcd", "kwok", "pki", "temporal.db", "kubeconfig", "clusters", "postgres", "temporal-schema.done", "temporal-server", "temporal-ui"} {
+		for _, d := range stackData {
 			if err := os.RemoveAll(filepath.Join(s.RunDir, d)); err != nil {
 				errs = append(errs, err)
 			}
@@ -421,6 +421,12 @@ func (s *Stack) Down() error {
 	}
 	return errors.Join(errs...)
 }
+
+// stackData is what Down removes from the run directory: every cluster's
+// and Temporal's state (the dev server's SQLite with its write-ahead log:
+// a log left beside a new database would be replayed into it).
+var stackData = []string{"etcd", "kwok", "pki", "temporal.db", "temporal.db-wal", "temporal.db-shm", "kubeconfig", "clusters",
+	"postgres", "temporal-schema.done", "temporal-server", "temporal-ui"}
 
 // ComponentStatus is one line of `make dev-status`.
 type ComponentStatus struct {
