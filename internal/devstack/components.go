@@ -157,7 +157,7 @@ func (s *Stack) component(name string) component {
 			// and a commit is not an fsync of the database (synchronous=normal
 			// is durable across a crash of the server process, which the
 			// fault-injection suite does; not across a crash of the machine).
-			// Without it, 500 deploys started at once time out a third of
+			// Without it, 500 deploys started at once time out a sixth to a third of
 			// their workflow starts (the SDK's 10s deadline) on this machine.
 			"--sqlite-pragma=journal_mode=wal",
 			"--sqlite-pragma=synchronous=normal",
