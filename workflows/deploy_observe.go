@@ -29,9 +29,15 @@ const (
 	// sent it first, or this run predates observations). Do not resend.
 	ErrObservationKnown = "ObservationKnown"
 	// ErrObservationDeferred: a deploy is in progress (its rollouts watch
-	// the services themselves). Send again later.
+	// the services themselves): send again when its run ends. With an
+	// ObserveResult whose RecheckAfter is set, the workflow is only between
+	// two waits: send again after RecheckAfter.
 	ErrObservationDeferred = "ObservationDeferred"
 )
+
+// busyRetry is how soon the observer sends again an observation deferred
+// while the workflow is between two waits, not deploying.
+const busyRetry = time.Second
 
 // defaultSafetyNet is the idle lease's one timer when the observer tells it
 // of changes (healthIntervalSeconds unset).
@@ -70,8 +76,14 @@ func (w *deployRun) takesObservation(o *observe.Observation) error {
 		return known("the lease is being torn down")
 	case o.Closed && w.rollingOut && w.batches():
 		return nil // the rollouts are cancelled and the lease torn down
-	case !w.idle:
+	case !w.idle && w.requested != nil:
+		// The observer sends it again when this run ends: a deploy ends its
+		// run (the workflow continues as new).
 		return temporal.NewApplicationError("a deploy is in progress; its rollouts watch the services", ErrObservationDeferred)
+	case !w.idle:
+		// Between two waits (the run starting, or acting on the last
+		// observation): idle again in a moment, in this run.
+		return temporal.NewApplicationError("the workflow is busy; send again shortly", ErrObservationDeferred, observe.ObserveResult{RecheckAfter: busyRetry})
 	case !w.takesLeaseEvents():
 		return known("this run predates observations")
 	case w.observation != nil && w.observation.Key() == o.Key():

@@ -217,3 +217,25 @@ func TestALeaseClosedMidRolloutIsTornDownWhenObserved(t *testing.T) {
 	assert.Equal(t, "Interrupted by teardown", st.History[len(st.History)-1].Outcome, "the rollout was cancelled, not waited for")
 	env.AssertNotCalled(t, "CheckLease", mock.Anything, mock.Anything)
 }
+
+// Issue 22, the observer's cost during a fleet: a deferred observation
+// says whether the observer should wait for the run's end (a deploy is in
+// progress: the run ends with it) or send again shortly (the workflow is
+// between two waits: its run goes on). Without the difference the
+// observer waited for the end of an idle run that had just started, and
+// held the lease's observations for a minute.
+func TestADeferredObservationSaysWhetherTheRunIsDeploying(t *testing.T) {
+	w := &deployRun{lease: "l"} // between two waits
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(w.takesObservation(&observe.Observation{Lease: "l"}), &appErr))
+	assert.Equal(t, ErrObservationDeferred, appErr.Type())
+	var res observe.ObserveResult
+	require.NoError(t, appErr.Details(&res), "a busy workflow says when to send again")
+	assert.Equal(t, busyRetry, res.RecheckAfter)
+
+	m := oneService("l")
+	w.requested = &m // deploying
+	require.True(t, errors.As(w.takesObservation(&observe.Observation{Lease: "l"}), &appErr))
+	assert.Equal(t, ErrObservationDeferred, appErr.Type())
+	assert.False(t, appErr.HasDetails(), "a deploying workflow is sent again when its run ends")
+}

@@ -6,7 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 const (
 	SentAccepted   = "accepted"    // the workflow took it
 	SentKnown      = "known"       // it knew already (another worker told it)
-	SentDeferred   = "deferred"    // it is deploying: sent again shortly
+	SentDeferred   = "deferred"    // it is deploying: sent again when the deploy ends
 	SentNoWorkflow = "no_workflow" // the lease has no running workflow
 	SentError      = "error"       // Temporal did not answer: retried
 )

@@ -55,15 +55,46 @@ var (
 )
 
 // deferredRetry is how soon an observation deferred by a deploy in
-// progress is sent again.
+// progress is sent again when the Sender cannot say when the deploy ends
+// (it is not a RunWaiter, or the deferral names no run).
 const deferredRetry = 2 * time.Second
+
+// deferredFallback is how soon an observation deferred by a run the
+// observer waits on is sent again if the wait has not ended first: the
+// wait is the signal, this only bounds a wait that never answers.
+const deferredFallback = time.Minute
+
+// DeferredError is ErrDeferred saying when to send again: when Run, the
+// workflow run deploying, closes (a lease workflow deploys in one run and
+// continues as new when the deploy ends), or after RetryAfter (the
+// workflow is only between two waits).
+type DeferredError struct {
+	Run        string
+	RetryAfter time.Duration
+}
+
+func (e *DeferredError) Error() string { return ErrDeferred.Error() + " (run " + e.Run + ")" }
+
+// Is makes a DeferredError an ErrDeferred.
+func (e *DeferredError) Is(target error) bool { return target == ErrDeferred }
+
+// RunWaiter is implemented by a Sender that can wait for a lease
+// workflow's run to close (Temporal's long poll of the run's close event).
+// Without it a deferred observation is sent again every deferredRetry:
+// each send is a workflow task of a lease that is busy deploying.
+type RunWaiter interface {
+	// AwaitRunEnd returns nil once run of lease's workflow has closed, an
+	// error if it cannot tell (ctx ended, Temporal unreachable).
+	AwaitRunEnd(ctx context.Context, lease, run string) error
+}
 
 // recheckMargin is added to the recheck time a workflow asks for.
 const recheckMargin = 500 * time.Millisecond
 
 // Sender delivers an observation to the lease's workflow (nil: the
 // Observer is a cache only, for rollout waits and safety-net ticks).
-// ErrDeferred is sent again after deferredRetry; any other error than
+// ErrDeferred is sent again when the deferring run ends (a DeferredError
+// to a RunWaiter) or after deferredRetry; any other error than
 // ErrNoWorkflow and ErrKnown (Temporal unreachable) with backoff.
 type Sender interface {
 	Send(ctx context.Context, o *Observation) (*ObserveResult, error)
@@ -86,6 +117,7 @@ type Options struct {
 // Observer watches the cluster for every lease at once.
 type Observer struct {
 	send Sender
+	wait RunWaiter // nil: a deferred observation is retried every deferredRetry
 	opts Options
 	log  *slog.Logger
 
@@ -114,6 +146,7 @@ type leaseState struct {
 	since     time.Time // when a service was first seen below its replicas
 	recheckAt time.Time // send again then, even if unchanged
 	retryAt   time.Time // deferred by a deploy: nothing is sent before then
+	awaiting  string    // the deploying run whose close is awaited, if any
 }
 
 // New builds an Observer of the cluster rc reaches; Run runs it.
@@ -154,6 +187,7 @@ func newObserver(send Sender, opts Options) *Observer {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 15*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "deployflow-observer"}),
 	}
+	o.wait, _ = send.(RunWaiter)
 	return o
 }
 
@@ -558,9 +592,9 @@ func (o *Observer) sync(ctx context.Context, id string) error {
 
 	// A lease's workflow continuing as new holds an update until its next
 	// run takes it; bound the wait and retry.
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	sendCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	res, err := o.send.Send(ctx, obs)
+	res, err := o.send.Send(sendCtx, obs)
 	o.metrics.sends.WithLabelValues(sendResult(err)).Inc()
 	switch {
 	case errors.Is(err, ErrNoWorkflow):
@@ -569,11 +603,7 @@ func (o *Observer) sync(ctx context.Context, id string) error {
 		o.mu.Unlock()
 		return nil
 	case errors.Is(err, ErrDeferred):
-		o.mu.Lock()
-		st.retryAt = now.Add(deferredRetry)
-		st.since = time.Time{} // a rollout's own dips do not count
-		o.mu.Unlock()
-		o.queue.AddAfter(id, deferredRetry)
+		o.deferred(ctx, id, st, err, now) // ctx: the wait outlives the send
 		return nil
 	case err != nil && !errors.Is(err, ErrKnown):
 		return err
@@ -593,6 +623,54 @@ func (o *Observer) sync(ctx context.Context, id string) error {
 	}
 	o.log.Debug("observation", "lease", id, "observed", key, "accepted", err == nil)
 	return nil
+}
+
+// deferred holds lease id's observations while its workflow deploys: a
+// deploy ends with its run (the workflow continues as new), so the
+// observer waits for that run to close and sends then, once, instead of
+// asking every deferredRetry (each ask is a workflow task of the busy
+// lease). Events meanwhile are held by retryAt; deferredFallback bounds a
+// wait that never answers.
+func (o *Observer) deferred(ctx context.Context, id string, st *leaseState, err error, now time.Time) {
+	var d *DeferredError
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	st.since = time.Time{} // a rollout's own dips do not count
+	if o.wait == nil || !errors.As(err, &d) || d.Run == "" || d.RetryAfter > 0 {
+		retry := deferredRetry
+		if d != nil && d.RetryAfter > 0 {
+			retry = d.RetryAfter
+		}
+		st.retryAt = now.Add(retry)
+		o.queue.AddAfter(id, retry)
+		return
+	}
+	st.retryAt = now.Add(deferredFallback)
+	o.queue.AddAfter(id, deferredFallback)
+	if st.awaiting == d.Run {
+		return // already waiting on this run
+	}
+	st.awaiting = d.Run
+	go func() {
+		werr := o.wait.AwaitRunEnd(ctx, id, d.Run)
+		if ctx.Err() != nil {
+			return
+		}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.state[id] != st || st.awaiting != d.Run {
+			return // forgotten (another worker owns it) or waiting on a later run
+		}
+		st.awaiting = ""
+		if werr != nil {
+			o.log.Debug("could not wait for the deploy's end; asking again shortly", "lease", id, "run", d.Run, "error", werr)
+			st.retryAt = o.now().Add(deferredRetry)
+			o.queue.AddAfter(id, deferredRetry)
+			return
+		}
+		st.retryAt = time.Time{}
+		o.queue.Add(id)
+	}()
 }
 
 func sendResult(err error) string {

@@ -75,11 +75,18 @@ type observerTest struct {
 }
 
 func newObserverTest(t *testing.T, answer func(*Observation) (*ObserveResult, error)) *observerTest {
+	f := &fakeSender{answer: answer}
+	return startObserverTest(t, f, f)
+}
+
+// startObserverTest runs an observer of lease "a" sending through send (f
+// or a wrapper of it).
+func startObserverTest(t *testing.T, f *fakeSender, send Sender) *observerTest {
 	kc := fake.NewClientset(replicaSet("a", 3, 3))
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{crds.Leases: "LeaseList"}, leaseRecord("a", "active"))
-	ot := &observerTest{send: &fakeSender{answer: answer}, kc: kc, dyn: dyn}
-	ot.o = newObserver(ot.send, Options{Log: slog.New(slog.DiscardHandler)})
+	ot := &observerTest{send: f, kc: kc, dyn: dyn}
+	ot.o = newObserver(send, Options{Log: slog.New(slog.DiscardHandler)})
 	ot.o.watch(kc, dyn)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -172,6 +179,87 @@ func TestObserverRetriesADeferredObservation(t *testing.T) {
 	require.Eventually(t, func() bool { return len(ot.send.keys()) == 2 }, 10*time.Second, 50*time.Millisecond,
 		"sent again after the deploy: %q", ot.send.keys())
 	assert.Equal(t, []string{healthy, healthy}, ot.send.keys())
+}
+
+// waitingSender is a fakeSender that can wait for a run's end: the run
+// ends when the test closes ended.
+type waitingSender struct {
+	*fakeSender
+	ended   chan struct{}
+	waitsMu sync.Mutex
+	waits   []string // the runs waited on
+}
+
+func (w *waitingSender) AwaitRunEnd(ctx context.Context, lease, run string) error {
+	w.waitsMu.Lock()
+	w.waits = append(w.waits, lease+"/"+run)
+	w.waitsMu.Unlock()
+	select {
+	case <-w.ended:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Issue 22, the observer's cost during a fleet: an observation deferred by
+// a deploying run is sent again when that run ends, not every 2 s while it
+// deploys (each send is a workflow task of the busy lease; 996 such sends
+// in a 612-deploy bench before the fix), and events meanwhile send
+// nothing. Before the fix the observer sent it again after deferredRetry,
+// and again every 2 s as long as the deploy ran.
+func TestObserverSendsADeferredObservationWhenTheDeployingRunEnds(t *testing.T) {
+	var mu sync.Mutex
+	deploying := true
+	ws := &waitingSender{ended: make(chan struct{})}
+	ws.fakeSender = &fakeSender{answer: func(*Observation) (*ObserveResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if deploying {
+			return nil, &DeferredError{Run: "run-1"}
+		}
+		return &ObserveResult{}, nil
+	}}
+	ot := startObserverTest(t, ws.fakeSender, ws)
+
+	ot.waitSent(t, healthy) // deferred by run-1
+	ot.scale(t, 3, 1)       // the rollout's own churn: held, not sent
+	time.Sleep(deferredRetry + time.Second)
+	assert.Equal(t, []string{healthy}, ot.send.keys(), "nothing is sent while the deploying run runs")
+	ws.waitsMu.Lock()
+	assert.Equal(t, []string{"a/run-1"}, ws.waits, "the observer waits on the run that deferred it, once")
+	ws.waitsMu.Unlock()
+
+	mu.Lock()
+	deploying = false
+	mu.Unlock()
+	ended := time.Now()
+	close(ws.ended) // the deploy ends: its run continues as new
+	ot.waitSent(t, healthy, unhealthy)
+	assert.Less(t, time.Since(ended), deferredRetry, "sent as the run ended")
+}
+
+// A workflow only between two waits (its run starting, or acting on an
+// observation) says how soon to send again: that run is not deploying and
+// will not end, so the observer does not wait for its end.
+func TestObserverSendsAgainWhenABusyWorkflowSays(t *testing.T) {
+	var mu sync.Mutex
+	busy := 1
+	ws := &waitingSender{ended: make(chan struct{})}
+	ws.fakeSender = &fakeSender{answer: func(*Observation) (*ObserveResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if busy > 0 {
+			busy--
+			return nil, &DeferredError{Run: "run-1", RetryAfter: 200 * time.Millisecond}
+		}
+		return &ObserveResult{}, nil
+	}}
+	ot := startObserverTest(t, ws.fakeSender, ws)
+	ot.waitSent(t, healthy, healthy)
+	ws.waitsMu.Lock()
+	assert.Empty(t, ws.waits, "no wait for the end of a run that is not deploying")
+	ws.waitsMu.Unlock()
 }
 
 // Issue 20.9, no teardown on a guess: a lease missing from the observer's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -39,7 +40,25 @@ func (s TemporalSender) Send(ctx context.Context, o *observe.Observation) (*obse
 		_ = appErr.Details(&res) // a recheck time, if the lease is below its replicas
 		return &res, observe.ErrKnown
 	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrObservationDeferred:
-		return nil, observe.ErrDeferred
+		d := &observe.DeferredError{}
+		if appErr.Details(&res) == nil && res.RecheckAfter > 0 {
+			d.RetryAfter = res.RecheckAfter // busy, not deploying
+		} else if h != nil {
+			d.Run = h.RunID() // the run deploying
+		}
+		return nil, d
 	}
 	return nil, err
+}
+
+// AwaitRunEnd implements observe.RunWaiter: a long poll of the run's close
+// event (a lease workflow's deploy ends its run: it continues as new).
+func (s TemporalSender) AwaitRunEnd(ctx context.Context, lease, run string) error {
+	it := s.Client.GetWorkflowHistory(ctx, workflows.DeployWorkflowID(lease), run, true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	for it.HasNext() {
+		if _, err := it.Next(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
