@@ -73,7 +73,12 @@ type DeferredError struct {
 	RetryAfter time.Duration
 }
 
-func (e *DeferredError) Error() string { return ErrDeferred.Error() + " (run " + e.Run + ")" }
+func (e *DeferredError) Error() string {
+	if e.Run == "" {
+		return ErrDeferred.Error()
+	}
+	return ErrDeferred.Error() + " (run " + e.Run + ")"
+}
 
 // Is makes a DeferredError an ErrDeferred.
 func (e *DeferredError) Is(target error) bool { return target == ErrDeferred }
