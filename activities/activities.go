@@ -61,6 +61,37 @@ type Activities struct {
 	// MountServiceAccountToken lets a lease's pods mount their namespace's
 	// service account token (--mount-service-account-token; off).
 	MountServiceAccountToken bool
+	// LeasesElsewhere: the lease records are in another cluster than Kube's
+	// (a --clusters cluster's activities). Its lease namespaces carry no
+	// owner reference to them: this cluster's garbage collector would find
+	// the owner missing and delete the namespace. The lease's workflow of
+	// that cluster tears it down when the lease closes.
+	LeasesElsewhere bool
 
 	guard namespaceGuard
+}
+
+// OnCluster is a's activities acting on another cluster (the worker's
+// --clusters, issue 23.1): its workload through kube, its hostname and IP
+// reservations there; everything else is a's (the lease records, limits,
+// analyses' clients). The safety-net ticks and rollout waits read that
+// cluster's observer, set as Observer once it runs (nil: the API server).
+// (A function, not a method: every method of Activities is an activity.)
+func OnCluster(a *Activities, kube kubernetes.Interface, hostnames *reserve.Hostnames, ips *reserve.IPs) *Activities {
+	return &Activities{
+		Kube: kube, Hostnames: hostnames, IPs: ips, LeasesElsewhere: true,
+		Leases:                   a.Leases,
+		Metrics:                  a.Metrics,
+		RolloutNamespaces:        a.RolloutNamespaces,
+		Prometheus:               a.Prometheus,
+		PrometheusLabel:          a.PrometheusLabel,
+		HTTPCheckAllow:           a.HTTPCheckAllow,
+		ClusterDomain:            a.ClusterDomain,
+		Notifier:                 a.Notifier,
+		Limits:                   a.Limits,
+		ReservedPrefixes:         a.ReservedPrefixes,
+		AllowedPodKeys:           a.AllowedPodKeys,
+		Namespace:                a.Namespace,
+		MountServiceAccountToken: a.MountServiceAccountToken,
+	}
 }

@@ -91,7 +91,7 @@ func (a *Activities) ensureNamespace(ctx context.Context, in EnsureNamespaceInpu
 	if owner := ns.Labels[manifest.LeaseLabel]; in.Rollout && owner != "" && in.ParentLease != owner {
 		return nil, notAllowed(in.Name, fmt.Sprintf("is lease %s's: only that lease's own workflow rolls out there (deployflow deploy); a standalone rollout acts in a namespace listed in --rollout-namespaces", owner))
 	}
-	if isLease && len(ownedBy(ns.OwnerReferences, crds.KindLease)) == 0 {
+	if isLease && !a.LeasesElsewhere && len(ownedBy(ns.OwnerReferences, crds.KindLease)) == 0 {
 		// A lease namespace created before lease records owned them.
 		refs, err := a.leaseOwnerRefs(ctx, lease)
 		if err != nil {
@@ -141,6 +141,9 @@ func (a *Activities) ensureNamespace(ctx context.Context, in EnsureNamespaceInpu
 
 // leaseOwnerRefs is the controller owner reference to a lease's record.
 func (a *Activities) leaseOwnerRefs(ctx context.Context, lease string) ([]metav1.OwnerReference, error) {
+	if a.LeasesElsewhere {
+		return nil, nil
+	}
 	l, err := a.Leases.Get(ctx, lease)
 	if err != nil {
 		return nil, fmt.Errorf("read lease %s to own its namespace: %w", lease, err)

@@ -47,8 +47,29 @@ const (
 	QueryDeploy        = "status"
 )
 
-// DeployWorkflowID is the one workflow of a lease.
+// DeployWorkflowID is the one workflow of a lease (on the worker's own
+// cluster).
 func DeployWorkflowID(lease string) string { return "deploy-" + lease }
+
+// DeployWorkflowIDIn is the workflow of a lease's deploys to cluster:
+// deploy-<lease>@<cluster>, DeployWorkflowID for the default cluster "".
+func DeployWorkflowIDIn(lease, cluster string) string {
+	if cluster == "" {
+		return DeployWorkflowID(lease)
+	}
+	return DeployWorkflowID(lease) + "@" + cluster
+}
+
+// leaseOfWorkflowID is DeployWorkflowIDIn's inverse: the lease and cluster
+// a lease workflow's ID names.
+func leaseOfWorkflowID(id string) (lease, cluster string, ok bool) {
+	rest, ok := strings.CutPrefix(id, DeployWorkflowID(""))
+	if !ok {
+		return "", "", false
+	}
+	lease, cluster, _ = strings.Cut(rest, "@")
+	return lease, cluster, true
+}
 
 // DeployWorkflow is one lease's durable deployment, the deploymentManager of
 // the Akash provider rebuilt on Temporal. It deploys the manifest it starts
@@ -69,6 +90,9 @@ func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error)
 	}
 	if err := refuseGuarded(ctx, in.guard(continued(ctx))); err != nil {
 		return nil, err
+	}
+	if err := checkCluster(ctx, in); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
 	}
 	w := newDeployRun(ctx, in)
 	w.behaviour = newBehaviour(ctx, in.Carry != nil && in.Carry.FewerEvents)

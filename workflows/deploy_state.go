@@ -165,6 +165,12 @@ type DeployInput struct {
 	// ApprovalTimeoutSeconds bounds the wait for a plan's approval
 	// (manifests with requireApproval); zero means an hour.
 	ApprovalTimeoutSeconds int `json:"approvalTimeoutSeconds,omitempty"`
+	// Cluster is the cluster this workflow deploys the lease to, one of the
+	// worker's --clusters; empty: the worker's own cluster. A lease's
+	// workflow for cluster NAME is DeployWorkflowIDIn(lease, NAME) on task
+	// queue <task queue>@NAME (ClusterTaskQueue), whose activities reach
+	// that cluster only (issue 23.1).
+	Cluster string `json:"cluster,omitempty"`
 	// Carry is the state handed to a continued run; leave it empty.
 	Carry *DeployCarry `json:"carry,omitempty"`
 

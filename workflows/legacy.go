@@ -105,6 +105,9 @@ func (w *deployRun) rolloutWorkflowID() func(namespace, service string) string {
 	if !w.takes(versionRolloutID) {
 		return LegacyRolloutWorkflowID
 	}
+	if c := w.in.Cluster; c != "" {
+		return func(namespace, service string) string { return ClusterRolloutWorkflowID(c, namespace, service) }
+	}
 	return RolloutWorkflowID
 }
 

@@ -233,6 +233,16 @@ func RolloutWorkflowID(namespace, service string) string {
 	return "rollout" + IDSeparator + namespace + IDSeparator + service
 }
 
+// ClusterRolloutWorkflowID is the rollout of a service of a lease's
+// deploy to cluster (issue 23.1): rollout@<cluster>:<namespace>:<service>,
+// so each cluster's rollout of the lease's namespace is its own workflow.
+func ClusterRolloutWorkflowID(cluster, namespace, service string) string {
+	if cluster == "" {
+		return RolloutWorkflowID(namespace, service)
+	}
+	return "rollout@" + cluster + IDSeparator + namespace + IDSeparator + service
+}
+
 // ParseRolloutWorkflowID is RolloutWorkflowID's inverse.
 func ParseRolloutWorkflowID(id string) (namespace, service string, ok bool) {
 	parts := strings.Split(id, IDSeparator)

@@ -52,7 +52,7 @@ func (r *rolloutRun) namespace() activities.EnsureNamespaceInput {
 // it continues (its carry is the workflow's own: input_guard.go).
 func (r *rolloutRun) parentLease() string {
 	if p := workflow.GetInfo(r.ctx).ParentWorkflowExecution; p != nil {
-		if lease, ok := strings.CutPrefix(p.ID, DeployWorkflowID("")); ok {
+		if lease, _, ok := leaseOfWorkflowID(p.ID); ok {
 			return lease
 		}
 		return ""

@@ -96,6 +96,9 @@ type Manifest struct {
 	RequireApproval bool `json:"requireApproval,omitempty"`
 	// Services are the lease's services; names are unique.
 	Services []Service `json:"services"`
+	// Placement, if set, deploys the lease to several clusters in waves
+	// (placement.go); without it, to the worker's own cluster.
+	Placement *Placement `json:"placement,omitempty"`
 }
 
 // Service is one service of a lease: a Deployment of identical pods with one

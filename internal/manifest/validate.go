@@ -111,6 +111,9 @@ func (m *Manifest) validate(lenient bool) error {
 	for i := range m.Services {
 		v.service(index("services", i), i, &m.Services[i])
 	}
+	if m.Placement != nil {
+		v.placement(m.Placement)
+	}
 	// Preview Service names must not take a service's name either.
 	for _, name := range slices.Sorted(maps.Keys(v.previewOf)) {
 		if i, ok := v.serviceAt[name]; ok {

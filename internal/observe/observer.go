@@ -116,7 +116,11 @@ type Options struct {
 	// group: this observer sends only the observations of the leases it
 	// owns (members.go). Nil: it sends for every lease.
 	Members *Members
-	Log     *slog.Logger
+	// Leases, if set, reaches the cluster that holds the lease records,
+	// when it is not the observed one: a worker's other clusters
+	// (--clusters) take their leases from the worker's own.
+	Leases *rest.Config
+	Log    *slog.Logger
 }
 
 // Observer watches the cluster for every lease at once.
@@ -166,7 +170,11 @@ func New(rc *rest.Config, send Sender, opts Options) (*Observer, error) {
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(rc)
+	leases := rc
+	if opts.Leases != nil {
+		leases = opts.Leases
+	}
+	dyn, err := dynamic.NewForConfig(leases)
 	if err != nil {
 		return nil, err
 	}

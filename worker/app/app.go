@@ -48,6 +48,7 @@ func Module(cfg config.Config) fx.Option {
 			NewDeployflowMetrics,
 			NewActivities,
 			NewWorker,
+			NewClusters,
 			NewHealth,
 		),
 		fx.WithLogger(func(log *slog.Logger) fxevent.Logger {
@@ -55,7 +56,7 @@ func Module(cfg config.Config) fx.Option {
 			l.UseLogLevel(slog.LevelDebug)
 			return l
 		}),
-		fx.Invoke(InstallCRDs, CheckSearchAttributes, RegisterLeasesCollector, StartObserver, StartWorker, ServeHTTP),
+		fx.Invoke(InstallCRDs, CheckSearchAttributes, RegisterLeasesCollector, StartObserver, StartClusterObservers, StartClusters, StartWorker, ServeHTTP),
 	)
 }
 

@@ -14,13 +14,17 @@ import (
 )
 
 // TemporalSender sends observations as the lease workflow's "observe"
-// update.
-type TemporalSender struct{ Client client.Client }
+// update: the workflow of the lease's deploys to Cluster ("" the worker's
+// own).
+type TemporalSender struct {
+	Client  client.Client
+	Cluster string
+}
 
 // Send implements Sender.
 func (s TemporalSender) Send(ctx context.Context, o *observe.Observation) (*observe.ObserveResult, error) {
 	h, err := s.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflows.DeployWorkflowID(o.Lease),
+		WorkflowID:   workflows.DeployWorkflowIDIn(o.Lease, s.Cluster),
 		UpdateName:   workflows.UpdateObserve,
 		Args:         []any{o},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
@@ -54,7 +58,7 @@ func (s TemporalSender) Send(ctx context.Context, o *observe.Observation) (*obse
 // AwaitRunEnd implements observe.RunWaiter: a long poll of the run's close
 // event (a lease workflow's deploy ends its run: it continues as new).
 func (s TemporalSender) AwaitRunEnd(ctx context.Context, lease, run string) error {
-	it := s.Client.GetWorkflowHistory(ctx, workflows.DeployWorkflowID(lease), run, true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	it := s.Client.GetWorkflowHistory(ctx, workflows.DeployWorkflowIDIn(lease, s.Cluster), run, true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
 	for it.HasNext() {
 		if _, err := it.Next(); err != nil {
 			return err

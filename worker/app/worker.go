@@ -44,6 +44,14 @@ func Register(w worker.Registry, acts *activities.Activities) {
 
 // NewWorker builds the Temporal worker polling cfg.TaskQueue.
 func NewWorker(cfg config.Config, c client.Client, acts *activities.Activities, m *metrics.Metrics) worker.Worker {
+	w := worker.New(c, cfg.TaskQueue, workerOptions(cfg, m))
+	Register(w, acts)
+	return w
+}
+
+// workerOptions are the options of the worker's Temporal workers: the one
+// on its task queue and one per cluster of --clusters.
+func workerOptions(cfg config.Config, m *metrics.Metrics) worker.Options {
 	opts := worker.Options{
 		// Activities get this long to finish on SIGTERM; the heartbeating
 		// waits return promptly and are retried by the next worker.
@@ -66,9 +74,7 @@ func NewWorker(cfg config.Config, c client.Client, acts *activities.Activities, 
 			DefaultVersioningBehavior: workflow.VersioningBehaviorAutoUpgrade,
 		}
 	}
-	w := worker.New(c, cfg.TaskQueue, opts)
-	Register(w, acts)
-	return w
+	return opts
 }
 
 // InstallCRDs checks that deployflow's resources (leases, reservations) are

@@ -1,0 +1,84 @@
+package config
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+)
+
+// Clusters (issue 23.1): besides its own cluster (--kubeconfig, --context:
+// the default cluster, named ""), a worker may deploy to more clusters,
+// each named and reached through a context of the kubeconfig. A lease's
+// deploy to cluster NAME runs on task queue <task queue>@NAME, whose
+// activities talk to that cluster only.
+type Clusters struct {
+	// ClustersList is --clusters (DEPLOYFLOW_CLUSTERS_CONFIG): NAME or
+	// NAME=CONTEXT, comma-separated; NAME alone uses the context NAME.
+	ClustersList string
+}
+
+// ClusterRef is one configured cluster.
+type ClusterRef struct {
+	Name    string // as placements name it
+	Context string // the kubeconfig context that reaches it
+}
+
+// RegisterFlags binds s to fs.
+func (s *Clusters) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&s.ClustersList, "clusters", os.Getenv("DEPLOYFLOW_CLUSTERS_CONFIG"), "worker: the clusters it deploys to besides its own, NAME or NAME=CONTEXT (a context of the kubeconfig), comma-separated, e.g. staging,eu-1=prod-eu; a placement names them (env DEPLOYFLOW_CLUSTERS_CONFIG)")
+}
+
+var clusterNameRE = regexp.MustCompile(`^[a-z]([a-z0-9-]{0,18}[a-z0-9])?$`)
+
+// CheckClusterName says what is wrong with a cluster's name, or nil: a
+// lowercase DNS label of at most 20 characters (it ends workflow IDs and
+// task queue names).
+func CheckClusterName(name string) error {
+	if !clusterNameRE.MatchString(name) {
+		return fmt.Errorf("cluster name %q: want a lowercase DNS label of at most 20 characters, such as eu-1", name)
+	}
+	return nil
+}
+
+// Refs parses ClustersList.
+func (s Clusters) Refs() ([]ClusterRef, error) {
+	var out []ClusterRef
+	seen := map[string]bool{}
+	for _, item := range list(s.ClustersList) {
+		name, ctx, ok := strings.Cut(item, "=")
+		name, ctx = strings.TrimSpace(name), strings.TrimSpace(ctx)
+		if !ok {
+			ctx = name
+		}
+		if err := CheckClusterName(name); err != nil {
+			return nil, fmt.Errorf("--clusters: %w", err)
+		}
+		if ctx == "" {
+			return nil, fmt.Errorf("--clusters: cluster %s: empty context after '=': write %s=CONTEXT or %s alone", name, name, name)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("--clusters: cluster %s named twice: give each cluster once", name)
+		}
+		seen[name] = true
+		out = append(out, ClusterRef{Name: name, Context: ctx})
+	}
+	return out, nil
+}
+
+func (s Clusters) validate() []error {
+	if _, err := s.Refs(); err != nil {
+		return []error{err}
+	}
+	return nil
+}
+
+// ClusterTaskQueue is the task queue of a lease's deploys to cluster: the
+// worker's own for the default cluster "".
+func ClusterTaskQueue(taskQueue, cluster string) string {
+	if cluster == "" {
+		return taskQueue
+	}
+	return taskQueue + "@" + cluster
+}

@@ -1,0 +1,29 @@
+package config
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Issue 23.1: --clusters names the worker's other clusters, NAME (its
+// context) or NAME=CONTEXT; a bad list is refused naming the flag and the fix.
+func TestClustersFlag(t *testing.T) {
+	refs, err := Clusters{ClustersList: "staging, eu-1=prod-eu"}.Refs()
+	require.NoError(t, err)
+	assert.Equal(t, []ClusterRef{{Name: "staging", Context: "staging"}, {Name: "eu-1", Context: "prod-eu"}}, refs)
+
+	for list, want := range map[string]string{
+		"EU":                       `--clusters: cluster name "EU": want a lowercase DNS label`,
+		"eu-1,eu-1=x":              "--clusters: cluster eu-1 named twice",
+		"eu-1=":                    "--clusters: cluster eu-1: empty context after '='",
+		"a-very-long-cluster-name": "at most 20 characters",
+	} {
+		_, err := Clusters{ClustersList: list}.Refs()
+		require.Error(t, err, list)
+		assert.Contains(t, err.Error(), want, list)
+	}
+	assert.Equal(t, "deployflow", ClusterTaskQueue("deployflow", ""), "the worker's own cluster keeps its task queue")
+	assert.Equal(t, "deployflow@eu-1", ClusterTaskQueue("deployflow", "eu-1"))
+}

@@ -1,0 +1,101 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/deployflow/deployflow/internal/config"
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/worker/testenv"
+	"github.com/deployflow/deployflow/workflows"
+)
+
+// Issue 23.1: a worker started with --clusters deploys a lease to another
+// cluster, named as a context of its kubeconfig: the lease workflow of
+// that cluster (deploy-<lease>@<cluster>, on the cluster's task queue)
+// creates the lease's namespace and workload there and nowhere else,
+// reading the lease record from the worker's own cluster; its rollout is
+// that cluster's own workflow. A lease workflow started on a queue that is
+// not its cluster's is refused before it acts.
+func TestAWorkerDeploysALeaseToAnotherClusterOnly(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	const cluster = "it-eu"
+	eu := env.Cluster(t, cluster, 7) // extra cluster 7: this package's
+	tq := testenv.Name(t, "tq")
+	startWorker(t, env, tq, freeAddr(t), "--clusters", cluster)
+
+	id := testenv.ShortName("lease")
+	createLease(t, env, id) // in the worker's own cluster only
+	ns := manifest.Namespace(id)
+	wfID := workflows.DeployWorkflowIDIn(id, cluster)
+	t.Cleanup(func() {
+		_ = env.Temporal.TerminateWorkflow(context.Background(), wfID, "", "test over")
+		_ = eu.Activities.Hostnames.ReleaseAll(context.Background(), id)
+		_ = eu.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+	})
+	two := int32(2)
+	host := id + ".apps.example.com"
+	m := manifest.Manifest{Lease: id, Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &two,
+		Ports: []manifest.Port{{Port: 80, Expose: &manifest.Expose{HTTP: &manifest.HTTPExpose{Hostnames: []string{host}}}}}}}}
+
+	// Started on the worker's own queue, a workflow of cluster it-eu would
+	// deploy to the wrong cluster: refused, typed, nothing created.
+	wrong, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: wfID, TaskQueue: tq},
+		workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Cluster: cluster})
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = wrong.Get(wctx, nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, workflows.ErrInvalidInput, appErr.Type())
+	assert.Contains(t, appErr.Error(), "task queue <worker's task queue>@it-eu")
+
+	start := env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID: wfID, TaskQueue: config.ClusterTaskQueue(tq, cluster),
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "test", Cluster: cluster, HealthIntervalSeconds: 1})
+	h, err := env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: wfID, UpdateName: workflows.UpdateDeploy,
+			Args: []any{workflows.DeployRequest{Manifest: m, Trigger: "test"}}, WaitForStage: client.WorkflowUpdateStageCompleted},
+	})
+	require.NoError(t, err)
+	require.NoError(t, h.Get(ctx, nil))
+
+	var st workflows.DeployStatus
+	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "the deploy to cluster it-eu never finished", func() (bool, string) {
+		v, err := env.Temporal.QueryWorkflow(ctx, wfID, "", workflows.QueryDeploy)
+		if err != nil {
+			return false, err.Error()
+		}
+		if err := v.Get(&st); err != nil {
+			return false, err.Error()
+		}
+		return st.Phase == workflows.PhaseActive && len(st.History) == 1, fmt.Sprintf("phase %s, %d deploys, last error %q", st.Phase, len(st.History), st.LastError)
+	})
+	assert.Equal(t, []string{host}, st.Hostnames)
+
+	list, err := eu.Kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: manifest.ServiceLabel + "=web"})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 1, "cluster it-eu runs the lease's web ReplicaSet")
+	assert.Equal(t, int32(2), list.Items[0].Status.AvailableReplicas)
+	_, err = env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the worker's own cluster has no namespace of the lease: %v", err)
+	_, err = env.Temporal.DescribeWorkflowExecution(ctx, workflows.ClusterRolloutWorkflowID(cluster, ns, "web"), "")
+	assert.NoError(t, err, "the rollout is cluster it-eu's own workflow")
+	_, err = env.Temporal.DescribeWorkflowExecution(ctx, workflows.RolloutWorkflowID(ns, "web"), "")
+	assert.Error(t, err, "no rollout of the worker's own cluster")
+}

@@ -1,0 +1,60 @@
+package testenv
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/worker"
+
+	"github.com/deployflow/deployflow/internal/config"
+	"github.com/deployflow/deployflow/k8s/kube"
+	"github.com/deployflow/deployflow/worker/app"
+)
+
+// Cluster starts (or reuses) extra cluster number n (1-9) of the stack,
+// named name, and returns it as a worker's --clusters would have it: its
+// clients and deployflow's activities on it, its CRDs checked or installed
+// as the worker does at start. Each test binary uses numbers of its own
+// (see the callers), so tests running side by side share none. The
+// cluster stays up after the test (the next run reuses it; make dev-down
+// stops it).
+func (e *Env) Cluster(t testing.TB, name string, n int) *app.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := e.Stack.StartCluster(ctx, name, n)
+	if err != nil {
+		t.Fatalf("extra cluster %s: %v", name, err)
+	}
+	rc, err := kube.RESTConfig(c.Kubeconfig, "", "deployflow-test")
+	if err != nil {
+		t.Fatalf("extra cluster %s: %v", name, err)
+	}
+	cl, err := app.ClusterOn(config.ClusterRef{Name: name, Context: name}, rc, e.Activities(), IPPool.String(), BlockedHostnames)
+	if err != nil {
+		t.Fatalf("extra cluster %s: %v", name, err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if err := app.CheckClusters(config.Config{InstallCRDs: true}, app.Clusters{cl}, log); err != nil {
+		t.Fatalf("extra cluster %s: %v", name, err)
+	}
+	return cl
+}
+
+// ClusterWorker starts, beside the worker of task queue tq, the worker of
+// cluster cl's lease workflows (task queue tq@<cluster>), stopped when the
+// test ends.
+func (e *Env) ClusterWorker(t testing.TB, tq string, cl *app.Cluster) string {
+	t.Helper()
+	ctq := config.ClusterTaskQueue(tq, cl.Name)
+	w := worker.New(e.Temporal, ctq, worker.Options{WorkerStopTimeout: 2 * time.Second})
+	app.Register(w, cl.Activities)
+	if err := w.Start(); err != nil {
+		t.Fatalf("start cluster %s's worker: %v", cl.Name, err)
+	}
+	t.Cleanup(w.Stop)
+	return ctq
+}

@@ -1,0 +1,43 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deployflow/deployflow/internal/config"
+)
+
+// Which cluster a lease's workflow deploys to (issue 23.1). A worker with
+// --clusters polls one task queue per cluster, <task queue>@<cluster>,
+// whose activities (local ones too) reach that cluster only; a lease's
+// deploys to cluster NAME are the workflow DeployWorkflowIDIn(lease, NAME)
+// on that queue, and its rollouts run there as its children. A workflow
+// of the default cluster ("") is today's, unchanged.
+
+// checkCluster refuses a lease workflow whose cluster, ID and task queue
+// disagree: started on another cluster's queue, it would deploy the lease
+// where its input does not say.
+func checkCluster(ctx workflow.Context, in DeployInput) error {
+	info := workflow.GetInfo(ctx)
+	_, queueCluster, _ := strings.Cut(info.TaskQueueName, "@")
+	if in.Cluster == "" {
+		if queueCluster != "" {
+			return fmt.Errorf("cluster: empty, but this run is on task queue %s, cluster %s's: set \"cluster\": %q and start it as workflow %s",
+				info.TaskQueueName, queueCluster, queueCluster, DeployWorkflowIDIn(in.Manifest.Lease, queueCluster))
+		}
+		return nil
+	}
+	if err := config.CheckClusterName(in.Cluster); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	if want := DeployWorkflowIDIn(in.Manifest.Lease, in.Cluster); info.WorkflowExecution.ID != want {
+		return fmt.Errorf("cluster: lease %s's deploys to cluster %s run as workflow %s, not %s", in.Manifest.Lease, in.Cluster, want, info.WorkflowExecution.ID)
+	}
+	if queueCluster != in.Cluster {
+		return fmt.Errorf("cluster: lease %s's deploys to cluster %s run on task queue <worker's task queue>@%s (the worker's --clusters), not %s",
+			in.Manifest.Lease, in.Cluster, in.Cluster, info.TaskQueueName)
+	}
+	return nil
+}
