@@ -3,7 +3,7 @@
 # first). Starts a deployflow worker in the background (PID recorded beside
 # the stack's, so `make dev-down` stops it too), then deploys a two-service
 # lease with a hostname and an IP endpoint, rolls an image update out, and
-# prints the result.
+# prints the result; then deploys a lease to two clusters in two waves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(bin/devstack env)"
@@ -22,11 +22,17 @@ if [ -f "$pidfile" ]; then
   fi
   rm -f "$pidfile"
 fi
-# deployflow's CRDs, as "Install in a cluster" in the README installs them.
-kubectl apply --server-side -f deploy/helm/deployflow/crds/
-kubectl wait --for=condition=Established --timeout=60s \
-  crd/leases.deployflow.dev crd/hostnamereservations.deployflow.dev crd/ipreservations.deployflow.dev
-setsid "$worker_bin" --kubeconfig "$KUBECONFIG" >"$run/logs/worker.log" 2>&1 < /dev/null &
+# A second cluster beside the stack's own (issue 23): its own API server,
+# controller-manager, scheduler and kwok nodes, named demo-eu in the stack's
+# kubeconfig.
+bin/devstack cluster-up demo-eu 4 >/dev/null
+# deployflow's CRDs in both, as "Install in a cluster" in the README installs them.
+for ctx in "$(kubectl config current-context)" demo-eu; do
+  kubectl --context "$ctx" apply --server-side -f deploy/helm/deployflow/crds/
+  kubectl --context "$ctx" wait --for=condition=Established --timeout=60s \
+    crd/leases.deployflow.dev crd/hostnamereservations.deployflow.dev crd/ipreservations.deployflow.dev
+done
+setsid "$worker_bin" --kubeconfig "$KUBECONFIG" --clusters demo-eu >"$run/logs/worker.log" 2>&1 < /dev/null &
 printf '%s\n%s\n' "$!" "$worker_bin" > "$pidfile"
 echo "demo: worker started (pid $!, metrics on http://127.0.0.1:9464/metrics, log $run/logs/worker.log)"
 for _ in $(seq 1 100); do
@@ -41,6 +47,11 @@ step bin/deployflow deploy -f examples/shop-v2.yaml --wait
 step kubectl get rs,svc,ingress -n lease-demo-shop
 step kubectl get deployflow
 step bin/deployflow status demo-shop
+# One lease in two clusters, wave by wave.
+step bin/deployflow lease create demo-fleet --owner acme
+step bin/deployflow deploy -f examples/fleet.yaml --plan
+step bin/deployflow deploy -f examples/fleet.yaml --wait
+step kubectl --context demo-eu get rs -n lease-demo-fleet
 echo
 echo "demo: the lease's workflow in the Temporal UI: http://127.0.0.1:8233/namespaces/default/workflows/deploy-demo-shop"
 echo "demo: tear it down with 'bin/deployflow teardown demo-shop'; stop everything with 'make dev-down'"

@@ -28,7 +28,13 @@ func runResume(g *globals, _ *flag.FlagSet) runner {
 }
 
 func runAbort(g *globals, _ *flag.FlagSet) runner {
-	return rolloutControl(g, "abort", workflows.UpdateAbort, nil)
+	rollout := rolloutControl(g, "abort", workflows.UpdateAbort, nil)
+	return func(ctx context.Context, pos []string, out io.Writer) error {
+		if len(pos) == 1 {
+			return abortPlacement(ctx, g, pos[0], out)
+		}
+		return rollout(ctx, pos, out)
+	}
 }
 
 // runPromote is `deployflow promote <lease> <service> [--full]`: a canary

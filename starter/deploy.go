@@ -47,6 +47,9 @@ func runDeploy(g *globals, fs *flag.FlagSet) runner {
 			return err
 		}
 		defer c.Close()
+		if m.Placement != nil {
+			return deployPlacement(ctx, g, c, m, *planOnly, *yes, *wait, stdout)
+		}
 		var approved string // the fingerprint of the plan printed and approved with --yes
 		if *planOnly {
 			plan, err := computePlan(ctx, g, c, m)
@@ -178,8 +181,19 @@ func runStatus(g *globals, fs *flag.FlagSet) runner {
 		if *watch && g.output == "text" {
 			return watchStatus(ctx, c, pos[0], stdout, *interval)
 		}
+		pl, placed := queryPlacement(ctx, c, pos[0])
+		if placed && g.output == "json" {
+			return json.NewEncoder(stdout).Encode(pl)
+		}
+		if placed {
+			printPlacement(stdout, pl)
+			fmt.Fprintln(stdout)
+		}
 		st, err := queryDeploy(ctx, c, pos[0])
 		if err != nil {
+			if placed {
+				return nil // placed in other clusters only
+			}
 			return err
 		}
 		if g.output == "json" {

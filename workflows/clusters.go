@@ -20,6 +20,9 @@ import (
 // disagree: started on another cluster's queue, it would deploy the lease
 // where its input does not say.
 func checkCluster(ctx workflow.Context, in DeployInput) error {
+	if in.Manifest.Placement != nil {
+		return fmt.Errorf("manifest.placement: a lease's workflow deploys to one cluster; a manifest with a placement deploys through 'deployflow deploy', which starts the lease's placement workflow (%s)", PlacementWorkflowID(in.Manifest.Lease))
+	}
 	info := workflow.GetInfo(ctx)
 	_, queueCluster, _ := strings.Cut(info.TaskQueueName, "@")
 	if in.Cluster == "" {

@@ -111,6 +111,7 @@ func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error)
 			m := w.Pending
 			w.Pending = nil
 			w.trigger, w.approvedPlan = w.PendingTrigger, w.PendingPlan
+			w.key, w.PendingKey = w.PendingKey, ""
 			w.PendingPlan = ""
 			err := w.deploy(m)
 			if errors.Is(err, errTeardown) || w.Teardown {
@@ -160,7 +161,7 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 	defer func() { w.requested = nil }()
 	m = w.keepRestarts(m)
 	w.Revision++
-	rec := DeployRecord{Revision: w.Revision, Trigger: w.trigger, Started: workflow.Now(w.ctx), Image: images(m)}
+	rec := DeployRecord{Revision: w.Revision, Trigger: w.trigger, Key: w.key, Started: workflow.Now(w.ctx), Image: images(m)}
 	w.deployStarted = rec.Started
 	w.LastFailed = nil // set again if this deploy fails: retry is of the last deploy only
 	before := w.Phase

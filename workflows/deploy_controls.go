@@ -48,6 +48,7 @@ func (w *deployRun) redeploy(req RedeployRequest) {
 	}
 	if w.Pending == nil {
 		w.Pending = &m
+		w.PendingKey = ""
 		w.PendingTrigger = req.Trigger
 		if checkTrigger("trigger", req.Trigger) != nil && refusesGuarded(w.ctx) {
 			// A signal has no answer: a trigger that is not a short
@@ -71,6 +72,12 @@ type DeployRequest struct {
 	PlanFingerprint string `json:"planFingerprint,omitempty"`
 	// Trigger says who asked: cli, ui, schedule, api (the default).
 	Trigger string `json:"trigger,omitempty"`
+	// Key, if set, names this request (a placement's deploy to one
+	// cluster): the deploy it starts is recorded with it (DeployRecord.Key)
+	// and shown as DeployingKey while it runs, so the sender finds its
+	// outcome after a retry or a continue-as-new instead of deploying
+	// twice. A keyed request never joins a deploy in progress.
+	Key string `json:"key,omitempty"`
 
 	invalid error // what is wrong with a request typed by hand (UnmarshalJSON)
 }
@@ -103,6 +110,7 @@ func (w *deployRun) registerControls() error {
 				m := req.Manifest
 				w.Pending = &m // the newest manifest wins; older pending ones are dropped
 				w.PendingTrigger = req.trigger()
+				w.PendingKey = req.Key
 				w.PendingPlan = req.PlanFingerprint
 				w.unsettle()
 				return w.status(), nil
@@ -113,6 +121,12 @@ func (w *deployRun) registerControls() error {
 				}
 				if err := checkTrigger("trigger", req.Trigger); err != nil {
 					return err
+				}
+				if err := checkKey("key", req.Key); err != nil {
+					return err
+				}
+				if req.Manifest.Placement != nil {
+					return errors.New("manifest.placement: a lease's workflow deploys to one cluster; a manifest with a placement deploys through 'deployflow deploy', which starts the lease's placement workflow")
 				}
 				if req.Manifest.Lease != w.lease {
 					return errors.New("manifest.lease: the manifest is for lease " + req.Manifest.Lease + ", this workflow deploys lease " + w.lease)
@@ -134,7 +148,7 @@ func (w *deployRun) registerControls() error {
 					return w.status(), errors.New("the last deploy of lease " + w.lease + " did not fail: there is nothing to retry")
 				}
 				m := *w.LastFailed
-				w.Pending, w.PendingTrigger, w.PendingPlan = &m, "retry", ""
+				w.Pending, w.PendingTrigger, w.PendingPlan, w.PendingKey = &m, "retry", "", ""
 				w.unsettle()
 				return w.status(), nil
 			},
@@ -158,7 +172,7 @@ func (w *deployRun) registerControls() error {
 						m.Services[i].Replicas = &r
 					}
 				}
-				w.Pending, w.PendingTrigger = &m, "cli"
+				w.Pending, w.PendingTrigger, w.PendingKey = &m, "cli", ""
 				w.unsettle()
 				return w.status(), nil
 			},
@@ -256,7 +270,7 @@ func (w *deployRun) drainSignals() {
 // as the update; when the update comes in a later workflow task than the
 // start (a loaded worker, a restart) the deploy of the input has begun.
 func (w *deployRun) joins(req DeployRequest) bool {
-	return w.Phase == PhaseDeploying && !w.reverting && w.Pending == nil && w.requested != nil &&
+	return req.Key == "" && w.Phase == PhaseDeploying && !w.reverting && w.Pending == nil && w.requested != nil &&
 		req.PlanFingerprint == "" && w.approvedPlan == "" && !req.Manifest.RequireApproval &&
 		sameManifest(w.requested, &req.Manifest) && w.joinsSameManifest()
 }

@@ -21,6 +21,7 @@ import (
 type DeployRecord struct {
 	Revision int64                 `json:"revision"`
 	Trigger  string                `json:"trigger"`
+	Key      string                `json:"key,omitempty"` // the request's (DeployRequest.Key)
 	Started  time.Time             `json:"started"`
 	Finished time.Time             `json:"finished"`
 	Outcome  string                `json:"outcome"`
@@ -57,6 +58,12 @@ type DeployStatus struct {
 	// Tree is the tree of the deploy in progress, each operation's state
 	// as it goes (or the last deploy's, as executed).
 	Tree *plan.Node `json:"tree,omitempty"`
+	// DeployingKey is the key of the deploy in progress or pending
+	// (DeployRequest.Key), if it has one.
+	DeployingKey string `json:"deployingKey,omitempty"`
+	// LastGood is the last-known-good manifest: what a placement returns
+	// this cluster to if a later wave fails.
+	LastGood *manifest.Manifest `json:"lastGood,omitempty"`
 }
 
 func (w *deployRun) status() DeployStatus {
@@ -67,6 +74,13 @@ func (w *deployRun) status() DeployStatus {
 	}
 	if w.current != nil {
 		st.Services = w.current.ServiceNames()
+	}
+	st.LastGood = w.LastGood
+	switch {
+	case w.Pending != nil:
+		st.DeployingKey = w.PendingKey
+	case w.requested != nil:
+		st.DeployingKey = w.key
 	}
 	st.Tree = w.tree
 	if st.Tree == nil && len(w.History) > 0 {

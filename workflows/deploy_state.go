@@ -23,6 +23,7 @@ const (
 type deployRun struct {
 	ctx            workflow.Context
 	in             DeployInput
+	key            string // the key of the deploy in progress (DeployRequest.Key)
 	lease          string
 	trigger        string
 	healthInterval time.Duration
@@ -186,10 +187,12 @@ type DeployCarry struct {
 	// PendingTrigger is who asked for Pending.
 	PendingTrigger string `json:"pendingTrigger,omitempty"`
 	// PendingPlan is the plan fingerprint Pending was approved with.
-	PendingPlan string         `json:"pendingPlan,omitempty"`
-	Revision    int64          `json:"revision"`
-	History     []DeployRecord `json:"history,omitempty"`
-	Teardown    bool           `json:"teardown,omitempty"`
+	PendingPlan string `json:"pendingPlan,omitempty"`
+	// PendingKey is the key Pending was sent with (DeployRequest.Key).
+	PendingKey string         `json:"pendingKey,omitempty"`
+	Revision   int64          `json:"revision"`
+	History    []DeployRecord `json:"history,omitempty"`
+	Teardown   bool           `json:"teardown,omitempty"`
 	// What the status query shows of the last deploy.
 	LastError string                `json:"lastError,omitempty"`
 	Classes   map[string]string     `json:"classes,omitempty"`

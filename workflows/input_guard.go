@@ -36,6 +36,22 @@ func checkTrigger(field, t string) error {
 	return nil
 }
 
+// MaxKeyLength bounds a deploy request's key.
+const MaxKeyLength = 160
+
+// checkKey says what is wrong with a deploy request's key, typed by hand.
+func checkKey(field, k string) error {
+	switch {
+	case k == "":
+		return nil
+	case len(k) > MaxKeyLength:
+		return fmt.Errorf("%s: %d bytes: a request's key is at most %d", field, len(k), MaxKeyLength)
+	case !triggerRE.MatchString(k):
+		return fmt.Errorf("%s: %q: use letters, digits and . _ : / @ + -", field, k)
+	}
+	return nil
+}
+
 // guard is what is wrong with a DeployInput that the workflow itself would
 // never have written; continued says the run continues an earlier one.
 func (in DeployInput) guard(continued bool) error {
@@ -62,6 +78,9 @@ func (in DeployInput) guard(continued bool) error {
 		}
 	}
 	if err := checkTrigger("carry.pendingTrigger", c.PendingTrigger); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkKey("carry.pendingKey", c.PendingKey); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

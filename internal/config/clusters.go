@@ -17,6 +17,9 @@ type Clusters struct {
 	// ClustersList is --clusters (DEPLOYFLOW_CLUSTERS_CONFIG): NAME or
 	// NAME=CONTEXT, comma-separated; NAME alone uses the context NAME.
 	ClustersList string
+	// ClusterName is --cluster-name (DEPLOYFLOW_CLUSTER_NAME): the worker's
+	// own cluster's name in placements (default local).
+	ClusterName string
 }
 
 // ClusterRef is one configured cluster.
@@ -27,6 +30,7 @@ type ClusterRef struct {
 
 // RegisterFlags binds s to fs.
 func (s *Clusters) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&s.ClusterName, "cluster-name", env("DEPLOYFLOW_CLUSTER_NAME", "local"), "worker: the name placements give the worker's own cluster (env DEPLOYFLOW_CLUSTER_NAME)")
 	fs.StringVar(&s.ClustersList, "clusters", os.Getenv("DEPLOYFLOW_CLUSTERS_CONFIG"), "worker: the clusters it deploys to besides its own, NAME or NAME=CONTEXT (a context of the kubeconfig), comma-separated, e.g. staging,eu-1=prod-eu; a placement names them (env DEPLOYFLOW_CLUSTERS_CONFIG)")
 }
 
@@ -58,6 +62,9 @@ func (s Clusters) Refs() ([]ClusterRef, error) {
 		if ctx == "" {
 			return nil, fmt.Errorf("--clusters: cluster %s: empty context after '=': write %s=CONTEXT or %s alone", name, name, name)
 		}
+		if name == s.ClusterName {
+			return nil, fmt.Errorf("--clusters: cluster %s is the worker's own cluster's name (--cluster-name): give the other cluster another name", name)
+		}
 		if seen[name] {
 			return nil, fmt.Errorf("--clusters: cluster %s named twice: give each cluster once", name)
 		}
@@ -68,6 +75,9 @@ func (s Clusters) Refs() ([]ClusterRef, error) {
 }
 
 func (s Clusters) validate() []error {
+	if err := CheckClusterName(s.ClusterName); err != nil {
+		return []error{fmt.Errorf("--cluster-name: %w", err)}
+	}
 	if _, err := s.Refs(); err != nil {
 		return []error{err}
 	}

@@ -84,6 +84,18 @@ func (n *Node) Find(op Op, target string) *Node {
 	return nil
 }
 
+// Search is the first node of n's tree (n included, depth first) with op
+// and target, or nil.
+func (n *Node) Search(op Op, target string) *Node {
+	var found *Node
+	n.Walk(func(x *Node, _ int) {
+		if found == nil && x.Op == op && x.Target == target {
+			found = x
+		}
+	})
+	return found
+}
+
 // ByOp is n's children with op, in order.
 func (n *Node) ByOp(op Op) []*Node {
 	var out []*Node
@@ -226,3 +238,14 @@ func (n *Node) String() string {
 	n.Format(&b, false)
 	return b.String()
 }
+
+// The operations of a placement (issue 23.4): its waves in order, each
+// the deploys to its clusters, in parallel, then its gate.
+const (
+	OpPlacement     Op = "placement"     // the root
+	OpWave          Op = "wave"          // one wave; target "wave N"
+	OpDeployCluster Op = "deployCluster" // the lease's deploy to one cluster; target its name
+	OpPause         Op = "pause"         // a wave's pause; target "wave N"
+	OpAnalysis      Op = "analysis"      // a wave's analysis; target "wave N"
+	OpRevert        Op = "revert"        // a cluster back to its last-known-good manifest; target its name
+)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/activities/fleet"
 	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/metrics"
 	"github.com/deployflow/deployflow/internal/searchattr"
@@ -39,6 +40,7 @@ func Register(w worker.Registry, acts *activities.Activities) {
 	for _, wf := range []any{workflows.DeployWorkflow, workflows.ScheduledDeployWorkflow, workflows.PlanWorkflow} {
 		w.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade})
 	}
+	w.RegisterWorkflowWithOptions(workflows.PlacementWorkflow, workflow.RegisterOptions{VersioningBehavior: workflow.VersioningBehaviorPinned})
 	w.RegisterActivity(acts)
 }
 
@@ -46,7 +48,19 @@ func Register(w worker.Registry, acts *activities.Activities) {
 func NewWorker(cfg config.Config, c client.Client, acts *activities.Activities, m *metrics.Metrics) worker.Worker {
 	w := worker.New(c, cfg.TaskQueue, workerOptions(cfg, m))
 	Register(w, acts)
+	Fleet(cfg, c).Register(w)
 	return w
+}
+
+// Fleet is the placement workflow's activities of a worker configured by
+// cfg: its own cluster and its --clusters.
+func Fleet(cfg config.Config, c client.Client) *fleet.Activities {
+	refs, _ := cfg.Refs() // validated
+	f := &fleet.Activities{Temporal: c, TaskQueue: cfg.TaskQueue, Self: cfg.ClusterName}
+	for _, r := range refs {
+		f.Clusters = append(f.Clusters, r.Name)
+	}
+	return f
 }
 
 // workerOptions are the options of the worker's Temporal workers: the one

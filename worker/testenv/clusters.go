@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/worker"
 
+	"github.com/deployflow/deployflow/activities/fleet"
 	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/k8s/kube"
 	"github.com/deployflow/deployflow/worker/app"
@@ -57,4 +58,30 @@ func (e *Env) ClusterWorker(t testing.TB, tq string, cl *app.Cluster) string {
 	}
 	t.Cleanup(w.Stop)
 	return ctq
+}
+
+// PlacementWorker starts an in-process worker as one started with
+// --clusters would be: on a task queue of its own, the lease workflows of
+// its own cluster (named "local" in placements), the placement workflows
+// and their activities, and one worker per cluster of cls on its queue.
+// All stop when the test ends; it returns the task queue.
+func (e *Env) PlacementWorker(t testing.TB, cls ...*app.Cluster) string {
+	t.Helper()
+	tq := Name(t, "tq")
+	e.recordHistories(t, tq)
+	w := worker.New(e.Temporal, tq, worker.Options{WorkerStopTimeout: 2 * time.Second})
+	acts := e.Activities()
+	acts.Observer = e.cache(t)
+	app.Register(w, acts)
+	f := &fleet.Activities{Temporal: e.Temporal, TaskQueue: tq, Self: fleet.DefaultSelf, Poll: 250 * time.Millisecond}
+	for _, cl := range cls {
+		f.Clusters = append(f.Clusters, cl.Name)
+		e.ClusterWorker(t, tq, cl)
+	}
+	f.Register(w)
+	if err := w.Start(); err != nil {
+		t.Fatalf("start worker: %v", err)
+	}
+	t.Cleanup(w.Stop)
+	return tq
 }

@@ -1,0 +1,510 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/analysis"
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/plan"
+)
+
+// A placement (issue 23.3, 23.4): one lease's manifest rolled out across
+// clusters in waves, one durable workflow over all of them. Each cluster's
+// deploy is today's deploy, by the lease's workflow of that cluster
+// (DeployWorkflowIDIn); this workflow only sequences them: a wave's
+// clusters deploy in parallel, the next wave starts when every cluster of
+// this one is healthy and its gate (pause, analysis) passed. A failed
+// cluster, a failed gate or an abort returns every cluster that already
+// moved to its last-known-good manifest, in reverse wave order; the waves
+// after it are never touched.
+
+// Names of PlacementWorkflow's query and updates.
+const (
+	QueryPlacement         = "status"
+	UpdatePlacementAbort   = "abort"   // stop, and return every cluster that moved
+	UpdatePlacementPromote = "promote" // go on past a wave held by an inconclusive analysis
+)
+
+// Phases of a placement, of its waves and of its clusters.
+const (
+	PlacementDeploying  = "Deploying"
+	PlacementSucceeded  = "Succeeded"
+	PlacementFailed     = "Failed"  // a cluster or a gate failed; moved clusters returned
+	PlacementAborted    = "Aborted" // an operator aborted; moved clusters returned
+	PlacementRevertingP = "Reverting"
+
+	WaveWaiting   = "Waiting"
+	WaveDeploying = "Deploying"
+	WaveGate      = "Gate"    // healthy; its pause or analysis runs
+	WaveHeld      = "Held"    // its analysis was inconclusive: promote or abort
+	WaveHealthy   = "Healthy" // healthy and its gate passed
+	WaveFailed    = "Failed"
+	WaveReverted  = "Reverted"
+
+	ClusterWaiting   = "Waiting"
+	ClusterDeploying = "Deploying"
+	ClusterActive    = "Active"
+	ClusterFailed    = "Failed"
+	ClusterReverting = "Reverting"
+	ClusterReverted  = "Reverted"
+)
+
+// ErrPlacement is the failure type of a placement that did not complete.
+const ErrPlacement = "PlacementFailed"
+
+// PlacementWorkflowID is the placement workflow of a lease: one at a time.
+func PlacementWorkflowID(lease string) string { return "placement-" + lease }
+
+// PlacementInput starts a placement.
+type PlacementInput struct {
+	// Manifest is the lease's manifest, with its placement.
+	Manifest manifest.Manifest `json:"manifest"`
+	Trigger  string            `json:"trigger,omitempty"`
+
+	invalid error // what is wrong with an input typed by hand (UnmarshalJSON)
+}
+
+// UnmarshalJSON decodes a PlacementInput strictly; the workflow refuses
+// what is wrong, naming the fields.
+func (in *PlacementInput) UnmarshalJSON(data []byte) error {
+	type plain PlacementInput
+	in.invalid = strictly(data, (*plain)(in), "manifest")
+	return nil
+}
+
+// PlacementStatus is the "status" query's answer and the workflow's result:
+// a tree of waves and their clusters.
+type PlacementStatus struct {
+	Lease string       `json:"lease"`
+	Phase string       `json:"phase"`
+	Error string       `json:"error,omitempty"`
+	Waves []WaveStatus `json:"waves"`
+	// Tree is PlacementTree, each operation's state as it goes: the plan
+	// `deployflow deploy --plan` prints, as executed.
+	Tree *plan.Node `json:"tree,omitempty"`
+}
+
+// PlacementTree is what a placement of m will do, as a tree: each wave's
+// deploys (in parallel), then its gate.
+func PlacementTree(m *manifest.Manifest) *plan.Node {
+	root := plan.New(plan.OpPlacement, m.Lease, fmt.Sprintf("place lease %s in %d waves", m.Lease, len(m.Placement.Waves)))
+	for i, w := range m.Placement.Waves {
+		target := "wave " + strconv.Itoa(i+1)
+		wave := plan.New(plan.OpWave, target, target)
+		for _, c := range w.Clusters {
+			wave.Add(plan.New(plan.OpDeployCluster, c, "deploy to cluster "+c))
+		}
+		if d := w.PauseDuration(); d > 0 {
+			wave.Add(plan.New(plan.OpPause, target, "pause "+d.String()))
+		}
+		if a := w.Analysis; a != nil {
+			wave.Add(plan.New(plan.OpAnalysis, target, "analysis: "+a.String()))
+		}
+		root.Add(wave)
+	}
+	return root
+}
+
+func (p *placementRun) mark(op plan.Op, target string, s plan.State, err error) {
+	if n := p.st.Tree.Search(op, target); n != nil {
+		n.Mark(s, err)
+	}
+}
+
+// WaveStatus is one wave's state.
+type WaveStatus struct {
+	Phase    string          `json:"phase"`
+	Gate     string          `json:"gate,omitempty"` // the gate, as it goes
+	Clusters []ClusterStatus `json:"clusters"`
+}
+
+// ClusterStatus is one cluster's deploy in a placement.
+type ClusterStatus struct {
+	Cluster  string    `json:"cluster"`
+	Phase    string    `json:"phase"`
+	Revision int64     `json:"revision,omitempty"` // the lease's deploy in that cluster
+	Outcome  string    `json:"outcome,omitempty"`
+	Started  time.Time `json:"started,omitzero"`
+	Finished time.Time `json:"finished,omitzero"`
+	// Reverted is the return to the last-known-good manifest, if any.
+	Reverted string `json:"reverted,omitempty"`
+}
+
+// ClusterDeployInput is one deploy of the lease to one cluster (the
+// DeployToCluster activity): sent as the "deploy" update of the lease's
+// workflow of that cluster, with Key, so a retried activity finds its
+// deploy instead of deploying twice.
+type ClusterDeployInput struct {
+	Cluster  string            `json:"cluster"`
+	Manifest manifest.Manifest `json:"manifest"`
+	Key      string            `json:"key"`
+}
+
+// ClusterDeployResult is how it ended.
+type ClusterDeployResult struct {
+	Revision  int64  `json:"revision"`
+	Outcome   string `json:"outcome"`
+	Succeeded bool   `json:"succeeded"`
+}
+
+// ClusterState is a cluster's lease workflow as a placement starts: its
+// last-known-good manifest (what a failed placement returns it to).
+type ClusterState struct {
+	LastGood *manifest.Manifest `json:"lastGood,omitempty"`
+}
+
+// ClusterRef names a lease in a cluster.
+type ClusterRef struct {
+	Lease   string `json:"lease"`
+	Cluster string `json:"cluster"`
+}
+
+// The placement activities' names (worker/app registers them: they reach
+// Temporal, not a cluster).
+const (
+	ActivityListClusters    = "ListClusters"
+	ActivityReadCluster     = "ReadCluster"
+	ActivityDeployToCluster = "DeployToCluster"
+)
+
+type placementRun struct {
+	ctx      workflow.Context
+	in       PlacementInput
+	st       PlacementStatus
+	previous map[string]*manifest.Manifest // each cluster's last-known-good at the start
+	moved    map[string]bool               // clusters whose deploy of the manifest succeeded
+	abort    bool
+	promote  bool
+}
+
+// PlacementWorkflow deploys a lease's manifest to the clusters of its
+// placement, wave by wave.
+func PlacementWorkflow(ctx workflow.Context, in PlacementInput) (*PlacementStatus, error) {
+	if in.invalid != nil {
+		return nil, temporal.NewNonRetryableApplicationError(in.invalid.Error(), inputErrorType(in.invalid, "manifest"), nil)
+	}
+	if err := checkTrigger("trigger", in.Trigger); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
+	}
+	m := &in.Manifest
+	if m.Placement == nil {
+		return nil, temporal.NewNonRetryableApplicationError("manifest.placement: missing: a placement workflow deploys a manifest with a placement; without one, deploy to the lease's workflow", ErrInvalidManifest, nil)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
+	}
+	p := &placementRun{ctx: ctx, in: in, previous: map[string]*manifest.Manifest{}, moved: map[string]bool{}}
+	p.st = PlacementStatus{Lease: m.Lease, Phase: PlacementDeploying, Tree: PlacementTree(m)}
+	for _, w := range m.Placement.Waves {
+		ws := WaveStatus{Phase: WaveWaiting}
+		for _, c := range w.Clusters {
+			ws.Clusters = append(ws.Clusters, ClusterStatus{Cluster: c, Phase: ClusterWaiting})
+		}
+		p.st.Waves = append(p.st.Waves, ws)
+	}
+	if err := p.registerControls(); err != nil {
+		return nil, err
+	}
+	if err := p.checkClusters(); err != nil {
+		return nil, err
+	}
+
+	for i := range m.Placement.Waves {
+		if p.abort {
+			return p.fail(i-1, PlacementAborted, errors.New("aborted by an operator"))
+		}
+		if err := p.deployWave(i); err != nil {
+			return p.fail(i, PlacementFailed, err)
+		}
+		if err := p.gate(i); err != nil {
+			phase := PlacementFailed
+			if p.abort {
+				phase = PlacementAborted
+			}
+			return p.fail(i, phase, err)
+		}
+		p.st.Waves[i].Phase = WaveHealthy
+		p.mark(plan.OpWave, waveTarget(i), plan.Done, nil)
+	}
+	p.st.Phase = PlacementSucceeded
+	p.st.Tree.Mark(plan.Done, nil)
+	return &p.st, nil
+}
+
+func (p *placementRun) registerControls() error {
+	if err := workflow.SetQueryHandlerWithOptions(p.ctx, QueryPlacement, func() (PlacementStatus, error) { return p.st, nil },
+		workflow.QueryHandlerOptions{Description: "The placement's waves and each cluster's deploy"}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(p.ctx, UpdatePlacementAbort, func(workflow.Context) (PlacementStatus, error) {
+		p.abort = true
+		return p.st, nil
+	}, workflow.UpdateHandlerOptions{Description: "Stop the placement and return every cluster that moved to its last-known-good manifest, in reverse wave order"}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(p.ctx, UpdatePlacementPromote, func(workflow.Context) (PlacementStatus, error) {
+		p.promote = true
+		return p.st, nil
+	}, workflow.UpdateHandlerOptions{
+		Description: "Go on past a wave whose analysis was inconclusive",
+		Validator: func(workflow.Context) error {
+			for _, w := range p.st.Waves {
+				if w.Phase == WaveHeld {
+					return nil
+				}
+			}
+			return errors.New("no wave is held: promote goes on past a wave whose analysis was inconclusive")
+		},
+	})
+}
+
+// checkClusters refuses a placement naming a cluster the worker does not
+// know, before anything is deployed.
+func (p *placementRun) checkClusters() error {
+	var known []string
+	ctx := workflow.WithLocalActivityOptions(p.ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	if err := workflow.ExecuteLocalActivity(ctx, ActivityListClusters).Get(p.ctx, &known); err != nil {
+		return err
+	}
+	if err := p.in.Manifest.Placement.CheckClusters(known); err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
+	}
+	return nil
+}
+
+func (p *placementRun) clusterCtx(summary string) workflow.Context {
+	return workflow.WithActivityOptions(p.ctx, workflow.ActivityOptions{
+		// A cluster's deploy takes as long as its rollout (a canary's pauses
+		// too); the activity heartbeats while it waits, and a cluster that
+		// is down is waited for (its lease workflow retries).
+		StartToCloseTimeout: 24 * time.Hour, HeartbeatTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second,
+			NonRetryableErrorTypes: []string{ErrClusterDeploy}},
+		Summary: summary,
+	})
+}
+
+// ErrClusterDeploy is the failure type of a cluster's deploy that cannot
+// complete (the lease's workflow there refused it, or another deploy
+// superseded it).
+const ErrClusterDeploy = "ClusterDeployFailed"
+
+func (p *placementRun) key(wave int, cluster, what string) string {
+	return "placement:" + workflow.GetInfo(p.ctx).WorkflowExecution.RunID + ":" + strconv.Itoa(wave) + ":" + cluster + ":" + what
+}
+
+// deployWave deploys the manifest to wave i's clusters in parallel and
+// waits for all of them; it fails if any failed.
+func waveTarget(i int) string { return "wave " + strconv.Itoa(i+1) }
+
+func (p *placementRun) deployWave(i int) error {
+	ws := &p.st.Waves[i]
+	ws.Phase = WaveDeploying
+	p.st.Tree.Mark(plan.Running, nil)
+	p.mark(plan.OpWave, waveTarget(i), plan.Running, nil)
+	one := p.in.Manifest.WithoutPlacement()
+	var failed []string
+	done := 0
+	for j := range ws.Clusters {
+		cs := &ws.Clusters[j]
+		// What the cluster returns to if the placement fails: read once,
+		// recorded in the history.
+		var state ClusterState
+		ctx := workflow.WithLocalActivityOptions(p.ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second,
+			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second}})
+		if err := workflow.ExecuteLocalActivity(ctx, ActivityReadCluster, ClusterRef{Lease: p.in.Manifest.Lease, Cluster: cs.Cluster}).Get(p.ctx, &state); err != nil {
+			return fmt.Errorf("cluster %s: read its lease workflow: %w", cs.Cluster, err)
+		}
+		p.previous[cs.Cluster] = state.LastGood
+		cs.Phase, cs.Started = ClusterDeploying, workflow.Now(p.ctx)
+		p.mark(plan.OpDeployCluster, cs.Cluster, plan.Running, nil)
+		f := workflow.ExecuteActivity(p.clusterCtx("deploy to "+cs.Cluster), ActivityDeployToCluster,
+			ClusterDeployInput{Cluster: cs.Cluster, Manifest: *one, Key: p.key(i, cs.Cluster, "deploy")})
+		workflow.Go(p.ctx, func(gctx workflow.Context) {
+			var r ClusterDeployResult
+			err := f.Get(gctx, &r)
+			cs.Finished, cs.Revision, cs.Outcome = workflow.Now(gctx), r.Revision, r.Outcome
+			switch {
+			case err != nil:
+				cs.Phase, cs.Outcome = ClusterFailed, errorMessage(err)
+				failed = append(failed, cs.Cluster)
+			case !r.Succeeded:
+				cs.Phase = ClusterFailed
+				failed = append(failed, cs.Cluster)
+			default:
+				cs.Phase = ClusterActive
+				p.moved[cs.Cluster] = true
+			}
+			if cs.Phase == ClusterFailed {
+				p.mark(plan.OpDeployCluster, cs.Cluster, plan.Failed, errors.New(cs.Outcome))
+			} else {
+				p.mark(plan.OpDeployCluster, cs.Cluster, plan.Done, nil)
+			}
+			done++
+		})
+	}
+	if err := workflow.Await(p.ctx, func() bool { return done == len(ws.Clusters) }); err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		ws.Phase = WaveFailed
+		p.mark(plan.OpWave, waveTarget(i), plan.Failed, nil)
+		return fmt.Errorf("wave %d: the deploy failed in cluster %v", i+1, failed)
+	}
+	return nil
+}
+
+// gate is wave i's gate, once it is healthy: its pause, then its analysis.
+// An abort ends either.
+func (p *placementRun) gate(i int) error {
+	w := p.in.Manifest.Placement.Waves[i]
+	ws := &p.st.Waves[i]
+	if d := w.PauseDuration(); d > 0 {
+		ws.Phase, ws.Gate = WaveGate, "pause "+d.String()
+		p.mark(plan.OpPause, waveTarget(i), plan.Running, nil)
+		defer func() {
+			if n := p.st.Tree.Search(plan.OpPause, waveTarget(i)); n != nil && n.State == plan.Running {
+				n.Mark(plan.Done, nil)
+			}
+		}()
+		if _, err := workflow.AwaitWithTimeout(p.ctx, d, func() bool { return p.abort }); err != nil {
+			return err
+		}
+		if p.abort {
+			return errors.New("aborted by an operator")
+		}
+	}
+	a := w.Analysis
+	if a == nil {
+		return nil
+	}
+	ws.Phase = WaveGate
+	p.mark(plan.OpPause, waveTarget(i), plan.Done, nil)
+	p.mark(plan.OpAnalysis, waveTarget(i), plan.Running, nil)
+	var t analysis.Tally
+	for analysis.Verdict(a, t) == analysis.Running {
+		if t.Measured > 0 {
+			if _, err := workflow.AwaitWithTimeout(p.ctx, a.IntervalDuration(), func() bool { return p.abort }); err != nil {
+				return err
+			}
+			if p.abort {
+				return errors.New("aborted by an operator")
+			}
+		}
+		phase, msg := p.measure(a)
+		t.Add(phase)
+		ws.Gate = fmt.Sprintf("analysis %s: %s", a.Prometheus.Query, msg)
+	}
+	switch analysis.Verdict(a, t) {
+	case analysis.Successful:
+		p.mark(plan.OpAnalysis, waveTarget(i), plan.Done, nil)
+		return nil
+	case analysis.Inconclusive:
+		// Could not tell: held for a human, never read as a failure.
+		ws.Phase = WaveHeld
+		if err := workflow.Await(p.ctx, func() bool { return p.promote || p.abort }); err != nil {
+			return err
+		}
+		p.promote = false
+		if p.abort {
+			return errors.New("aborted by an operator")
+		}
+		p.mark(plan.OpAnalysis, waveTarget(i), plan.Done, nil)
+		return nil
+	default:
+		ws.Phase = WaveFailed
+		p.mark(plan.OpAnalysis, waveTarget(i), plan.Failed, errors.New(ws.Gate))
+		return fmt.Errorf("wave %d: analysis failed: %s", i+1, ws.Gate)
+	}
+}
+
+// measure is one measurement of a wave's analysis, judged by the activity.
+func (p *placementRun) measure(a *manifest.Analysis) (analysis.Phase, string) {
+	var act *activities.Activities
+	var m activities.Measurement
+	ctx := workflow.WithLocalActivityOptions(p.ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+	})
+	c := analysis.ConditionsOf(a)
+	err := workflow.ExecuteLocalActivity(ctx, act.MeasurePrometheus, activities.MeasureInput{
+		Query: a.Prometheus.Query, Namespace: manifest.Namespace(p.in.Manifest.Lease), Judge: &c}).Get(p.ctx, &m)
+	if err != nil {
+		return analysis.Inconclusive, "not measured: " + err.Error()
+	}
+	if m.Phase == "" {
+		m.Phase = analysis.Inconclusive
+	}
+	return m.Phase, fmt.Sprintf("%s %s", m.Message, m.Phase)
+}
+
+// fail returns every cluster that moved, from wave last down to the first,
+// to its last-known-good manifest, and ends the placement with phase.
+func (p *placementRun) fail(last int, phase string, cause error) (*PlacementStatus, error) {
+	p.st.Phase, p.st.Error = PlacementRevertingP, cause.Error()
+	for i := last; i >= 0; i-- {
+		ws := &p.st.Waves[i]
+		done, n := 0, 0
+		for j := range ws.Clusters {
+			cs := &ws.Clusters[j]
+			prev := p.previous[cs.Cluster]
+			if !p.moved[cs.Cluster] {
+				continue // it failed, and its lease workflow returned it itself; or it never started
+			}
+			if prev == nil {
+				cs.Reverted = "no last-known-good manifest: left at this version"
+				continue
+			}
+			n++
+			cs.Phase = ClusterReverting
+			rn := plan.New(plan.OpRevert, cs.Cluster, "return cluster "+cs.Cluster+" to its last-known-good manifest")
+			rn.Mark(plan.Running, nil)
+			p.st.Tree.Add(rn)
+			f := workflow.ExecuteActivity(p.clusterCtx("return "+cs.Cluster+" to its last-known-good manifest"), ActivityDeployToCluster,
+				ClusterDeployInput{Cluster: cs.Cluster, Manifest: *prev, Key: p.key(i, cs.Cluster, "revert")})
+			workflow.Go(p.ctx, func(gctx workflow.Context) {
+				var r ClusterDeployResult
+				err := f.Get(gctx, &r)
+				switch {
+				case err != nil:
+					cs.Reverted = "return failed: " + errorMessage(err)
+				case !r.Succeeded:
+					cs.Reverted = fmt.Sprintf("return failed: deploy %d: %s", r.Revision, r.Outcome)
+				default:
+					cs.Phase, cs.Reverted = ClusterReverted, fmt.Sprintf("returned to the last-known-good manifest (deploy %d)", r.Revision)
+				}
+				if cs.Phase == ClusterReverted {
+					rn.Mark(plan.Done, nil)
+				} else {
+					rn.Mark(plan.Failed, errors.New(cs.Reverted))
+				}
+				done++
+			})
+		}
+		if err := workflow.Await(p.ctx, func() bool { return done == n }); err != nil {
+			return nil, err
+		}
+		if n > 0 && ws.Phase != WaveFailed {
+			ws.Phase = WaveReverted
+		}
+	}
+	p.st.Phase = phase
+	p.st.Tree.Mark(plan.Failed, cause)
+	p.st.Tree.Walk(func(n *plan.Node, _ int) {
+		switch n.State {
+		case plan.Pending:
+			n.Mark(plan.Skipped, nil)
+		case plan.Running:
+			n.Mark(plan.Failed, nil) // the wave the placement stopped in
+		}
+	})
+	st := p.st
+	return &st, temporal.NewNonRetryableApplicationError(fmt.Sprintf("placement of lease %s %s: %s", p.in.Manifest.Lease, phase, cause), ErrPlacement, nil, st)
+}

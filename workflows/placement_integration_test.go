@@ -1,0 +1,296 @@
+package workflows_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/plan"
+	"github.com/deployflow/deployflow/k8s/crds"
+	"github.com/deployflow/deployflow/worker/app"
+	"github.com/deployflow/deployflow/worker/testenv"
+	"github.com/deployflow/deployflow/workflows"
+)
+
+// Extra clusters 5 and 6 of the stack are this package's (the worker
+// package's tests use 7, the devstack package's 9).
+const (
+	placementEU = "pl-eu"
+	placementUS = "pl-us"
+)
+
+// placementTest is three clusters (the stack's own, named local, and two
+// extra ones), a worker deploying to all of them, and a lease.
+type placementTest struct {
+	t        *testing.T
+	env      *testenv.Env
+	tq       string
+	lease    string
+	clusters map[string]kubernetes.Interface
+}
+
+func newPlacementTest(t *testing.T) *placementTest {
+	env := testenv.Get(t)
+	eu := env.Cluster(t, placementEU, 5)
+	us := env.Cluster(t, placementUS, 6)
+	pt := &placementTest{t: t, env: env, tq: env.PlacementWorker(t, eu, us), lease: testenv.ShortName("lease"),
+		clusters: map[string]kubernetes.Interface{"local": env.Kube, placementEU: eu.Kube, placementUS: us.Kube}}
+	acts := env.Activities()
+	_, err := acts.Leases.Create(context.Background(), pt.lease, "acme")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for _, c := range []string{"", placementEU, placementUS} {
+			_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowIDIn(pt.lease, c), "", "test over")
+		}
+		for _, cl := range []*app.Cluster{eu, us} {
+			_ = cl.Activities.Hostnames.ReleaseAll(ctx, pt.lease)
+		}
+		for _, kc := range pt.clusters {
+			_ = kc.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(pt.lease), metav1.DeleteOptions{})
+		}
+		_ = env.Dynamic.Resource(crds.Leases).Delete(ctx, pt.lease, metav1.DeleteOptions{})
+	})
+	return pt
+}
+
+// manifest is one web service of image, in three waves: local, then
+// pl-eu (with analysis, if given), then pl-us.
+func (pt *placementTest) manifest(image string, euAnalysis *manifest.Analysis) manifest.Manifest {
+	two := int32(2)
+	return manifest.Manifest{Lease: pt.lease,
+		Services: []manifest.Service{{Name: "web", Image: image, Replicas: &two,
+			PodAnnotations: map[string]string{"deployflow.dev/ready-after": "2s"}}},
+		Placement: &manifest.Placement{Waves: []manifest.Wave{
+			{Clusters: []string{"local"}},
+			{Clusters: []string{placementEU}, Analysis: euAnalysis},
+			{Clusters: []string{placementUS}},
+		}},
+	}
+}
+
+func (pt *placementTest) place(m manifest.Manifest) (*workflows.PlacementStatus, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	run, err := pt.env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PlacementWorkflowID(pt.lease), TaskQueue: pt.tq},
+		workflows.PlacementWorkflow, workflows.PlacementInput{Manifest: m, Trigger: "test"})
+	require.NoError(pt.t, err)
+	var st workflows.PlacementStatus
+	if err := run.Get(ctx, &st); err != nil {
+		var appErr *temporal.ApplicationError
+		if assert.ErrorAs(pt.t, err, &appErr) && appErr.HasDetails() {
+			require.NoError(pt.t, appErr.Details(&st))
+		}
+		return &st, err
+	}
+	return &st, nil
+}
+
+// replicaSets are the lease's web ReplicaSets in a cluster, by image.
+func (pt *placementTest) replicaSets(cluster string) map[string]appsv1.ReplicaSet {
+	list, err := pt.clusters[cluster].AppsV1().ReplicaSets(manifest.Namespace(pt.lease)).List(context.Background(), metav1.ListOptions{LabelSelector: manifest.ServiceLabel + "=web"})
+	require.NoError(pt.t, err)
+	out := map[string]appsv1.ReplicaSet{}
+	for _, rs := range list.Items {
+		out[rs.Spec.Template.Spec.Containers[0].Image] = rs
+	}
+	return out
+}
+
+// readyAt is when the last pod of a cluster's ReplicaSet for image became
+// ready: the moment that cluster was healthy.
+func (pt *placementTest) readyAt(cluster, image string) time.Time {
+	rs := pt.replicaSets(cluster)[image]
+	pods, err := pt.clusters[cluster].CoreV1().Pods(rs.Namespace).List(context.Background(), metav1.ListOptions{})
+	require.NoError(pt.t, err)
+	var last time.Time
+	for _, p := range pods.Items {
+		if !metav1.IsControlledBy(&p, &rs) {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && c.LastTransitionTime.After(last) {
+				last = c.LastTransitionTime.Time
+			}
+		}
+	}
+	require.False(pt.t, last.IsZero(), "no ready pod of %s in %s", image, cluster)
+	return last
+}
+
+// Issue 23 "Done when": a three-wave deploy succeeds wave by wave. The
+// order is read from the clusters' own objects: each wave's ReplicaSet was
+// created only after the wave before it was healthy (its last pod ready).
+func TestAPlacementDeploysWaveByWave(t *testing.T) {
+	pt := newPlacementTest(t)
+	const image = "nginx:1.27"
+	st, err := pt.place(pt.manifest(image, nil))
+	require.NoError(t, err)
+	assert.Equal(t, workflows.PlacementSucceeded, st.Phase)
+	require.Len(t, st.Waves, 3)
+	for i, w := range st.Waves {
+		assert.Equal(t, workflows.WaveHealthy, w.Phase, "wave %d", i+1)
+		assert.Equal(t, workflows.ClusterActive, w.Clusters[0].Phase, "wave %d", i+1)
+	}
+
+	assert.Equal(t, plan.Done, st.Tree.State, "the plan, as executed:\n%s", st.Tree)
+	m := pt.manifest(image, nil)
+	assert.Equal(t, workflows.PlacementTree(&m).String(), st.Tree.String(), "the printed plan is the executed plan")
+
+	order := []string{"local", placementEU, placementUS}
+	for i, c := range order {
+		rs, ok := pt.replicaSets(c)[image]
+		require.True(t, ok, "cluster %s runs %s", c, image)
+		assert.Equal(t, int32(2), rs.Status.AvailableReplicas, "cluster %s", c)
+		if i == 0 {
+			continue
+		}
+		before := pt.readyAt(order[i-1], image)
+		assert.False(t, rs.CreationTimestamp.Time.Before(before.Truncate(time.Second)),
+			"cluster %s's ReplicaSet (created %s) came before cluster %s was healthy (%s)", c, rs.CreationTimestamp.Time, order[i-1], before)
+	}
+}
+
+// Issue 23 "Done when": a failed analysis in wave 2 returns waves 1 and 2
+// to the last-known-good version and never touches wave 3.
+func TestAFailedWaveAnalysisReturnsEarlierWavesAndNeverTouchesLaterOnes(t *testing.T) {
+	pt := newPlacementTest(t)
+	const good, bad = "nginx:1.27", "nginx:1.28"
+	_, err := pt.place(pt.manifest(good, nil))
+	require.NoError(t, err)
+	usBefore := pt.replicaSets(placementUS)[good]
+
+	failing := &manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: "vector(0)"}, SuccessCondition: "result == 1"}
+	st, err := pt.place(pt.manifest(bad, failing))
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, workflows.ErrPlacement, appErr.Type())
+	assert.Equal(t, workflows.PlacementFailed, st.Phase)
+	assert.Contains(t, st.Error, "wave 2: analysis failed")
+
+	for _, c := range []string{"local", placementEU} {
+		rss := pt.replicaSets(c)
+		assert.Equal(t, int32(2), rss[good].Status.AvailableReplicas, "cluster %s runs the last-known-good version again", c)
+		if assert.Contains(t, rss, bad, "cluster %s had moved to %s", c, bad) {
+			assert.Equal(t, int32(0), *rss[bad].Spec.Replicas, "cluster %s: the failed version is scaled down", c)
+		}
+	}
+	assert.Equal(t, workflows.ClusterReverted, st.Waves[0].Clusters[0].Phase)
+	assert.Equal(t, workflows.ClusterReverted, st.Waves[1].Clusters[0].Phase)
+	assert.Equal(t, workflows.ClusterWaiting, st.Waves[2].Clusters[0].Phase)
+	assert.Equal(t, plan.Failed, st.Tree.Search(plan.OpAnalysis, "wave 2").State)
+	assert.Equal(t, plan.Skipped, st.Tree.Search(plan.OpDeployCluster, placementUS).State)
+	var reverts []string
+	for _, n := range st.Tree.ByOp(plan.OpRevert) {
+		assert.Equal(t, plan.Done, n.State, n.Text)
+		reverts = append(reverts, n.Target)
+	}
+	assert.Equal(t, []string{placementEU, "local"}, reverts, "returned in reverse wave order")
+
+	usAfter := pt.replicaSets(placementUS)
+	assert.NotContains(t, usAfter, bad, "wave 3 never saw the failed version")
+	assert.Equal(t, usBefore.ResourceVersion, usAfter[good].ResourceVersion, "wave 3's ReplicaSet was never written")
+	v, err := pt.env.Temporal.QueryWorkflow(context.Background(), workflows.DeployWorkflowIDIn(pt.lease, placementUS), "", workflows.QueryDeploy)
+	require.NoError(t, err)
+	var us workflows.DeployStatus
+	require.NoError(t, v.Get(&us))
+	assert.Len(t, us.History, 1, "one deploy to wave 3: the first placement's")
+}
+
+// Issue 23.5 and its "Done when": one cluster's API server stopped for 60 s
+// in the middle of a wave delays only that cluster. Its deploy waits (it
+// is never read as failed, and nothing is torn down); the other cluster of
+// the wave finishes meanwhile; the wave, and the placement, complete once
+// it answers again. (Disruptive: it runs alone, after the rest.)
+func TestDisruptivePlacementWaitsForAClusterThatIsDown(t *testing.T) {
+	env := testenv.Get(t)
+	const down = "pl-down"
+	eu := env.Cluster(t, placementEU, 5)
+	out := env.Cluster(t, down, 8) // this test's own: it is stopped
+	pt := &placementTest{t: t, env: env, tq: env.PlacementWorker(t, eu, out), lease: testenv.ShortName("lease"),
+		clusters: map[string]kubernetes.Interface{"local": env.Kube, placementEU: eu.Kube, down: out.Kube}}
+	_, err := env.Activities().Leases.Create(context.Background(), pt.lease, "acme")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for _, c := range []string{"", placementEU, down} {
+			_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowIDIn(pt.lease, c), "", "test over")
+		}
+		for _, kc := range pt.clusters {
+			_ = kc.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(pt.lease), metav1.DeleteOptions{})
+		}
+		_ = env.Dynamic.Resource(crds.Leases).Delete(ctx, pt.lease, metav1.DeleteOptions{})
+	})
+	two := int32(2)
+	const image = "nginx:1.27"
+	m := manifest.Manifest{Lease: pt.lease,
+		Services: []manifest.Service{{Name: "web", Image: image, Replicas: &two,
+			PodAnnotations: map[string]string{"deployflow.dev/ready-after": "2s"}}},
+		Placement: &manifest.Placement{Waves: []manifest.Wave{
+			{Clusters: []string{"local"}},
+			{Clusters: []string{placementEU, down}},
+		}},
+	}
+	ctx := context.Background()
+	id := workflows.PlacementWorkflowID(pt.lease)
+	run, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: pt.tq},
+		workflows.PlacementWorkflow, workflows.PlacementInput{Manifest: m, Trigger: "test"})
+	require.NoError(t, err)
+	status := func() workflows.PlacementStatus {
+		var st workflows.PlacementStatus
+		if v, err := env.Temporal.QueryWorkflow(ctx, id, "", workflows.QueryPlacement); err == nil {
+			_ = v.Get(&st)
+		}
+		return st
+	}
+	testenv.Eventually(t, 2*time.Minute, 50*time.Millisecond, "wave 2 never started", func() (bool, string) {
+		st := status()
+		return len(st.Waves) == 2 && st.Waves[1].Phase == workflows.WaveDeploying, fmt.Sprintf("%+v", st.Waves)
+	})
+	apiserver := "kube-apiserver@" + down
+	require.NoError(t, env.Stack.Stop(apiserver))
+	stopped := time.Now()
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_, _ = env.Stack.StartCluster(context.Background(), down, 8)
+		}
+	})
+
+	// The other cluster of the wave finishes; the wave waits for this one.
+	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "cluster pl-eu never finished while pl-down was down", func() (bool, string) {
+		st := status()
+		return st.Waves[1].Clusters[0].Phase == workflows.ClusterActive, fmt.Sprintf("%+v", st.Waves[1])
+	})
+	for time.Since(stopped) < 60*time.Second {
+		st := status()
+		require.Equal(t, workflows.PlacementDeploying, st.Phase, "the placement waits for the cluster that is down: %+v", st)
+		require.Equal(t, workflows.ClusterDeploying, st.Waves[1].Clusters[1].Phase, "pl-down's deploy waits: %+v", st.Waves[1])
+		time.Sleep(2 * time.Second)
+	}
+	_, err = env.Stack.StartCluster(ctx, down, 8)
+	require.NoError(t, err)
+	restarted = true
+
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	var st workflows.PlacementStatus
+	require.NoError(t, run.Get(wctx, &st), "the placement completes once pl-down answers")
+	assert.Equal(t, workflows.PlacementSucceeded, st.Phase)
+	assert.Equal(t, workflows.ClusterActive, st.Waves[1].Clusters[1].Phase)
+	assert.True(t, st.Waves[1].Clusters[1].Finished.After(stopped.Add(60*time.Second)), "pl-down finished after it came back")
+	assert.True(t, st.Waves[1].Clusters[0].Finished.Before(stopped.Add(60*time.Second)), "pl-eu was not held up by it")
+	rs := pt.replicaSets(down)[image]
+	assert.Equal(t, int32(2), rs.Status.AvailableReplicas, "pl-down runs the lease")
+}
