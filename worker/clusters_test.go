@@ -3,6 +3,10 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,4 +102,74 @@ func TestAWorkerDeploysALeaseToAnotherClusterOnly(t *testing.T) {
 	assert.NoError(t, err, "the rollout is cluster it-eu's own workflow")
 	_, err = env.Temporal.DescribeWorkflowExecution(ctx, workflows.RolloutWorkflowID(ns, "web"), "")
 	assert.Error(t, err, "no rollout of the worker's own cluster")
+}
+
+// Issue 23 "Done when": a worker SIGKILLed in the middle of a placement's
+// wave, and started again, finishes the placement without writing
+// anything twice: each cluster's lease deployed once (one deploy in its
+// workflow, one ReplicaSet created, by the API server's audit log), the
+// cluster deploying at the kill included.
+func TestAPlacementSurvivesWorkerSIGKILLMidWave(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	const cluster = "it-eu"
+	eu := env.Cluster(t, cluster, 7)
+	tq := testenv.Name(t, "tq")
+	first := startWorker(t, env, tq, freeAddr(t), "--clusters", cluster)
+
+	id := testenv.ShortName("lease")
+	createLease(t, env, id)
+	ns := manifest.Namespace(id)
+	t.Cleanup(func() {
+		_ = env.Temporal.TerminateWorkflow(context.Background(), workflows.DeployWorkflowIDIn(id, cluster), "", "test over")
+		_ = eu.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+	})
+	four := int32(4)
+	m := manifest.Manifest{Lease: id,
+		Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &four,
+			PodAnnotations: map[string]string{"deployflow.dev/ready-after": "3s"}}},
+		Placement: &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local"}}, {Clusters: []string{cluster}}}},
+	}
+	run, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PlacementWorkflowID(id), TaskQueue: tq},
+		workflows.PlacementWorkflow, workflows.PlacementInput{Manifest: m, Trigger: "test"})
+	require.NoError(t, err)
+
+	// Mid-wave 2: cluster it-eu's rollout under way.
+	testenv.Eventually(t, 2*time.Minute, 20*time.Millisecond, "wave 2's rollout never got under way", func() (bool, string) {
+		list, err := eu.Kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 1 && list.Items[0].Status.AvailableReplicas < 4, fmt.Sprint(err)
+	})
+	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
+	<-first.exited
+	startWorker(t, env, tq, freeAddr(t), "--clusters", cluster)
+
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	var st workflows.PlacementStatus
+	require.NoError(t, run.Get(wctx, &st))
+	assert.Equal(t, workflows.PlacementSucceeded, st.Phase)
+
+	for c, audit := range map[string]string{"": env.Stack.AuditLog(), cluster: filepath.Join(filepath.Dir(env.Stack.AuditLog()), "audit-"+cluster+".log")} {
+		v, err := env.Temporal.QueryWorkflow(ctx, workflows.DeployWorkflowIDIn(id, c), "", workflows.QueryDeploy)
+		require.NoError(t, err)
+		var ds workflows.DeployStatus
+		require.NoError(t, v.Get(&ds))
+		assert.Len(t, ds.History, 1, "cluster %q: deployed once", c)
+		assert.Equal(t, 1, replicaSetCreates(t, audit, ns), "cluster %q: its ReplicaSet created once", c)
+	}
+}
+
+// replicaSetCreates counts the successful ReplicaSet creations in namespace
+// ns in an API server's audit log.
+func replicaSetCreates(t *testing.T, auditLog, ns string) int {
+	data, err := os.ReadFile(auditLog)
+	require.NoError(t, err)
+	n := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, `"verb":"create"`) && strings.Contains(line, `"resource":"replicasets","namespace":"`+ns+`"`) &&
+			strings.Contains(line, `"stage":"ResponseComplete"`) && strings.Contains(line, `"code":201`) {
+			n++
+		}
+	}
+	return n
 }
