@@ -12,7 +12,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/deployflow/deployflow/workflows"
 )
@@ -40,7 +43,8 @@ func runHistory(g *globals, fs *flag.FlagSet) runner {
 			return fmt.Errorf("list runs of lease %s: %w", lease, err)
 		}
 		runs := resp.GetExecutions()
-		if len(runs) == 0 {
+		placements := placementHistory(ctx, c, lease)
+		if len(runs) == 0 && len(placements) == 0 {
 			return fmt.Errorf("lease %s has never been deployed ('deployflow deploy -f manifest.yaml')", lease)
 		}
 		sort.Slice(runs, func(i, j int) bool { return runs[i].GetStartTime().AsTime().Before(runs[j].GetStartTime().AsTime()) })
@@ -61,9 +65,10 @@ func runHistory(g *globals, fs *flag.FlagSet) runner {
 				Close  time.Time `json:"close,omitempty"`
 			}
 			out := struct {
-				Deploys []workflows.DeployRecord `json:"deploys"`
-				Runs    []run                    `json:"runs"`
-			}{Deploys: records}
+				Deploys    []workflows.DeployRecord    `json:"deploys"`
+				Runs       []run                       `json:"runs"`
+				Placements []workflows.PlacementStatus `json:"placements,omitempty"`
+			}{Deploys: records, Placements: placements}
 			for _, r := range runs {
 				out.Runs = append(out.Runs, run{RunID: r.GetExecution().GetRunId(), Status: r.GetStatus().String(),
 					Start: r.GetStartTime().AsTime(), Close: r.GetCloseTime().AsTime()})
@@ -97,7 +102,41 @@ func runHistory(g *globals, fs *flag.FlagSet) runner {
 				r.Rollback.Format(stdout, true)
 			}
 		}
+		// Each placement (issue 23), its waves as executed.
+		for i, pl := range placements {
+			fmt.Fprintf(stdout, "\nplacement #%d, as executed:\n", i+1)
+			printPlacement(stdout, pl)
+		}
 		fmt.Fprintf(stdout, "\n%d workflow runs of %s (one per finished deploy; continue-as-new)\n", len(runs), workflows.DeployWorkflowID(lease))
 		return nil
 	}
+}
+
+// placementHistory is each placement of the lease, oldest first, as it
+// ended (or stands, if it runs).
+func placementHistory(ctx context.Context, c client.Client, lease string) []workflows.PlacementStatus {
+	resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Query: fmt.Sprintf(`WorkflowId = %q`, workflows.PlacementWorkflowID(lease)),
+	})
+	if err != nil {
+		return nil
+	}
+	runs := resp.GetExecutions()
+	sort.Slice(runs, func(i, j int) bool { return runs[i].GetStartTime().AsTime().Before(runs[j].GetStartTime().AsTime()) })
+	var out []workflows.PlacementStatus
+	for _, r := range runs {
+		var st workflows.PlacementStatus
+		if r.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			if v, err := c.QueryWorkflow(ctx, r.GetExecution().GetWorkflowId(), r.GetExecution().GetRunId(), workflows.QueryPlacement); err == nil && v.Get(&st) == nil {
+				out = append(out, st)
+			}
+			continue
+		}
+		err := c.GetWorkflow(ctx, r.GetExecution().GetWorkflowId(), r.GetExecution().GetRunId()).Get(ctx, &st)
+		var appErr *temporal.ApplicationError
+		if err == nil || (errors.As(err, &appErr) && appErr.Type() == workflows.ErrPlacement && appErr.Details(&st) == nil) {
+			out = append(out, st)
+		}
+	}
+	return out
 }

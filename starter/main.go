@@ -55,7 +55,7 @@ var commands = []command{
 		long:    "A lease is a tenant's right to run a workload: deployflow deploys only to active leases, in the lease's\nown namespace (lease-<id>). Closing a lease tears its workload down and releases its hostnames and IPs.",
 		example: "  deployflow lease create demo-shop --owner acme\n  deployflow lease list -o wide\n  deployflow lease close demo-shop"},
 	{name: "deploy", args: "-f manifest.yaml [--wait] [--plan] [--yes]", short: "Deploy a manifest to its lease", build: runDeploy,
-		long:    "Starts or updates the lease's workflow (deploy-<lease>) with the manifest. --wait waits until the deploy\nends (exit 0 when Active, 1 when it failed); --plan prints what the deploy would do and asks before deploying.",
+		long:    "Starts or updates the lease's workflow (deploy-<lease>) with the manifest. --wait waits until the deploy\nends (exit 0 when Active, 1 when it failed); --plan prints what the deploy would do and asks before deploying.\nA manifest with a placement starts the lease's placement (placement-<lease>): its waves of clusters, in order.",
 		example: "  deployflow deploy -f examples/shop.yaml --wait\n  deployflow deploy -f examples/shop.yaml --plan\n  deployflow deploy -f examples/shop.yaml --wait --timeout 5m"},
 	{name: "status", args: "<lease> [--watch]", short: "Show a lease's phase, deploy, hostnames and IPs", build: runStatus,
 		long:    "--watch draws a live tree of the rollouts until the deploy ends: exit 0 when Active, 1 on failure or --timeout.",

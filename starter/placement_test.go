@@ -21,7 +21,8 @@ import (
 // Issue 23.4 from the CLI: `deploy --plan` prints a placement's waves as
 // the tree the workflow executes, `deploy --wait` runs it and prints the
 // same tree with each operation's state and each cluster's deploy,
-// `status` shows it, and `abort <lease>` refuses when no placement runs.
+// `status` shows it, `history` shows the executed waves, and `abort
+// <lease>` refuses when no placement runs.
 func TestAPlacementFromTheCLI(t *testing.T) {
 	env := testenv.Get(t)
 	eu := env.Cluster(t, "pl-eu", 5) // the workflows package's cluster 5 too
@@ -69,6 +70,10 @@ placement:
 	out, _ = cli(t, env, tq, "status", lease)
 	assert.Contains(t, out, "placement of lease "+lease+": Succeeded")
 	assert.Contains(t, out, "wave 1, cluster local: Active")
+
+	out, _ = cli(t, env, tq, "history", lease)
+	assert.Contains(t, out, "placement #1, as executed:\nplacement of lease "+lease+": Succeeded")
+	assert.Regexp(t, `pause 1s +done`, out)
 
 	code, _, stderr := runCLI("abort", lease, "--temporal-address", devstack.TemporalAddress, "--task-queue", tq)
 	assert.Equal(t, 1, code)

@@ -46,6 +46,7 @@ import (
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/k8s/rollout"
+	"github.com/deployflow/deployflow/worker/app"
 	"github.com/deployflow/deployflow/worker/testenv"
 	"github.com/deployflow/deployflow/workflows"
 )
@@ -76,7 +77,8 @@ import (
 // DEPLOYFLOW_CHAOS_SEED fixes the random choices (restart delays, the
 // victim worker; with DEPLOYFLOW_CHAOS_BOUNDARIES=one, the one boundary per
 // fault); the seed is printed. DEPLOYFLOW_CHAOS_SCENARIO and
-// DEPLOYFLOW_CHAOS_FAULT (a substring) narrow the sweep;
+// DEPLOYFLOW_CHAOS_FAULT (a substring) narrow the sweep, and
+// DEPLOYFLOW_CHAOS_SKIP (a substring of scenario names) leaves some out;
 // DEPLOYFLOW_CHAOS_REPORT names the report file.
 
 // chaosRun is one run's harness: a lease, its workers, what is sampled.
@@ -92,7 +94,17 @@ type chaosRun struct {
 	proxy   *apiProxy // the run's own way to the API server, if its fault needs one
 	rng     *rand.Rand
 	wrote   string // what the conflicting writer did
+	// cluster is the scenario's second cluster (a placement's wave 2), if
+	// any: the workers deploy to it too (--clusters).
+	cluster *app.Cluster
+	placed  error // how the placement ended (nil: it succeeded)
+	// secondStatus is the lease's workflow of the second cluster, at the end.
+	secondStatus workflows.DeployStatus
 }
+
+// chaosCluster is the placement scenario's second cluster: extra cluster
+// 3 of the stack (the other packages' tests use 5 to 9, make demo 4).
+const chaosCluster = "chaos-eu"
 
 // scenario is a deploy the suite breaks.
 type scenario struct {
@@ -115,6 +127,10 @@ type scenario struct {
 	image string
 	// after checks what else must hold at the end.
 	after func(r *chaosRun) []string
+	// placement: the deploy is a placement, wave 1 the stack's own
+	// cluster, wave 2 chaosCluster (issue 23). make test's reduced sweep
+	// leaves it out (DEPLOYFLOW_CHAOS_SKIP=placement): make chaos runs it.
+	placement bool
 }
 
 // fault is one way to break a run right after a boundary. A fault of one
@@ -197,7 +213,55 @@ func scenarios() []scenario {
 		{name: "teardown", setup: deployed("nginx:1.26", rolling), run: func(r *chaosRun) { r.teardown() },
 			phase: workflows.PhaseTornDown, revision: 1, floor: 0, ceiling: 4,
 			after: func(r *chaosRun) []string { return r.nothingHeld() }},
+		{name: "placement, two clusters", setup: none, placement: true,
+			run: func(r *chaosRun) {
+				m := webManifest(r.lease, "nginx:1.26", rolling(), false)
+				m.Placement = &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local"}}, {Clusters: []string{chaosCluster}}}}
+				r.place(m)
+			},
+			phase: workflows.PhaseActive, revision: 1, image: "nginx:1.26", floor: 0, ceiling: 5,
+			after: func(r *chaosRun) []string { return r.placedOnce("nginx:1.26") }},
 	}
+}
+
+// place starts the lease's placement.
+func (r *chaosRun) place(m manifest.Manifest) {
+	_, err := r.env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: workflows.PlacementWorkflowID(r.lease), TaskQueue: r.tq},
+		workflows.PlacementWorkflow, workflows.PlacementInput{Manifest: m, Trigger: "chaos"})
+	require.NoError(r.t, err)
+}
+
+// placedOnce: the placement succeeded, and the second cluster runs image
+// from one deploy of the lease (its workflow's one record, with the
+// placement's key), with one ReplicaSet per service and the lease's
+// reservations there.
+func (r *chaosRun) placedOnce(image string) []string {
+	ctx := context.Background()
+	if r.placed != nil {
+		return []string{"the placement did not succeed within 3m of the fault: " + r.placed.Error()}
+	}
+	var msgs []string
+	if ds := r.secondStatus; len(ds.History) != 1 || ds.History[0].Key == "" || ds.Phase != workflows.PhaseActive {
+		msgs = append(msgs, fmt.Sprintf("%s: %d deploys, phase %s: want one, the placement's, Active", chaosCluster, len(ds.History), ds.Phase))
+	}
+	rss, err := r.cluster.Kube.AppsV1().ReplicaSets(manifest.Namespace(r.lease)).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return append(msgs, chaosCluster+": "+err.Error())
+	}
+	per := map[string]int{}
+	for _, rs := range rss.Items {
+		per[rs.Labels[activities.ServiceLabel]]++
+		if rs.Labels[activities.ServiceLabel] == "web" && (rs.Spec.Template.Spec.Containers[0].Image != image || rs.Status.AvailableReplicas != 4) {
+			msgs = append(msgs, fmt.Sprintf("%s: web runs %s with %d available, want %s × 4", chaosCluster, rs.Spec.Template.Spec.Containers[0].Image, rs.Status.AvailableReplicas, image))
+		}
+	}
+	if per["web"] != 1 || per["api"] != 1 {
+		msgs = append(msgs, fmt.Sprintf("%s: ReplicaSets per service %v, want one each", chaosCluster, per))
+	}
+	if held, err := r.cluster.Activities.Hostnames.Held(ctx, r.lease); err != nil || len(held) != 1 {
+		msgs = append(msgs, fmt.Sprintf("%s: hostnames held %v (%v), want the lease's one", chaosCluster, held, err))
+	}
+	return msgs
 }
 
 // outage is how long the API server or etcd is stopped.
@@ -260,6 +324,9 @@ func TestChaos(t *testing.T) {
 	var scs []scenario
 	only := os.Getenv("DEPLOYFLOW_CHAOS_SCENARIO")
 	for _, sc := range scenarios() {
+		if skip := os.Getenv("DEPLOYFLOW_CHAOS_SKIP"); skip != "" && strings.Contains(sc.name, skip) {
+			continue
+		}
 		if only == "" || sc.name == only {
 			scs = append(scs, sc)
 		}
@@ -276,7 +343,7 @@ func TestChaos(t *testing.T) {
 		for i, sc := range scs {
 			t.Run(sc.name, func(t *testing.T) {
 				t.Parallel()
-				r := newChaosRun(t, env, fault{workers: 1}, rand.New(rand.NewPCG(seed, uint64(1000+i))))
+				r := newChaosRun(t, env, sc, fault{workers: 1}, rand.New(rand.NewPCG(seed, uint64(1000+i))))
 				defer r.close()
 				sc.setup(r)
 				from := time.Now()
@@ -381,7 +448,7 @@ func runOne(t *testing.T, env *testenv.Env, sc scenario, f fault, pr plannedRun,
 			bar.arrive()
 		}
 	}()
-	r := newChaosRun(t, env, f, rand.New(rand.NewPCG(pr.seed, 1)))
+	r := newChaosRun(t, env, sc, f, rand.New(rand.NewPCG(pr.seed, 1)))
 	defer r.close()
 	sc.setup(r)
 	from := time.Now()
@@ -473,12 +540,16 @@ func (b *barrier) begun() time.Time { <-b.started; return b.at }
 
 func (b *barrier) wait() { <-b.done }
 
-func newChaosRun(t *testing.T, env *testenv.Env, f fault, rng *rand.Rand) *chaosRun {
+func newChaosRun(t *testing.T, env *testenv.Env, sc scenario, f fault, rng *rand.Rand) *chaosRun {
 	r := &chaosRun{t: t, env: env, tq: testenv.Name(t, "tq"), lease: testenv.ShortName("chaos"), rng: rng, gone: map[*workerProcess]bool{}}
 	createLease(t, env, r.lease)
 	if f.proxy {
 		r.proxy = newAPIProxy(t, env)
 		r.args = []string{"--kubeconfig", r.proxy.kubeconfig}
+	}
+	if sc.placement {
+		r.cluster = env.Cluster(t, chaosCluster, 3)
+		r.args = append(r.args, "--clusters", chaosCluster)
 	}
 	for range f.workers {
 		r.workers = append(r.workers, r.startWorker())
@@ -524,6 +595,13 @@ func (r *chaosRun) close() {
 	}
 	acts := r.env.Activities()
 	_ = r.env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowID(r.lease), "", "chaos run over")
+	if r.cluster != nil {
+		_ = r.env.Temporal.TerminateWorkflow(ctx, workflows.PlacementWorkflowID(r.lease), "", "chaos run over")
+		_ = r.env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowIDIn(r.lease, chaosCluster), "", "chaos run over")
+		_ = r.cluster.Activities.Hostnames.ReleaseAll(ctx, r.lease)
+		_ = r.cluster.Activities.IPs.ReleaseAll(ctx, r.lease)
+		_ = r.cluster.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(r.lease), metav1.DeleteOptions{})
+	}
 	_ = acts.Hostnames.ReleaseAll(ctx, r.lease)
 	_ = acts.IPs.ReleaseAll(ctx, r.lease)
 	_ = r.env.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(r.lease), metav1.DeleteOptions{})
@@ -587,7 +665,12 @@ func (r *chaosRun) boundaries(since time.Time) int {
 	ctx := context.Background()
 	n := 0
 	ns := manifest.Namespace(r.lease)
-	for _, id := range []string{workflows.DeployWorkflowID(r.lease), workflows.RolloutWorkflowID(ns, "web"), workflows.RolloutWorkflowID(ns, "api")} {
+	ids := []string{workflows.DeployWorkflowID(r.lease), workflows.RolloutWorkflowID(ns, "web"), workflows.RolloutWorkflowID(ns, "api")}
+	if r.cluster != nil { // a placement: its own steps, and wave 2's
+		ids = append(ids, workflows.PlacementWorkflowID(r.lease), workflows.DeployWorkflowIDIn(r.lease, chaosCluster),
+			workflows.ClusterRolloutWorkflowID(chaosCluster, ns, "web"), workflows.ClusterRolloutWorkflowID(chaosCluster, ns, "api"))
+	}
+	for _, id := range ids {
 		it := r.env.Temporal.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			ev, err := it.Next()
@@ -682,6 +765,17 @@ func (r *chaosRun) finish(sc scenario, f fault, fault time.Time, mended <-chan s
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	if r.cluster != nil { // a placement ends when its last wave does
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		r.placed = r.env.Temporal.GetWorkflow(ctx, workflows.PlacementWorkflowID(r.lease), "").Get(ctx, nil)
+		if r.placed == nil { // asked while its workers live: a query needs one
+			var v converter.EncodedValue
+			if v, r.placed = r.env.Temporal.QueryWorkflow(ctx, workflows.DeployWorkflowIDIn(r.lease, chaosCluster), "", workflows.QueryDeploy); r.placed == nil {
+				r.placed = v.Get(&r.secondStatus)
+			}
+		}
+		cancel()
 	}
 	took := time.Since(fault)
 	if mended != nil {
@@ -992,7 +1086,10 @@ func newAPIProxy(t *testing.T, env *testenv.Env) *apiProxy {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go func() { _ = p.srv.Serve(l) }()
-	kc := clientcmdapi.NewConfig()
+	// The stack's kubeconfig with the proxy as its current context: its
+	// other contexts (extra clusters, --clusters) stay reachable.
+	kc, err := clientcmd.LoadFromFile(env.Stack.Kubeconfig())
+	require.NoError(t, err)
 	kc.Clusters["proxy"] = &clientcmdapi.Cluster{Server: "http://" + l.Addr().String()}
 	kc.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
 	kc.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy"}

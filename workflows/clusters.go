@@ -35,8 +35,11 @@ func checkCluster(ctx workflow.Context, in DeployInput) error {
 	if err := config.CheckClusterName(in.Cluster); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	if want := DeployWorkflowIDIn(in.Manifest.Lease, in.Cluster); info.WorkflowExecution.ID != want {
-		return fmt.Errorf("cluster: lease %s's deploys to cluster %s run as workflow %s, not %s", in.Manifest.Lease, in.Cluster, want, info.WorkflowExecution.ID)
+	// A lease workflow's ID names its cluster. (Any other ID is let
+	// through: a replayer runs histories under an ID of its own.)
+	if lease, cluster, ok := leaseOfWorkflowID(info.WorkflowExecution.ID); ok && (lease != in.Manifest.Lease || cluster != in.Cluster) {
+		return fmt.Errorf("cluster: lease %s's deploys to cluster %s run as workflow %s, not %s", in.Manifest.Lease, in.Cluster,
+			DeployWorkflowIDIn(in.Manifest.Lease, in.Cluster), info.WorkflowExecution.ID)
 	}
 	if queueCluster != in.Cluster {
 		return fmt.Errorf("cluster: lease %s's deploys to cluster %s run on task queue <worker's task queue>@%s (the worker's --clusters), not %s",

@@ -45,10 +45,11 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 			r.RegisterWorkflow(workflows.RolloutWorkflow)
 			r.RegisterWorkflow(workflows.ScheduledDeployWorkflow)
 			r.RegisterWorkflow(workflows.PlanWorkflow)
+			r.RegisterWorkflow(workflows.PlacementWorkflow)
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(logger, f))
 		})
 	}
-	for _, typ := range []string{"DeployWorkflow", "RolloutWorkflow", "ScheduledDeployWorkflow", "PlanWorkflow"} {
+	for _, typ := range []string{"DeployWorkflow", "RolloutWorkflow", "ScheduledDeployWorkflow", "PlanWorkflow", "PlacementWorkflow"} {
 		require.NotZero(t, types[typ], "no recorded history of %s", typ)
 	}
 }

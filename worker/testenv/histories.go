@@ -24,7 +24,8 @@ import (
 const RecordHistoriesEnv = "DEPLOYFLOW_RECORD_HISTORIES"
 
 // recordHistories, when RecordHistoriesEnv is set, registers a cleanup that
-// writes the history of every workflow run on task queue tq to
+// writes the history of every workflow run on task queue tq (and its
+// clusters' queues, tq@<cluster>) to
 // <dir>/<test name>/<workflow type>-<n>.json, in start order. The replay test
 // (workflows/replay_test.go) replays them against the current code. Existing
 // files are never overwritten: old histories stay as they were recorded.
@@ -52,7 +53,8 @@ func (e *Env) writeHistories(dir, tq string) error {
 	var token []byte
 	for {
 		resp, err := e.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query: fmt.Sprintf("TaskQueue = %q", tq), NextPageToken: token})
+			// Its clusters' queues too (tq@<cluster>: a placement's waves).
+			Query: fmt.Sprintf("TaskQueue = %q OR TaskQueue STARTS_WITH %q", tq, tq+"@"), NextPageToken: token})
 		if err != nil {
 			return err
 		}
