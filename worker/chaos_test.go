@@ -151,6 +151,9 @@ type fault struct {
 	// away are not held against the floor, nor its writes against the
 	// workflow's (the outcome checked instead: undone or reported).
 	writes bool
+	// placement: a fault of a placement's second cluster, run with the
+	// placement scenario only.
+	placement bool
 }
 
 func (f fault) global() bool { return f.begin != nil }
@@ -287,6 +290,12 @@ func faults() []fault {
 			begin: func(env *testenv.Env) error { return env.Stack.Kill(devstack.Temporal) }, end: start(devstack.Temporal)},
 		{name: "API server answers 429/500 for 10s", workers: 1, proxy: true, inject: func(r *chaosRun) { r.proxy.failFor(10 * time.Second) }},
 		{name: "conflicting writer scales our ReplicaSet", workers: 1, writes: true, inject: func(r *chaosRun) { r.conflictingWrite() }},
+		{name: "second cluster's kube-apiserver stopped 30s", workers: 1, placement: true, hold: outage,
+			begin: stop("kube-apiserver@" + chaosCluster),
+			end: func(env *testenv.Env) error {
+				_, err := env.Stack.StartCluster(context.Background(), chaosCluster, 3)
+				return err
+			}},
 	}
 }
 
@@ -366,6 +375,9 @@ func TestChaos(t *testing.T) {
 	for _, f := range fs {
 		var runs []plannedRun
 		for i := range scs {
+			if f.placement && !scs[i].placement {
+				continue
+			}
 			key := scs[i].name + "\t" + f.name
 			keys = append(keys, key)
 			report[key] = &result{}

@@ -284,7 +284,7 @@ func (p *placementRun) clusterCtx(summary string) workflow.Context {
 		// A cluster's deploy takes as long as its rollout (a canary's pauses
 		// too); the activity heartbeats while it waits, and a cluster that
 		// is down is waited for (its lease workflow retries).
-		StartToCloseTimeout: 24 * time.Hour, HeartbeatTimeout: 30 * time.Second,
+		StartToCloseTimeout: 24 * time.Hour, HeartbeatTimeout: 10 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second,
 			NonRetryableErrorTypes: []string{ErrClusterDeploy}},
 		Summary: summary,
