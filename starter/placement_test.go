@@ -25,7 +25,7 @@ import (
 // <lease>` refuses when no placement runs.
 func TestAPlacementFromTheCLI(t *testing.T) {
 	env := testenv.Get(t)
-	eu := env.Cluster(t, "pl-eu", 5) // the workflows package's cluster 5 too
+	eu := env.Cluster(t, "cli-eu", 2) // this package's extra cluster
 	tq := env.PlacementWorker(t, eu)
 	lease := testenv.ShortName("cli")
 	ctx := context.Background()
@@ -49,7 +49,7 @@ placement:
   waves:
     - clusters: [local]
       pause: {duration: 1s}
-    - clusters: [pl-eu]
+    - clusters: [cli-eu]
 `, lease)), 0o644))
 
 	out, _ := cli(t, env, tq, "deploy", "-f", file, "--plan")
@@ -58,14 +58,14 @@ placement:
 │  ├─ deploy to cluster local
 │  └─ pause 1s
 └─ wave 2
-   └─ deploy to cluster pl-eu
+   └─ deploy to cluster cli-eu
 `, lease), out)
 
 	out, _ = cli(t, env, tq, "deploy", "-f", file, "--wait")
 	assert.Contains(t, out, "placement of lease "+lease+" started (workflow placement-"+lease+")")
 	assert.Contains(t, out, "placement of lease "+lease+": Succeeded")
-	assert.Regexp(t, `└─ deploy to cluster pl-eu +done`, out)
-	assert.Contains(t, out, "wave 2, cluster pl-eu: Active (deploy 1: Succeeded)")
+	assert.Regexp(t, `└─ deploy to cluster cli-eu +done`, out)
+	assert.Contains(t, out, "wave 2, cluster cli-eu: Active (deploy 1: Succeeded)")
 
 	out, _ = cli(t, env, tq, "status", lease)
 	assert.Contains(t, out, "placement of lease "+lease+": Succeeded")

@@ -560,7 +560,7 @@ func newChaosRun(t *testing.T, env *testenv.Env, sc scenario, f fault, rng *rand
 		r.args = []string{"--kubeconfig", r.proxy.kubeconfig}
 	}
 	if sc.placement {
-		r.cluster = env.Cluster(t, chaosCluster, 3)
+		r.cluster = env.SharedCluster(t, chaosCluster, 3) // the runs side by side share it
 		r.args = append(r.args, "--clusters", chaosCluster)
 	}
 	for range f.workers {

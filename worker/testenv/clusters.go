@@ -18,11 +18,28 @@ import (
 // Cluster starts (or reuses) extra cluster number n (1-9) of the stack,
 // named name, and returns it as a worker's --clusters would have it: its
 // clients and deployflow's activities on it, its CRDs checked or installed
-// as the worker does at start. Each test binary uses numbers of its own
-// (see the callers), so tests running side by side share none. The
-// cluster stays up after the test (the next run reuses it; make dev-down
-// stops it).
+// as the worker does at start. It is stopped when the test ends (its
+// objects stay in etcd for the next start, a few seconds): an idle cluster
+// would take CPU from every other test. Each test binary uses numbers of
+// its own, so tests running side by side share none: 2 the starter's, 3
+// make chaos's, 4 make demo's, 5 and 6 the workflows package's, 7 the
+// worker package's, 8 the workflows package's outage test, 9 the
+// devstack package's.
 func (e *Env) Cluster(t testing.TB, name string, n int) *app.Cluster {
+	t.Helper()
+	cl := e.SharedCluster(t, name, n)
+	t.Cleanup(func() {
+		if err := e.Stack.StopCluster(name); err != nil {
+			t.Logf("stop extra cluster %s: %v", name, err)
+		}
+	})
+	return cl
+}
+
+// SharedCluster is Cluster left running when the test ends, for tests
+// that use one cluster side by side (make chaos's runs); make dev-down
+// stops it.
+func (e *Env) SharedCluster(t testing.TB, name string, n int) *app.Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
