@@ -84,21 +84,12 @@ func (e *Env) ClusterWorker(t testing.TB, tq string, cl *app.Cluster) string {
 // All stop when the test ends; it returns the task queue.
 func (e *Env) PlacementWorker(t testing.TB, cls ...*app.Cluster) string {
 	t.Helper()
-	tq := Name(t, "tq")
-	e.recordHistories(t, tq)
-	w := worker.New(e.Temporal, tq, worker.Options{WorkerStopTimeout: 2 * time.Second})
-	acts := e.Activities()
-	acts.Observer = e.cache(t)
-	app.Register(w, acts)
-	f := &fleet.Activities{Temporal: e.Temporal, TaskQueue: tq, Self: fleet.DefaultSelf, Poll: 250 * time.Millisecond}
-	for _, cl := range cls {
-		f.Clusters = append(f.Clusters, cl.Name)
-		e.ClusterWorker(t, tq, cl)
-	}
-	f.Register(w)
-	if err := w.Start(); err != nil {
-		t.Fatalf("start worker: %v", err)
-	}
-	t.Cleanup(w.Stop)
-	return tq
+	return e.worker(t, nil, func(tq string, w worker.Worker) {
+		f := &fleet.Activities{Temporal: e.Temporal, TaskQueue: tq, Self: fleet.DefaultSelf, Poll: 250 * time.Millisecond}
+		for _, cl := range cls {
+			f.Clusters = append(f.Clusters, cl.Name)
+			e.ClusterWorker(t, tq, cl)
+		}
+		f.Register(w)
+	})
 }

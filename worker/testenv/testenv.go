@@ -194,6 +194,13 @@ func (e *Env) Worker(t testing.TB) string { return e.WorkerWith(t, nil) }
 // (a webhook, another Prometheus), as the worker's flags would.
 func (e *Env) WorkerWith(t testing.TB, configure func(*activities.Activities)) string {
 	t.Helper()
+	return e.worker(t, configure, nil)
+}
+
+// worker starts a worker on a task queue of its own with configure's
+// activities and what more registers on it.
+func (e *Env) worker(t testing.TB, configure func(*activities.Activities), more func(tq string, w worker.Worker)) string {
+	t.Helper()
 	tq := Name(t, "tq")
 	e.recordHistories(t, tq)
 	w := worker.New(e.Temporal, tq, worker.Options{WorkerStopTimeout: 2 * time.Second})
@@ -203,6 +210,9 @@ func (e *Env) WorkerWith(t testing.TB, configure func(*activities.Activities)) s
 		configure(acts)
 	}
 	app.Register(w, acts)
+	if more != nil {
+		more(tq, w)
+	}
 	if err := w.Start(); err != nil {
 		t.Fatalf("start worker: %v", err)
 	}
