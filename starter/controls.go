@@ -31,17 +31,24 @@ func runAbort(g *globals, _ *flag.FlagSet) runner {
 	rollout := rolloutControl(g, "abort", workflows.UpdateAbort, nil)
 	return func(ctx context.Context, pos []string, out io.Writer) error {
 		if len(pos) == 1 {
-			return abortPlacement(ctx, g, pos[0], out)
+			return placementControl(ctx, g, "abort", workflows.UpdatePlacementAbort, pos[0], out)
 		}
 		return rollout(ctx, pos, out)
 	}
 }
 
 // runPromote is `deployflow promote <lease> <service> [--full]`: a canary
-// goes on past its pause or analysis, or (--full) skips every step left.
+// goes on past its pause or analysis, or (--full) skips every step left;
+// `deployflow promote <lease>`: a placement's held wave goes on.
 func runPromote(g *globals, fs *flag.FlagSet) runner {
 	full := fs.Bool("full", false, "skip every remaining canary step (the rollout still respects maxSurge/maxUnavailable)")
-	return rolloutControl(g, "promote", workflows.UpdatePromote, func() any { return workflows.PromoteRequest{Full: *full} })
+	rollout := rolloutControl(g, "promote", workflows.UpdatePromote, func() any { return workflows.PromoteRequest{Full: *full} })
+	return func(ctx context.Context, pos []string, out io.Writer) error {
+		if len(pos) == 1 { // a placement's held wave
+			return placementControl(ctx, g, "promote", workflows.UpdatePlacementPromote, pos[0], out)
+		}
+		return rollout(ctx, pos, out)
+	}
 }
 
 func runUndo(g *globals, fs *flag.FlagSet) runner {

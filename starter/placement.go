@@ -117,24 +117,31 @@ func queryPlacement(ctx context.Context, c client.Client, lease string) (workflo
 	return st, true
 }
 
-// abortPlacement is `deployflow abort <lease>`: the placement stops, and
-// every cluster that moved returns to its last-known-good manifest.
-func abortPlacement(ctx context.Context, g *globals, lease string, out io.Writer) error {
+// placementControl is `deployflow abort <lease>` and `deployflow promote
+// <lease>`: an abort stops the placement, and every cluster that moved
+// returns to its last-known-good manifest; a promote lets a held wave (its
+// approval, an inconclusive analysis) go on.
+func placementControl(ctx context.Context, g *globals, name, update, lease string, out io.Writer) error {
 	c, err := g.temporal(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	h, err := updateWorkflow(ctx, c, client.UpdateWorkflowOptions{
-		WorkflowID: workflows.PlacementWorkflowID(lease), UpdateName: workflows.UpdatePlacementAbort,
+		WorkflowID: workflows.PlacementWorkflowID(lease), UpdateName: update,
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {
 		err = h.Get(ctx, nil)
 	}
 	if err != nil {
-		return fmt.Errorf("abort the placement of lease %s: %w (abort <lease> acts on a placement in progress; abort <lease> <service> on a rollout)", lease, err)
+		return fmt.Errorf("%s the placement of lease %s: %w (%s <lease> acts on a placement in progress; %s <lease> <service> on a rollout)", name, lease, err, name, name)
 	}
-	fmt.Fprintf(out, "placement of lease %s: aborting; every cluster that moved returns to its last-known-good manifest ('deployflow status %s')\n", lease, lease)
+	switch update {
+	case workflows.UpdatePlacementAbort:
+		fmt.Fprintf(out, "placement of lease %s: aborting; every cluster that moved returns to its last-known-good manifest ('deployflow status %s')\n", lease, lease)
+	default:
+		fmt.Fprintf(out, "placement of lease %s: promoted; the held wave goes on ('deployflow status %s')\n", lease, lease)
+	}
 	return nil
 }

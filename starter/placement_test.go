@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -78,4 +80,33 @@ placement:
 	code, _, stderr := runCLI("abort", lease, "--temporal-address", devstack.TemporalAddress, "--task-queue", tq)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "abort the placement of lease "+lease)
+
+	// A wave with approval: the next waits for `promote <lease>`.
+	approved := filepath.Join(t.TempDir(), "approved.yaml")
+	require.NoError(t, os.WriteFile(approved, []byte(fmt.Sprintf(`lease: %s
+services:
+  - name: web
+    image: nginx:1.28
+    replicas: 2
+placement:
+  waves:
+    - clusters: [local]
+      approval: true
+    - clusters: [cli-eu]
+`, lease)), 0o644))
+	out, _ = cli(t, env, tq, "deploy", "-f", approved)
+	assert.Contains(t, out, "placement of lease "+lease+" started")
+	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "wave 1 never awaited approval", func() (bool, string) {
+		code, out, _ := runCLI("status", lease, "--temporal-address", devstack.TemporalAddress, "--task-queue", tq, "--kubeconfig", env.Stack.Kubeconfig())
+		return code == 0 && strings.Contains(out, "wait for approval (deployflow promote "+lease+")  running"), out
+	})
+	rss, err := eu.Kube.AppsV1().ReplicaSets(manifest.Namespace(lease)).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, rss.Items, 1, "cluster cli-eu still runs the first version only")
+	out, _ = cli(t, env, tq, "promote", lease)
+	assert.Contains(t, out, "placement of lease "+lease+": promoted")
+	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the placement never ended after the promote", func() (bool, string) {
+		code, out, _ := runCLI("status", lease, "--temporal-address", devstack.TemporalAddress, "--task-queue", tq, "--kubeconfig", env.Stack.Kubeconfig())
+		return code == 0 && strings.Contains(out, "placement of lease "+lease+": Succeeded") && strings.Contains(out, "wave 2, cluster cli-eu: Active (deploy 2"), out
+	})
 }

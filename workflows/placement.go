@@ -9,8 +9,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/deployflow/deployflow/activities"
-	"github.com/deployflow/deployflow/internal/analysis"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
 )
@@ -29,7 +27,7 @@ import (
 const (
 	QueryPlacement         = "status"
 	UpdatePlacementAbort   = "abort"   // stop, and return every cluster that moved
-	UpdatePlacementPromote = "promote" // go on past a wave held by an inconclusive analysis
+	UpdatePlacementPromote = "promote" // go on past a wave held for approval or by an inconclusive analysis
 )
 
 // Phases of a placement, of its waves and of its clusters.
@@ -43,7 +41,7 @@ const (
 	WaveWaiting   = "Waiting"
 	WaveDeploying = "Deploying"
 	WaveGate      = "Gate"    // healthy; its pause or analysis runs
-	WaveHeld      = "Held"    // its analysis was inconclusive: promote or abort
+	WaveHeld      = "Held"    // awaiting approval, or its analysis was inconclusive: promote or abort
 	WaveHealthy   = "Healthy" // healthy and its gate passed
 	WaveFailed    = "Failed"
 	WaveReverted  = "Reverted"
@@ -106,6 +104,9 @@ func PlacementTree(m *manifest.Manifest) *plan.Node {
 		}
 		if a := w.Analysis; a != nil {
 			wave.Add(plan.New(plan.OpAnalysis, target, "analysis: "+a.String()))
+		}
+		if w.Approval {
+			wave.Add(plan.New(plan.OpApproval, target, "wait for approval (deployflow promote "+m.Lease+")"))
 		}
 		root.Add(wave)
 	}
@@ -218,7 +219,7 @@ func PlacementWorkflow(ctx workflow.Context, in PlacementInput) (*PlacementStatu
 
 	for i := range m.Placement.Waves {
 		if p.abort {
-			return p.fail(i-1, PlacementAborted, errors.New("aborted by an operator"))
+			return p.fail(i-1, PlacementAborted, errAborted)
 		}
 		if err := p.deployWave(i); err != nil {
 			return p.fail(i, PlacementFailed, err)
@@ -253,14 +254,14 @@ func (p *placementRun) registerControls() error {
 		p.promote = true
 		return p.st, nil
 	}, workflow.UpdateHandlerOptions{
-		Description: "Go on past a wave whose analysis was inconclusive",
+		Description: "Go on past a wave held for approval, or whose analysis was inconclusive",
 		Validator: func(workflow.Context) error {
 			for _, w := range p.st.Waves {
 				if w.Phase == WaveHeld {
 					return nil
 				}
 			}
-			return errors.New("no wave is held: promote goes on past a wave whose analysis was inconclusive")
+			return errors.New("no wave is held: promote goes on past a wave awaiting approval or whose analysis was inconclusive")
 		},
 	})
 }
@@ -359,90 +360,6 @@ func (p *placementRun) deployWave(i int) error {
 		return fmt.Errorf("wave %d: the deploy failed in cluster %v", i+1, failed)
 	}
 	return nil
-}
-
-// gate is wave i's gate, once it is healthy: its pause, then its analysis.
-// An abort ends either.
-func (p *placementRun) gate(i int) error {
-	w := p.in.Manifest.Placement.Waves[i]
-	ws := &p.st.Waves[i]
-	if d := w.PauseDuration(); d > 0 {
-		ws.Phase, ws.Gate = WaveGate, "pause "+d.String()
-		p.mark(plan.OpPause, waveTarget(i), plan.Running, nil)
-		defer func() {
-			if n := p.st.Tree.Search(plan.OpPause, waveTarget(i)); n != nil && n.State == plan.Running {
-				n.Mark(plan.Done, nil)
-			}
-		}()
-		if _, err := workflow.AwaitWithTimeout(p.ctx, d, func() bool { return p.abort }); err != nil {
-			return err
-		}
-		if p.abort {
-			return errors.New("aborted by an operator")
-		}
-	}
-	a := w.Analysis
-	if a == nil {
-		return nil
-	}
-	ws.Phase = WaveGate
-	p.mark(plan.OpPause, waveTarget(i), plan.Done, nil)
-	p.mark(plan.OpAnalysis, waveTarget(i), plan.Running, nil)
-	var t analysis.Tally
-	for analysis.Verdict(a, t) == analysis.Running {
-		if t.Measured > 0 {
-			if _, err := workflow.AwaitWithTimeout(p.ctx, a.IntervalDuration(), func() bool { return p.abort }); err != nil {
-				return err
-			}
-			if p.abort {
-				return errors.New("aborted by an operator")
-			}
-		}
-		phase, msg := p.measure(a)
-		t.Add(phase)
-		ws.Gate = fmt.Sprintf("analysis %s: %s", a.Prometheus.Query, msg)
-	}
-	switch analysis.Verdict(a, t) {
-	case analysis.Successful:
-		p.mark(plan.OpAnalysis, waveTarget(i), plan.Done, nil)
-		return nil
-	case analysis.Inconclusive:
-		// Could not tell: held for a human, never read as a failure.
-		ws.Phase = WaveHeld
-		if err := workflow.Await(p.ctx, func() bool { return p.promote || p.abort }); err != nil {
-			return err
-		}
-		p.promote = false
-		if p.abort {
-			return errors.New("aborted by an operator")
-		}
-		p.mark(plan.OpAnalysis, waveTarget(i), plan.Done, nil)
-		return nil
-	default:
-		ws.Phase = WaveFailed
-		p.mark(plan.OpAnalysis, waveTarget(i), plan.Failed, errors.New(ws.Gate))
-		return fmt.Errorf("wave %d: analysis failed: %s", i+1, ws.Gate)
-	}
-}
-
-// measure is one measurement of a wave's analysis, judged by the activity.
-func (p *placementRun) measure(a *manifest.Analysis) (analysis.Phase, string) {
-	var act *activities.Activities
-	var m activities.Measurement
-	ctx := workflow.WithLocalActivityOptions(p.ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
-	})
-	c := analysis.ConditionsOf(a)
-	err := workflow.ExecuteLocalActivity(ctx, act.MeasurePrometheus, activities.MeasureInput{
-		Query: a.Prometheus.Query, Namespace: manifest.Namespace(p.in.Manifest.Lease), Judge: &c}).Get(p.ctx, &m)
-	if err != nil {
-		return analysis.Inconclusive, "not measured: " + err.Error()
-	}
-	if m.Phase == "" {
-		m.Phase = analysis.Inconclusive
-	}
-	return m.Phase, fmt.Sprintf("%s %s", m.Message, m.Phase)
 }
 
 // fail returns every cluster that moved, from wave last down to the first,

@@ -26,6 +26,10 @@ type Wave struct {
 	// the last-known-good manifest. Prometheus only (the worker's, the
 	// lease's namespace: the series of every cluster that scrapes into it).
 	Analysis *Analysis `json:"analysis,omitempty"`
+	// Approval holds the next wave, once this one is healthy and its pause
+	// and analysis passed, until an operator promotes the placement
+	// (`deployflow promote <lease>`) or aborts it.
+	Approval bool `json:"approval,omitempty"`
 }
 
 // WavePause is a wave's pause.

@@ -247,5 +247,6 @@ const (
 	OpDeployCluster Op = "deployCluster" // the lease's deploy to one cluster; target its name
 	OpPause         Op = "pause"         // a wave's pause; target "wave N"
 	OpAnalysis      Op = "analysis"      // a wave's analysis; target "wave N"
+	OpApproval      Op = "approval"      // a wave's wait for an operator's promote; target "wave N"
 	OpRevert        Op = "revert"        // a cluster back to its last-known-good manifest; target its name
 )

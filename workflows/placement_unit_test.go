@@ -1,0 +1,120 @@
+package workflows
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/plan"
+)
+
+// placementEnv runs PlacementWorkflow on the SDK's test environment with
+// the placement activities faked: every cluster deploy succeeds, and is
+// recorded with the test clock's time.
+type placementEnv struct {
+	*testsuite.TestWorkflowEnvironment
+	deploys []ClusterDeployInput
+	at      []time.Time
+}
+
+func newPlacementEnv(t *testing.T, lastGood *manifest.Manifest) *placementEnv {
+	var s testsuite.WorkflowTestSuite
+	pe := &placementEnv{TestWorkflowEnvironment: s.NewTestWorkflowEnvironment()}
+	pe.RegisterWorkflow(PlacementWorkflow)
+	pe.RegisterActivityWithOptions(func(context.Context) ([]string, error) { return []string{"local", "eu-1"}, nil },
+		activity.RegisterOptions{Name: ActivityListClusters})
+	pe.RegisterActivityWithOptions(func(context.Context, ClusterRef) (ClusterState, error) { return ClusterState{LastGood: lastGood}, nil },
+		activity.RegisterOptions{Name: ActivityReadCluster})
+	pe.RegisterActivityWithOptions(func(_ context.Context, in ClusterDeployInput) (ClusterDeployResult, error) {
+		pe.deploys = append(pe.deploys, in)
+		pe.at = append(pe.at, pe.Now())
+		return ClusterDeployResult{Revision: int64(len(pe.deploys)), Outcome: "Succeeded", Succeeded: true}, nil
+	}, activity.RegisterOptions{Name: ActivityDeployToCluster})
+	return pe
+}
+
+func (pe *placementEnv) clusters() []string {
+	var out []string
+	for _, d := range pe.deploys {
+		_, what, _ := strings.Cut(strings.TrimPrefix(d.Key, "placement:"), ":")
+		out = append(out, d.Cluster+" "+what[strings.LastIndex(what, ":")+1:])
+	}
+	return out
+}
+
+func approvalPlacement() manifest.Manifest {
+	m := oneService("shop")
+	m.Placement = &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local"}, Approval: true}, {Clusters: []string{"eu-1"}}}}
+	return m
+}
+
+// Issue 23.3: a wave with approval holds the next wave until an operator
+// promotes the placement; a promote with no wave held is refused.
+func TestAWaveWithApprovalHoldsTheNextUntilPromoted(t *testing.T) {
+	pe := newPlacementEnv(t, nil)
+	pe.RegisterDelayedCallback(func() {
+		pe.UpdateWorkflow(UpdatePlacementPromote, "early", &testsuite.TestUpdateCallback{
+			OnAccept:   func() { t.Error("a promote before any wave is held was accepted") },
+			OnReject:   func(err error) { assert.Contains(t, err.Error(), "no wave is held") },
+			OnComplete: func(any, error) {},
+		})
+	}, time.Millisecond)
+	var held PlacementStatus
+	var promoted time.Time
+	pe.RegisterDelayedCallback(func() {
+		promoted = pe.Now()
+		v, err := pe.QueryWorkflow(QueryPlacement)
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&held))
+		assert.Equal(t, []string{"local deploy"}, pe.clusters(), "wave 2 waits for the approval")
+		pe.UpdateWorkflow(UpdatePlacementPromote, "approve", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("promote refused: %v", err) }, OnComplete: func(any, error) {},
+		})
+	}, 2*time.Hour)
+	pe.ExecuteWorkflow(PlacementWorkflow, PlacementInput{Manifest: approvalPlacement()})
+	require.NoError(t, pe.GetWorkflowError())
+	var st PlacementStatus
+	require.NoError(t, pe.GetWorkflowResult(&st))
+
+	assert.Equal(t, WaveHeld, held.Waves[0].Phase)
+	assert.Equal(t, "awaiting approval: deployflow promote shop", held.Waves[0].Gate)
+	assert.Equal(t, plan.Running, held.Tree.Search(plan.OpApproval, "wave 1").State)
+	assert.Equal(t, PlacementSucceeded, st.Phase)
+	assert.Equal(t, []string{"local deploy", "eu-1 deploy"}, pe.clusters())
+	assert.False(t, pe.at[1].Before(promoted), "wave 2 deployed only once promoted (at %s, promoted at %s)", pe.at[1], promoted)
+	assert.Equal(t, plan.Done, st.Tree.Search(plan.OpApproval, "wave 1").State)
+}
+
+// Issue 23.4: an abort while a wave awaits approval returns the clusters
+// that moved to their last-known-good manifest and never starts the next
+// wave.
+func TestAnAbortWhileAwaitingApprovalReturnsTheMovedClusters(t *testing.T) {
+	good := oneService("shop")
+	good.Services[0].Image = "nginx:1.26"
+	pe := newPlacementEnv(t, &good)
+	pe.RegisterDelayedCallback(func() {
+		pe.UpdateWorkflow(UpdatePlacementAbort, "abort", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("abort refused: %v", err) }, OnComplete: func(any, error) {},
+		})
+	}, time.Hour)
+	pe.ExecuteWorkflow(PlacementWorkflow, PlacementInput{Manifest: approvalPlacement()})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, pe.GetWorkflowError(), &appErr)
+	assert.Equal(t, ErrPlacement, appErr.Type())
+	var st PlacementStatus
+	require.NoError(t, appErr.Details(&st))
+	assert.Equal(t, PlacementAborted, st.Phase)
+	assert.Equal(t, []string{"local deploy", "local revert"}, pe.clusters(), "wave 2 never deployed")
+	assert.Equal(t, "nginx:1.26", pe.deploys[1].Manifest.Services[0].Image, "returned to the last-known-good manifest")
+	assert.Equal(t, ClusterReverted, st.Waves[0].Clusters[0].Phase)
+	assert.Equal(t, ClusterWaiting, st.Waves[1].Clusters[0].Phase)
+	assert.Equal(t, plan.Skipped, st.Tree.Search(plan.OpDeployCluster, "eu-1").State)
+}
