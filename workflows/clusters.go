@@ -24,14 +24,16 @@ func checkCluster(ctx workflow.Context, in DeployInput) error {
 		return fmt.Errorf("manifest.placement: a lease's workflow deploys to one cluster; a manifest with a placement deploys through 'deployflow deploy', which starts the lease's placement workflow (%s)", PlacementWorkflowID(in.Manifest.Lease))
 	}
 	info := workflow.GetInfo(ctx)
-	_, queueCluster, _ := strings.Cut(info.TaskQueueName, "@")
 	if in.Cluster == "" {
-		if queueCluster != "" {
-			return fmt.Errorf("cluster: empty, but this run is on task queue %s, cluster %s's: set \"cluster\": %q and start it as workflow %s",
-				info.TaskQueueName, queueCluster, queueCluster, DeployWorkflowIDIn(in.Manifest.Lease, queueCluster))
+		// The worker's own cluster, as ever (its queue is not looked at: a
+		// run that predates clusters replays whatever its queue's name).
+		if _, cluster, ok := leaseOfWorkflowID(info.WorkflowExecution.ID); ok && cluster != "" {
+			return fmt.Errorf("cluster: empty, but workflow %s deploys to cluster %s: set \"cluster\": %q and start it on that cluster's task queue, <worker's task queue>@%s",
+				info.WorkflowExecution.ID, cluster, cluster, cluster)
 		}
 		return nil
 	}
+	_, queueCluster, _ := strings.Cut(info.TaskQueueName, "@")
 	if err := config.CheckClusterName(in.Cluster); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}

@@ -25,7 +25,7 @@ func TestALeaseWorkflowRunsOnlyWhereItsClusterSays(t *testing.T) {
 		m                        manifest.Manifest
 		want                     string
 	}{
-		{"the default cluster's input on a cluster's queue", "deploy-shop", "deployflow@eu-1", "", oneService("shop"), `cluster: empty, but this run is on task queue deployflow@eu-1, cluster eu-1's: set "cluster": "eu-1" and start it as workflow deploy-shop@eu-1`},
+		{"the default cluster's input under a cluster's ID", "deploy-shop@eu-1", "deployflow", "", oneService("shop"), `cluster: empty, but workflow deploy-shop@eu-1 deploys to cluster eu-1: set "cluster": "eu-1" and start it on that cluster's task queue`},
 		{"a cluster's input under the default cluster's ID", "deploy-shop", "deployflow@eu-1", "eu-1", oneService("shop"), "cluster: lease shop's deploys to cluster eu-1 run as workflow deploy-shop@eu-1, not deploy-shop"},
 		{"a cluster's input on another cluster's queue", "deploy-shop@eu-1", "deployflow@us-1", "eu-1", oneService("shop"), "run on task queue <worker's task queue>@eu-1 (the worker's --clusters), not deployflow@us-1"},
 		{"a cluster's input on the worker's own queue", "deploy-shop@eu-1", "deployflow", "eu-1", oneService("shop"), "not deployflow"},

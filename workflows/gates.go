@@ -27,6 +27,7 @@ const (
 	versionContinueInGates       = "continue-in-gates"
 	versionStrictAnalyses        = "strict-analyses"
 	versionUpgradeTest           = "upgrade-test-build-b"
+	versionPlacementLimits       = "placement-limits"
 )
 
 // gateInfo is one change of what a running workflow does.
@@ -86,6 +87,8 @@ var gates = []gateInfo{
 		[]string{"refusesLenientManifest"}, "20261125-0600-hostile-tenants", nil, false},
 	{versionUpgradeTest, "only in the live upgrade test's build B, which marks the deploys it finishes",
 		[]string{"deployRun.marksUpgradeTest"}, "", nil, false},
+	{versionPlacementLimits, "a placement records its manifest's validation (a later build's rules never fail it on replay) and checks its waves' analyses against the operator's limits (--min-analysis-interval, --max-analysis-count) before it deploys anything",
+		[]string{"checksPlacementLimits"}, "20261126-placement-limits", []string{"20261126-placement"}, false},
 }
 
 // gate reports whether this run takes change id (version 1): runs that

@@ -132,6 +132,7 @@ func TestTheGateTableNamesTheRecordingsEachGateNeeds(t *testing.T) {
 			r.RegisterWorkflow(RolloutWorkflow)
 			r.RegisterWorkflow(ScheduledDeployWorkflow)
 			r.RegisterWorkflow(PlanWorkflow)
+			r.RegisterWorkflow(PlacementWorkflow)
 			if r.ReplayWorkflowHistoryFromJSONFile(logger, f) != nil {
 				rel, _ := filepath.Rel(historiesDir, f)
 				set, _, _ := strings.Cut(rel, string(filepath.Separator))

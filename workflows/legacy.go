@@ -65,6 +65,11 @@ func refusesGuarded(ctx workflow.Context) bool { return gate(ctx, versionGuarded
 // rules before issue 20 is refused (runs before it went on).
 func refusesLenientManifest(ctx workflow.Context) bool { return gate(ctx, versionStrictAnalyses) }
 
+// checksPlacementLimits: a placement records its manifest's validation and
+// checks its waves' analyses against the operator's limits before it
+// deploys (placements before it did neither).
+func checksPlacementLimits(ctx workflow.Context) bool { return gate(ctx, versionPlacementLimits) }
+
 // The lease's workflow.
 
 // askLeaseEvents decides, at each idle wait, whether the run takes the

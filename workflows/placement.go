@@ -146,6 +146,10 @@ type ClusterDeployInput struct {
 	Cluster  string            `json:"cluster"`
 	Manifest manifest.Manifest `json:"manifest"`
 	Key      string            `json:"key"`
+	// IfLast, if set, deploys only if the cluster's last deploy is the one
+	// with this key (a placement's return: a cluster deployed again since
+	// is left as it is).
+	IfLast string `json:"ifLast,omitempty"`
 }
 
 // ClusterDeployResult is how it ended.
@@ -153,6 +157,8 @@ type ClusterDeployResult struct {
 	Revision  int64  `json:"revision"`
 	Outcome   string `json:"outcome"`
 	Succeeded bool   `json:"succeeded"`
+	// MovedOn: not deployed, the cluster was deployed again since IfLast.
+	MovedOn bool `json:"movedOn,omitempty"`
 }
 
 // ClusterState is a cluster's lease workflow as a placement starts: its
@@ -173,6 +179,7 @@ const (
 	ActivityListClusters    = "ListClusters"
 	ActivityReadCluster     = "ReadCluster"
 	ActivityDeployToCluster = "DeployToCluster"
+	ActivityCheckPlacement  = "CheckPlacement"
 )
 
 type placementRun struct {
@@ -183,6 +190,7 @@ type placementRun struct {
 	moved    map[string]bool               // clusters whose deploy of the manifest succeeded
 	abort    bool
 	promote  bool
+	checked  bool // the run takes versionPlacementLimits
 }
 
 // PlacementWorkflow deploys a lease's manifest to the clusters of its
@@ -198,10 +206,11 @@ func PlacementWorkflow(ctx workflow.Context, in PlacementInput) (*PlacementStatu
 	if m.Placement == nil {
 		return nil, temporal.NewNonRetryableApplicationError("manifest.placement: missing: a placement workflow deploys a manifest with a placement; without one, deploy to the lease's workflow", ErrInvalidManifest, nil)
 	}
-	if err := m.Validate(); err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
+	checked := checksPlacementLimits(ctx)
+	if err := validatePlacement(ctx, m, checked); err != nil {
+		return nil, err
 	}
-	p := &placementRun{ctx: ctx, in: in, previous: map[string]*manifest.Manifest{}, moved: map[string]bool{}}
+	p := &placementRun{ctx: ctx, in: in, previous: map[string]*manifest.Manifest{}, moved: map[string]bool{}, checked: checked}
 	p.st = PlacementStatus{Lease: m.Lease, Phase: PlacementDeploying, Tree: PlacementTree(m)}
 	for _, w := range m.Placement.Waves {
 		ws := WaveStatus{Phase: WaveWaiting}
@@ -224,10 +233,10 @@ func PlacementWorkflow(ctx workflow.Context, in PlacementInput) (*PlacementStatu
 		if err := p.deployWave(i); err != nil {
 			return p.fail(i, PlacementFailed, err)
 		}
-		if err := p.gate(i); err != nil {
+		if err := p.passGate(i); err != nil || p.abort { // an abort during the wave's deploys too
 			phase := PlacementFailed
 			if p.abort {
-				phase = PlacementAborted
+				phase, err = PlacementAborted, errAborted
 			}
 			return p.fail(i, phase, err)
 		}
@@ -237,6 +246,30 @@ func PlacementWorkflow(ctx workflow.Context, in PlacementInput) (*PlacementStatu
 	p.st.Phase = PlacementSucceeded
 	p.st.Tree.Mark(plan.Done, nil)
 	return &p.st, nil
+}
+
+// validatePlacement refuses an invalid manifest. A run that takes
+// versionPlacementLimits validates once and records the verdict, so a
+// later build's stricter rules never fail a placement that runs, on
+// replay.
+func validatePlacement(ctx workflow.Context, m *manifest.Manifest, recorded bool) error {
+	invalid := ""
+	if !recorded {
+		if err := m.Validate(); err != nil {
+			invalid = err.Error()
+		}
+	} else if err := workflow.SideEffect(ctx, func(workflow.Context) any {
+		if err := m.Validate(); err != nil {
+			return err.Error()
+		}
+		return ""
+	}).Get(&invalid); err != nil {
+		return err
+	}
+	if invalid != "" {
+		return temporal.NewNonRetryableApplicationError(invalid, ErrInvalidManifest, nil)
+	}
+	return nil
 }
 
 func (p *placementRun) registerControls() error {
@@ -276,6 +309,13 @@ func (p *placementRun) checkClusters() error {
 	}
 	if err := p.in.Manifest.Placement.CheckClusters(known); err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
+	}
+	if p.checked {
+		// The operator's limits, which the worker knows (a wave's analysis
+		// is measured here, not by a lease workflow that would check them).
+		if err := workflow.ExecuteLocalActivity(ctx, ActivityCheckPlacement, p.in.Manifest).Get(p.ctx, nil); err != nil {
+			return temporal.NewNonRetryableApplicationError(errorMessage(err), ErrInvalidManifest, nil)
+		}
 	}
 	return nil
 }
@@ -385,19 +425,21 @@ func (p *placementRun) fail(last int, phase string, cause error) (*PlacementStat
 			rn.Mark(plan.Running, nil)
 			p.st.Tree.Add(rn)
 			f := workflow.ExecuteActivity(p.clusterCtx("return "+cs.Cluster+" to its last-known-good manifest"), ActivityDeployToCluster,
-				ClusterDeployInput{Cluster: cs.Cluster, Manifest: *prev, Key: p.key(i, cs.Cluster, "revert")})
+				ClusterDeployInput{Cluster: cs.Cluster, Manifest: *prev, Key: p.key(i, cs.Cluster, "revert"), IfLast: p.key(i, cs.Cluster, "deploy")})
 			workflow.Go(p.ctx, func(gctx workflow.Context) {
 				var r ClusterDeployResult
 				err := f.Get(gctx, &r)
 				switch {
 				case err != nil:
 					cs.Reverted = "return failed: " + errorMessage(err)
+				case r.MovedOn:
+					cs.Reverted = "not returned: deployed again since (" + r.Outcome + ")"
 				case !r.Succeeded:
 					cs.Reverted = fmt.Sprintf("return failed: deploy %d: %s", r.Revision, r.Outcome)
 				default:
 					cs.Phase, cs.Reverted = ClusterReverted, fmt.Sprintf("returned to the last-known-good manifest (deploy %d)", r.Revision)
 				}
-				if cs.Phase == ClusterReverted {
+				if cs.Phase == ClusterReverted || r.MovedOn {
 					rn.Mark(plan.Done, nil)
 				} else {
 					rn.Mark(plan.Failed, errors.New(cs.Reverted))

@@ -20,8 +20,8 @@ import (
 
 var errAborted = errors.New("aborted by an operator")
 
-// gate is wave i's gate.
-func (p *placementRun) gate(i int) error {
+// passGate is wave i's gate: it returns once all of it passed.
+func (p *placementRun) passGate(i int) error {
 	w := p.in.Manifest.Placement.Waves[i]
 	if err := p.pause(i, w.PauseDuration()); err != nil {
 		return err
@@ -46,7 +46,7 @@ func (p *placementRun) pause(i int, d time.Duration) error {
 	ws.Phase, ws.Gate = WaveGate, "pause "+d.String()
 	p.mark(plan.OpPause, waveTarget(i), plan.Running, nil)
 	defer func() {
-		if n := p.st.Tree.Search(plan.OpPause, waveTarget(i)); n != nil && n.State == plan.Running {
+		if n := p.st.Tree.Search(plan.OpPause, waveTarget(i)); n != nil && n.State == plan.Running && !p.abort {
 			n.Mark(plan.Done, nil)
 		}
 	}()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -33,6 +34,7 @@ func newPlacementEnv(t *testing.T, lastGood *manifest.Manifest) *placementEnv {
 		activity.RegisterOptions{Name: ActivityListClusters})
 	pe.RegisterActivityWithOptions(func(context.Context, ClusterRef) (ClusterState, error) { return ClusterState{LastGood: lastGood}, nil },
 		activity.RegisterOptions{Name: ActivityReadCluster})
+	pe.RegisterActivityWithOptions(func(context.Context, manifest.Manifest) error { return nil }, activity.RegisterOptions{Name: ActivityCheckPlacement})
 	pe.RegisterActivityWithOptions(func(_ context.Context, in ClusterDeployInput) (ClusterDeployResult, error) {
 		pe.deploys = append(pe.deploys, in)
 		pe.at = append(pe.at, pe.Now())
@@ -117,4 +119,43 @@ func TestAnAbortWhileAwaitingApprovalReturnsTheMovedClusters(t *testing.T) {
 	assert.Equal(t, ClusterReverted, st.Waves[0].Clusters[0].Phase)
 	assert.Equal(t, ClusterWaiting, st.Waves[1].Clusters[0].Phase)
 	assert.Equal(t, plan.Skipped, st.Tree.Search(plan.OpDeployCluster, "eu-1").State)
+}
+
+// Found in review: an abort that arrived while the last wave deployed was
+// lost (the placement ended Succeeded). It returns the clusters that
+// moved, the last wave's too.
+func TestAnAbortDuringTheLastWaveReturnsItsClusters(t *testing.T) {
+	good := oneService("shop")
+	good.Services[0].Image = "nginx:1.26"
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(PlacementWorkflow)
+	env.RegisterActivityWithOptions(func(context.Context) ([]string, error) { return []string{"local"}, nil }, activity.RegisterOptions{Name: ActivityListClusters})
+	env.RegisterActivityWithOptions(func(context.Context, ClusterRef) (ClusterState, error) { return ClusterState{LastGood: &good}, nil }, activity.RegisterOptions{Name: ActivityReadCluster})
+	env.RegisterActivityWithOptions(func(context.Context, manifest.Manifest) error { return nil }, activity.RegisterOptions{Name: ActivityCheckPlacement})
+	deploy := func(context.Context, ClusterDeployInput) (ClusterDeployResult, error) {
+		return ClusterDeployResult{}, nil
+	}
+	env.RegisterActivityWithOptions(deploy, activity.RegisterOptions{Name: ActivityDeployToCluster})
+	var keys []string
+	env.OnActivity(ActivityDeployToCluster, mock.Anything, mock.Anything).After(time.Minute).Return(
+		func(_ context.Context, in ClusterDeployInput) (ClusterDeployResult, error) {
+			keys = append(keys, in.Key[strings.LastIndex(in.Key, ":")+1:])
+			return ClusterDeployResult{Revision: int64(len(keys)), Outcome: "Succeeded", Succeeded: true}, nil
+		})
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(UpdatePlacementAbort, "abort", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("abort refused: %v", err) }, OnComplete: func(any, error) {},
+		})
+	}, 30*time.Second) // the one wave's deploy takes a minute
+	m := oneService("shop")
+	m.Placement = &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local"}}}}
+	env.ExecuteWorkflow(PlacementWorkflow, PlacementInput{Manifest: m})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, env.GetWorkflowError(), &appErr)
+	var st PlacementStatus
+	require.NoError(t, appErr.Details(&st))
+	assert.Equal(t, PlacementAborted, st.Phase)
+	assert.Equal(t, []string{"deploy", "revert"}, keys)
+	assert.Equal(t, ClusterReverted, st.Waves[0].Clusters[0].Phase)
 }

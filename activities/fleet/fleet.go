@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/deployflow/deployflow/internal/config"
+	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/workflows"
 )
 
@@ -39,6 +40,9 @@ type Activities struct {
 	Clusters []string
 	// Poll is how often a cluster's deploy is checked (default 1s).
 	Poll time.Duration
+	// Limits are the operator's bounds on one lease (--max-*): a wave's
+	// analysis is held to them.
+	Limits manifest.Limits
 }
 
 // Register puts the placement activities on w under their names.
@@ -46,6 +50,16 @@ func (f *Activities) Register(w worker.ActivityRegistry) {
 	w.RegisterActivityWithOptions(f.ListClusters, activity.RegisterOptions{Name: workflows.ActivityListClusters})
 	w.RegisterActivityWithOptions(f.ReadCluster, activity.RegisterOptions{Name: workflows.ActivityReadCluster})
 	w.RegisterActivityWithOptions(f.DeployToCluster, activity.RegisterOptions{Name: workflows.ActivityDeployToCluster})
+	w.RegisterActivityWithOptions(f.CheckPlacement, activity.RegisterOptions{Name: workflows.ActivityCheckPlacement})
+}
+
+// CheckPlacement refuses a manifest over the operator's limits, its waves'
+// analyses included, naming each field.
+func (f *Activities) CheckPlacement(_ context.Context, m manifest.Manifest) error {
+	if err := m.CheckLimits(f.Limits); err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrInvalidManifest, nil)
+	}
+	return nil
 }
 
 // ListClusters names the clusters a placement may use: the worker's own
@@ -103,11 +117,17 @@ func (f *Activities) DeployToCluster(ctx context.Context, in workflows.ClusterDe
 	if poll <= 0 {
 		poll = time.Second
 	}
-	sent := false
+	// Whether an attempt sent the update is in the heartbeats, so a retry
+	// after a worker's death knows it too.
+	var hb progress
+	if activity.HasHeartbeatDetails(ctx) {
+		_ = activity.GetHeartbeatDetails(ctx, &hb)
+	}
 	for {
 		st, found, err := f.status(ctx, id)
 		if err != nil {
-			activity.RecordHeartbeat(ctx, err.Error())
+			hb.Status = err.Error()
+			activity.RecordHeartbeat(ctx, hb)
 		} else {
 			if found {
 				for _, rec := range st.History {
@@ -120,17 +140,26 @@ func (f *Activities) DeployToCluster(ctx context.Context, in workflows.ClusterDe
 			running := found && st.DeployingKey == in.Key
 			switch {
 			case running:
-			case sent:
+				if closed, err := f.closed(ctx, id); err == nil && closed {
+					// Its run ended (a teardown, the lease gone) before the deploy.
+					return workflows.ClusterDeployResult{}, temporal.NewNonRetryableApplicationError(
+						fmt.Sprintf("cluster %s: the lease's workflow there ended (%s) before this placement's deploy ran", in.Cluster, st.Phase), workflows.ErrClusterDeploy, nil)
+				}
+			case hb.Sent:
 				return workflows.ClusterDeployResult{}, temporal.NewNonRetryableApplicationError(
 					fmt.Sprintf("cluster %s: another deploy of lease %s superseded this placement's", in.Cluster, in.Manifest.Lease), workflows.ErrClusterDeploy, nil)
+			case in.IfLast != "" && (!found || len(st.History) == 0 || st.History[len(st.History)-1].Key != in.IfLast):
+				return workflows.ClusterDeployResult{MovedOn: true, Outcome: "its last deploy is not the placement's"}, nil
 			default:
 				if err := f.send(ctx, id, queue, cluster, in); err != nil {
 					return workflows.ClusterDeployResult{}, err
 				}
-				sent = true
+				hb.Sent = true
+				activity.RecordHeartbeat(ctx, hb)
 				continue
 			}
-			activity.RecordHeartbeat(ctx, st.Phase)
+			hb.Status = st.Phase
+			activity.RecordHeartbeat(ctx, hb)
 		}
 		select {
 		case <-ctx.Done():
@@ -138,6 +167,22 @@ func (f *Activities) DeployToCluster(ctx context.Context, in workflows.ClusterDe
 		case <-time.After(poll):
 		}
 	}
+}
+
+// progress is what DeployToCluster heartbeats: whether the update was
+// sent, and the cluster's lease phase.
+type progress struct {
+	Sent   bool   `json:"sent"`
+	Status string `json:"status,omitempty"`
+}
+
+// closed reports whether the lease workflow's latest run has ended.
+func (f *Activities) closed(ctx context.Context, id string) (bool, error) {
+	d, err := f.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return false, err
+	}
+	return d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
 }
 
 // send is the "deploy" update of the cluster's lease workflow, started if

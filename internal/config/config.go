@@ -180,6 +180,9 @@ func (c Config) Validate() error {
 	if c.TaskQueue == "" {
 		errs = append(errs, errors.New("--task-queue is empty: set it or DEPLOYFLOW_TASK_QUEUE (e.g. deployflow)"))
 	}
+	if strings.Contains(c.TaskQueue, "@") {
+		errs = append(errs, fmt.Errorf("--task-queue %q: '@' separates a task queue from its cluster's (<queue>@<cluster>, --clusters): use a name without it", c.TaskQueue))
+	}
 	if _, err := c.SlogLevel(); err != nil {
 		errs = append(errs, err)
 	}

@@ -140,6 +140,13 @@ func (m *Manifest) CheckLimits(l Limits) error {
 	if replicas > int64(l.TotalReplicas) {
 		v.add("services[*].replicas", "%d replicas in all: this provider allows at most %d per lease (the operator's --max-replicas)", replicas, l.TotalReplicas)
 	}
+	if p := m.Placement; p != nil {
+		for i, w := range p.Waves {
+			if w.Analysis != nil {
+				analysisLimits(&v, field(index("placement.waves", i), "analysis"), w.Analysis, l)
+			}
+		}
+	}
 	return v.err()
 }
 
