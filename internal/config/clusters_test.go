@@ -27,3 +27,13 @@ func TestClustersFlag(t *testing.T) {
 	assert.Equal(t, "deployflow", ClusterTaskQueue("deployflow", ""), "the worker's own cluster keeps its task queue")
 	assert.Equal(t, "deployflow@eu-1", ClusterTaskQueue("deployflow", "eu-1"))
 }
+
+// Found in review: '@' in the worker's own task queue would read as a
+// cluster's queue (<queue>@<cluster>); it is refused at start.
+func TestATaskQueueWithAnAtIsRefused(t *testing.T) {
+	c := FromEnv()
+	c.TaskQueue = "deploy@prod"
+	err := c.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `--task-queue "deploy@prod": '@' separates a task queue from its cluster's`)
+}
