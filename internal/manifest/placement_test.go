@@ -43,3 +43,22 @@ func TestPlacementValidation(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(err.Error(), "unknown cluster"))
 	assert.NoError(t, ok.Placement.CheckClusters([]string{"staging", "eu-1", "us-1", "us-2"}))
 }
+
+// Found in review: a wave's analysis skipped the operator's limits (a
+// tenant could ask for 2^31 measurements every millisecond of the
+// worker's Prometheus). It is held to them like a rollout's.
+func TestAWavesAnalysisIsHeldToTheOperatorsLimits(t *testing.T) {
+	m, err := Parse([]byte(`lease: shop
+services: [{name: web, image: nginx:1.27}]
+placement:
+  waves:
+    - clusters: [local]
+    - clusters: [eu-1]
+      analysis: {prometheus: {query: "vector(1)"}, successCondition: "result == 1", interval: 1ms, count: 2147483647}
+`))
+	require.NoError(t, err, "valid in shape: the limits are the operator's")
+	err = m.CheckLimits(Limits{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "placement.waves[1].analysis.interval: 1ms: this provider measures at most every 1s (the operator's --min-analysis-interval)")
+	assert.Contains(t, err.Error(), "placement.waves[1].analysis.count: 2147483647 measurements: this provider allows at most 1000 per analysis (the operator's --max-analysis-count)")
+}
