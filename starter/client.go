@@ -115,7 +115,9 @@ const defaultTemporalRetry = time.Minute
 
 // transient reports whether err is one of Temporal's transient errors: the
 // server is unavailable or overloaded, or (under load, or just after a
-// namespace is registered) does not know the namespace yet.
+// namespace is registered) does not know the namespace yet, or a
+// workflow's run cannot answer yet (a lease's run that just continued as
+// new, before its first task).
 func transient(err error) bool {
 	if config.TLSHint(err) != "" {
 		return false // a TLS mismatch does not heal by waiting
@@ -124,8 +126,9 @@ func transient(err error) bool {
 	var exhausted *serviceerror.ResourceExhausted
 	var nsNotFound *serviceerror.NamespaceNotFound
 	var deadline *serviceerror.DeadlineExceeded
+	var notReady *serviceerror.WorkflowNotReady
 	switch {
-	case errors.As(err, &unavailable), errors.As(err, &exhausted), errors.As(err, &nsNotFound), errors.As(err, &deadline):
+	case errors.As(err, &unavailable), errors.As(err, &exhausted), errors.As(err, &nsNotFound), errors.As(err, &deadline), errors.As(err, &notReady):
 		return true
 	}
 	switch status.Code(err) {
