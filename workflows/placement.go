@@ -227,9 +227,6 @@ func PlacementWorkflow(ctx workflow.Context, in PlacementInput) (*PlacementStatu
 	}
 
 	for i := range m.Placement.Waves {
-		if p.abort {
-			return p.fail(i-1, PlacementAborted, errAborted)
-		}
 		if err := p.deployWave(i); err != nil {
 			return p.fail(i, PlacementFailed, err)
 		}

@@ -8,10 +8,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -286,4 +288,53 @@ func TestDisruptivePlacementWaitsForAClusterThatIsDown(t *testing.T) {
 	assert.True(t, st.Waves[1].Clusters[0].Finished.Before(stopped.Add(60*time.Second)), "pl-eu was not held up by it")
 	rs := pt.replicaSets(down)[image]
 	assert.Equal(t, int32(2), rs.Status.AvailableReplicas, "pl-down runs the lease")
+}
+
+// A hostile placement (a Temporal caller or a tenant's manifest): a
+// cluster the worker does not know, a wave's analysis over the operator's
+// limits, a malformed input. Each is refused, typed and naming the field,
+// before anything is deployed anywhere.
+func TestAHostilePlacementIsRefusedBeforeAnythingDeploys(t *testing.T) {
+	env := testenv.Get(t)
+	tq := env.PlacementWorker(t) // its own cluster only ("local")
+	lease := testenv.ShortName("lease")
+	_, err := env.Activities().Leases.Create(context.Background(), lease, "acme")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = env.Dynamic.Resource(crds.Leases).Delete(context.Background(), lease, metav1.DeleteOptions{})
+	})
+	one := int32(1)
+	base := manifest.Manifest{Lease: lease, Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &one}}}
+	place := func(in any) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		run, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PlacementWorkflowID(lease), TaskQueue: tq,
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE}, "PlacementWorkflow", in) // by name: an input typed by hand
+		require.NoError(t, err)
+		return run.Get(ctx, nil)
+	}
+	unknown := base
+	unknown.Placement = &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local"}}, {Clusters: []string{"someone-elses"}}}}
+	greedy := base
+	greedy.Placement = &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local"},
+		Analysis: &manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: "vector(1)"}, SuccessCondition: "result == 1", Interval: "1ms", Count: 1 << 30}}}}
+	for name, c := range map[string]struct {
+		in         any
+		typ, field string
+	}{
+		"unknown cluster":      {workflows.PlacementInput{Manifest: unknown}, workflows.ErrInvalidManifest, `placement.waves[1].clusters[0]: unknown cluster "someone-elses"`},
+		"analysis over limits": {workflows.PlacementInput{Manifest: greedy}, workflows.ErrInvalidManifest, "placement.waves[0].analysis.count: 1073741824 measurements"},
+		"typed by hand":        {map[string]any{"manifest": base, "trigger": "cli", "clusters": []string{"x"}}, workflows.ErrInvalidInput, "clusters: unknown field"},
+	} {
+		err := place(c.in)
+		var appErr *temporal.ApplicationError
+		if assert.ErrorAs(t, err, &appErr, name) {
+			assert.Equal(t, c.typ, appErr.Type(), name)
+			assert.Contains(t, appErr.Error(), c.field, name)
+		}
+	}
+	_, err = env.Temporal.DescribeWorkflowExecution(context.Background(), workflows.DeployWorkflowID(lease), "")
+	assert.Error(t, err, "no lease workflow was started: nothing deployed")
+	_, err = env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(lease), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "no namespace: %v", err)
 }
