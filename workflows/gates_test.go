@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -125,15 +127,28 @@ func TestTheGateTableNamesTheRecordingsEachGateNeeds(t *testing.T) {
 	logger := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
 	for _, g := range gates {
 		newPathForReplay = map[string]bool{g.ID: true}
+		// The replays are independent and CPU-bound: one per CPU at a time
+		// (the map above is only read until they are all done).
+		fails := make([]bool, len(files))
+		var wg sync.WaitGroup
+		slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+		for i, f := range files {
+			slots <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				r := worker.NewWorkflowReplayer()
+				r.RegisterWorkflow(DeployWorkflow)
+				r.RegisterWorkflow(RolloutWorkflow)
+				r.RegisterWorkflow(ScheduledDeployWorkflow)
+				r.RegisterWorkflow(PlanWorkflow)
+				r.RegisterWorkflow(PlacementWorkflow)
+				fails[i] = r.ReplayWorkflowHistoryFromJSONFile(logger, f) != nil
+			})
+		}
+		wg.Wait()
 		var failing []string
-		for _, f := range files {
-			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflow(DeployWorkflow)
-			r.RegisterWorkflow(RolloutWorkflow)
-			r.RegisterWorkflow(ScheduledDeployWorkflow)
-			r.RegisterWorkflow(PlanWorkflow)
-			r.RegisterWorkflow(PlacementWorkflow)
-			if r.ReplayWorkflowHistoryFromJSONFile(logger, f) != nil {
+		for i, f := range files {
+			if fails[i] {
 				rel, _ := filepath.Rel(historiesDir, f)
 				set, _, _ := strings.Cut(rel, string(filepath.Separator))
 				failing = append(failing, set)

@@ -356,6 +356,9 @@ func TestARetriedApplyReportsWhatTheFirstDid(t *testing.T) {
 // closes the window by construction, and this test keeps teardowns at the
 // end of a deploy from regressing.
 func TestTeardownAsTheDeployFinishesIsNeverLost(t *testing.T) {
+	// Its own lease, task queue and worker: it runs beside the package's
+	// other long tests once the sequential ones are done (CI time).
+	t.Parallel()
 	dt := newDeployTest(t)
 	ctx := context.Background()
 	for i := 0; i < 8; i++ {

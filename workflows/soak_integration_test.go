@@ -23,6 +23,9 @@ import (
 // resume and abort sent to some rollouts. Every lease ends as its own inputs
 // say, and nothing of one lease changes another's objects.
 func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
+	// Its own lease, task queue and worker: it runs beside the package's
+	// other long tests once the sequential ones are done (CI time).
+	t.Parallel()
 	dt := newDeployTest(t)
 	ctx := context.Background()
 	type lease struct {
