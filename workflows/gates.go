@@ -28,6 +28,7 @@ const (
 	versionStrictAnalyses        = "strict-analyses"
 	versionUpgradeTest           = "upgrade-test-build-b"
 	versionPlacementLimits       = "placement-limits"
+	versionPlacementInterrupts   = "placement-interrupts"
 )
 
 // gateInfo is one change of what a running workflow does.
@@ -89,6 +90,8 @@ var gates = []gateInfo{
 		[]string{"deployRun.marksUpgradeTest"}, "", nil, false},
 	{versionPlacementLimits, "a placement records its manifest's validation (a later build's rules never fail it on replay) and checks its waves' analyses against the operator's limits (--min-analysis-interval, --max-analysis-count) before it deploys anything",
 		[]string{"checksPlacementLimits"}, "20261126-placement-limits", []string{"20261126-placement"}, false},
+	{versionPlacementInterrupts, "an abort, or a failed cluster, interrupts the wave's deploys in flight and returns those clusters too, instead of waiting for them to end; a placement runs only as placement-<lease>",
+		[]string{"interruptsWaves"}, "20261126-placement-interrupts", nil, false},
 }
 
 // gate reports whether this run takes change id (version 1): runs that

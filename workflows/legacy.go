@@ -70,6 +70,12 @@ func refusesLenientManifest(ctx workflow.Context) bool { return gate(ctx, versio
 // deploys (placements before it did neither).
 func checksPlacementLimits(ctx workflow.Context) bool { return gate(ctx, versionPlacementLimits) }
 
+// interruptsWaves: an abort or a failed cluster interrupts the wave's
+// deploys in flight and returns those clusters too, and a placement runs
+// only under its lease's ID (placements before it waited for the wave's
+// deploys to end, under any ID).
+func interruptsWaves(ctx workflow.Context) bool { return gate(ctx, versionPlacementInterrupts) }
+
 // The lease's workflow.
 
 // askLeaseEvents decides, at each idle wait, whether the run takes the

@@ -52,6 +52,10 @@ const (
 	ClusterFailed    = "Failed"
 	ClusterReverting = "Reverting"
 	ClusterReverted  = "Reverted"
+	// ClusterInterrupted: an abort, or another cluster's failure, stopped
+	// the placement while this cluster's deploy was in flight; it is
+	// returned like a cluster that moved.
+	ClusterInterrupted = "Interrupted"
 )
 
 // ErrPlacement is the failure type of a placement that did not complete.
@@ -59,6 +63,21 @@ const ErrPlacement = "PlacementFailed"
 
 // PlacementWorkflowID is the placement workflow of a lease: one at a time.
 func PlacementWorkflowID(lease string) string { return "placement-" + lease }
+
+// replayerWorkflowID is the ID the SDK's replayer runs a history under.
+const replayerWorkflowID = "ReplayId"
+
+// checkPlacementID refuses a placement started under another ID than its
+// lease's: a second one would deploy the same lease beside the first.
+func checkPlacementID(ctx workflow.Context, lease string) error {
+	id := workflow.GetInfo(ctx).WorkflowExecution.ID
+	if id == PlacementWorkflowID(lease) || id == replayerWorkflowID {
+		return nil
+	}
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		"workflow ID: lease %s's placement runs as workflow %s, not %s (one placement per lease at a time): start it with that ID, or with 'deployflow deploy'",
+		lease, PlacementWorkflowID(lease), id), ErrInvalidInput, nil)
+}
 
 // PlacementInput starts a placement.
 type PlacementInput struct {
@@ -188,9 +207,13 @@ type placementRun struct {
 	st       PlacementStatus
 	previous map[string]*manifest.Manifest // each cluster's last-known-good at the start
 	moved    map[string]bool               // clusters whose deploy of the manifest succeeded
-	abort    bool
-	promote  bool
-	checked  bool // the run takes versionPlacementLimits
+	// interrupted are the clusters whose deploy was in flight when the
+	// placement stopped (interrupts).
+	interrupted map[string]bool
+	abort       bool
+	promote     bool
+	checked     bool // the run takes versionPlacementLimits
+	interrupts  bool // the run takes versionPlacementInterrupts
 }
 
 // PlacementWorkflow deploys a lease's manifest to the clusters of its
@@ -210,7 +233,14 @@ func PlacementWorkflow(ctx workflow.Context, in PlacementInput) (*PlacementStatu
 	if err := validatePlacement(ctx, m, checked); err != nil {
 		return nil, err
 	}
-	p := &placementRun{ctx: ctx, in: in, previous: map[string]*manifest.Manifest{}, moved: map[string]bool{}, checked: checked}
+	interrupts := interruptsWaves(ctx)
+	if interrupts {
+		if err := checkPlacementID(ctx, m.Lease); err != nil {
+			return nil, err
+		}
+	}
+	p := &placementRun{ctx: ctx, in: in, previous: map[string]*manifest.Manifest{}, moved: map[string]bool{},
+		interrupted: map[string]bool{}, checked: checked, interrupts: interrupts}
 	p.st = PlacementStatus{Lease: m.Lease, Phase: PlacementDeploying, Tree: PlacementTree(m)}
 	for _, w := range m.Placement.Waves {
 		ws := WaveStatus{Phase: WaveWaiting}
@@ -228,7 +258,11 @@ func PlacementWorkflow(ctx workflow.Context, in PlacementInput) (*PlacementStatu
 
 	for i := range m.Placement.Waves {
 		if err := p.deployWave(i); err != nil {
-			return p.fail(i, PlacementFailed, err)
+			phase := PlacementFailed
+			if errors.Is(err, errAborted) {
+				phase = PlacementAborted
+			}
+			return p.fail(i, phase, err)
 		}
 		if err := p.passGate(i); err != nil || p.abort { // an abort during the wave's deploys too
 			phase := PlacementFailed
@@ -317,8 +351,8 @@ func (p *placementRun) checkClusters() error {
 	return nil
 }
 
-func (p *placementRun) clusterCtx(summary string) workflow.Context {
-	return workflow.WithActivityOptions(p.ctx, workflow.ActivityOptions{
+func (p *placementRun) clusterCtx(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		// A cluster's deploy takes as long as its rollout (a canary's pauses
 		// too); the activity heartbeats while it waits, and a cluster that
 		// is down is waited for (its lease workflow retries).
@@ -326,6 +360,9 @@ func (p *placementRun) clusterCtx(summary string) workflow.Context {
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second,
 			NonRetryableErrorTypes: []string{ErrClusterDeploy}},
 		Summary: summary,
+		// An interrupted deploy has stopped before its cluster is returned:
+		// the return must not race a late send of the deploy.
+		WaitForCancellation: true,
 	})
 }
 
@@ -338,10 +375,12 @@ func (p *placementRun) key(wave int, cluster, what string) string {
 	return "placement:" + workflow.GetInfo(p.ctx).WorkflowExecution.RunID + ":" + strconv.Itoa(wave) + ":" + cluster + ":" + what
 }
 
-// deployWave deploys the manifest to wave i's clusters in parallel and
-// waits for all of them; it fails if any failed.
 func waveTarget(i int) string { return "wave " + strconv.Itoa(i+1) }
 
+// deployWave deploys the manifest to wave i's clusters in parallel and
+// waits for all of them; it fails if any failed. An abort, or a cluster's
+// failure, interrupts the deploys still in flight (interrupts): those
+// clusters are returned with the ones that moved.
 func (p *placementRun) deployWave(i int) error {
 	ws := &p.st.Waves[i]
 	ws.Phase = WaveDeploying
@@ -350,6 +389,8 @@ func (p *placementRun) deployWave(i int) error {
 	one := p.in.Manifest.WithoutPlacement()
 	var failed []string
 	done := 0
+	deploys, interrupt := workflow.WithCancel(p.ctx)
+	stopping := false // the deploys in flight were interrupted
 	for j := range ws.Clusters {
 		cs := &ws.Clusters[j]
 		// What the cluster returns to if the placement fails: read once,
@@ -363,13 +404,16 @@ func (p *placementRun) deployWave(i int) error {
 		p.previous[cs.Cluster] = state.LastGood
 		cs.Phase, cs.Started = ClusterDeploying, workflow.Now(p.ctx)
 		p.mark(plan.OpDeployCluster, cs.Cluster, plan.Running, nil)
-		f := workflow.ExecuteActivity(p.clusterCtx("deploy to "+cs.Cluster), ActivityDeployToCluster,
+		f := workflow.ExecuteActivity(p.clusterCtx(deploys, "deploy to "+cs.Cluster), ActivityDeployToCluster,
 			ClusterDeployInput{Cluster: cs.Cluster, Manifest: *one, Key: p.key(i, cs.Cluster, "deploy")})
 		workflow.Go(p.ctx, func(gctx workflow.Context) {
 			var r ClusterDeployResult
 			err := f.Get(gctx, &r)
 			cs.Finished, cs.Revision, cs.Outcome = workflow.Now(gctx), r.Revision, r.Outcome
 			switch {
+			case err != nil && stopping && temporal.IsCanceledError(err):
+				cs.Phase, cs.Outcome = ClusterInterrupted, "interrupted in flight: the placement stopped"
+				p.interrupted[cs.Cluster] = true
 			case err != nil:
 				cs.Phase, cs.Outcome = ClusterFailed, errorMessage(err)
 				failed = append(failed, cs.Cluster)
@@ -380,7 +424,7 @@ func (p *placementRun) deployWave(i int) error {
 				cs.Phase = ClusterActive
 				p.moved[cs.Cluster] = true
 			}
-			if cs.Phase == ClusterFailed {
+			if cs.Phase == ClusterFailed || cs.Phase == ClusterInterrupted {
 				p.mark(plan.OpDeployCluster, cs.Cluster, plan.Failed, errors.New(cs.Outcome))
 			} else {
 				p.mark(plan.OpDeployCluster, cs.Cluster, plan.Done, nil)
@@ -388,8 +432,20 @@ func (p *placementRun) deployWave(i int) error {
 			done++
 		})
 	}
+	if p.interrupts {
+		if err := workflow.Await(p.ctx, func() bool { return done == len(ws.Clusters) || p.abort || len(failed) > 0 }); err != nil {
+			return err
+		}
+		if done < len(ws.Clusters) {
+			stopping = true
+			interrupt()
+		}
+	}
 	if err := workflow.Await(p.ctx, func() bool { return done == len(ws.Clusters) }); err != nil {
 		return err
+	}
+	if p.interrupts && p.abort && len(failed) == 0 {
+		return errAborted
 	}
 	if len(failed) > 0 {
 		ws.Phase = WaveFailed
@@ -409,11 +465,14 @@ func (p *placementRun) fail(last int, phase string, cause error) (*PlacementStat
 		for j := range ws.Clusters {
 			cs := &ws.Clusters[j]
 			prev := p.previous[cs.Cluster]
-			if !p.moved[cs.Cluster] {
+			if !p.moved[cs.Cluster] && !p.interrupted[cs.Cluster] {
 				continue // it failed, and its lease workflow returned it itself; or it never started
 			}
 			if prev == nil {
 				cs.Reverted = "no last-known-good manifest: left at this version"
+				if p.interrupted[cs.Cluster] {
+					cs.Reverted = "no last-known-good manifest: its first deploy goes on"
+				}
 				continue
 			}
 			n++
@@ -421,7 +480,7 @@ func (p *placementRun) fail(last int, phase string, cause error) (*PlacementStat
 			rn := plan.New(plan.OpRevert, cs.Cluster, "return cluster "+cs.Cluster+" to its last-known-good manifest")
 			rn.Mark(plan.Running, nil)
 			p.st.Tree.Add(rn)
-			f := workflow.ExecuteActivity(p.clusterCtx("return "+cs.Cluster+" to its last-known-good manifest"), ActivityDeployToCluster,
+			f := workflow.ExecuteActivity(p.clusterCtx(p.ctx, "return "+cs.Cluster+" to its last-known-good manifest"), ActivityDeployToCluster,
 				ClusterDeployInput{Cluster: cs.Cluster, Manifest: *prev, Key: p.key(i, cs.Cluster, "revert"), IfLast: p.key(i, cs.Cluster, "deploy")})
 			workflow.Go(p.ctx, func(gctx workflow.Context) {
 				var r ClusterDeployResult
@@ -447,8 +506,11 @@ func (p *placementRun) fail(last int, phase string, cause error) (*PlacementStat
 		if err := workflow.Await(p.ctx, func() bool { return done == n }); err != nil {
 			return nil, err
 		}
-		if n > 0 && ws.Phase != WaveFailed {
+		switch {
+		case n > 0 && ws.Phase != WaveFailed:
 			ws.Phase = WaveReverted
+		case p.interrupts && ws.Phase == WaveDeploying:
+			ws.Phase = WaveFailed // stopped in flight, nothing to return
 		}
 	}
 	p.st.Phase = phase

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,6 +98,15 @@ func (pt *placementTest) place(m manifest.Manifest) (*workflows.PlacementStatus,
 		return &st, err
 	}
 	return &st, nil
+}
+
+// leaseWorkflow is the lease's workflow of a cluster ("local" is the
+// worker's own).
+func (pt *placementTest) leaseWorkflow(cluster string) string {
+	if cluster == "local" {
+		cluster = ""
+	}
+	return workflows.DeployWorkflowIDIn(pt.lease, cluster)
 }
 
 // replicaSets are the lease's web ReplicaSets in a cluster, by image.
@@ -208,6 +218,75 @@ func TestAFailedWaveAnalysisReturnsEarlierWavesAndNeverTouchesLaterOnes(t *testi
 	var us workflows.DeployStatus
 	require.NoError(t, v.Get(&us))
 	assert.Len(t, us.History, 1, "one deploy to wave 3: the first placement's")
+}
+
+// Issue 23.4: an abort while a wave's deploys are in flight does not wait
+// for them: a deploy of pods that never become ready (a ten-minute
+// progress deadline) is interrupted in both clusters of wave 1, each
+// returned to its last-known-good version within the test's two minutes;
+// the lease workflow there records the placement's deploy as superseded
+// by the return, and wave 2 is never touched.
+func TestAnAbortInterruptsAWaveInFlightAndReturnsItsClusters(t *testing.T) {
+	pt := newPlacementTest(t)
+	const good, bad = "nginx:1.27", "nginx:1.28"
+	twoWaves := func(m manifest.Manifest) manifest.Manifest {
+		m.Placement = &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local", placementEU}}, {Clusters: []string{placementUS}}}}
+		return m
+	}
+	_, err := pt.place(twoWaves(pt.manifest(good, nil)))
+	require.NoError(t, err)
+
+	stuck := twoWaves(pt.manifest(bad, nil))
+	deadline := int32(600)
+	stuck.Services[0].PodLabels = map[string]string{"deployflow.dev/never-ready": "true"}
+	stuck.Services[0].Rollout = &manifest.Rollout{ProgressDeadlineSeconds: &deadline}
+	ctx := context.Background()
+	id := workflows.PlacementWorkflowID(pt.lease)
+	run, err := pt.env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: pt.tq},
+		workflows.PlacementWorkflow, workflows.PlacementInput{Manifest: stuck, Trigger: "test"})
+	require.NoError(t, err)
+	// Both clusters of wave 1 run the new version's ReplicaSet: the deploys
+	// are in flight.
+	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "wave 1's deploys never reached their clusters", func() (bool, string) {
+		for _, c := range []string{"local", placementEU} {
+			if rs, ok := pt.replicaSets(c)[bad]; !ok || rs.Spec.Replicas == nil || *rs.Spec.Replicas == 0 {
+				return false, c + " has no " + bad + " pods yet"
+			}
+		}
+		return true, ""
+	})
+	h, err := pt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: workflows.UpdatePlacementAbort,
+		WaitForStage: client.WorkflowUpdateStageCompleted})
+	require.NoError(t, err)
+	require.NoError(t, h.Get(ctx, nil))
+
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var st workflows.PlacementStatus
+	err = run.Get(wctx, &st)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr, "the placement ends at the abort, not at the ten-minute deadline")
+	require.NoError(t, appErr.Details(&st))
+	assert.Equal(t, workflows.PlacementAborted, st.Phase)
+	for j, c := range []string{"local", placementEU} {
+		cs := st.Waves[0].Clusters[j]
+		assert.Equal(t, workflows.ClusterReverted, cs.Phase, "%s: %+v", c, cs)
+		rss := pt.replicaSets(c)
+		assert.Equal(t, int32(2), rss[good].Status.AvailableReplicas, "%s runs the last-known-good version", c)
+		assert.Equal(t, int32(0), *rss[bad].Spec.Replicas, "%s: the interrupted version is scaled down", c)
+
+		v, err := pt.env.Temporal.QueryWorkflow(ctx, pt.leaseWorkflow(c), "", workflows.QueryDeploy)
+		require.NoError(t, err)
+		var lease workflows.DeployStatus
+		require.NoError(t, v.Get(&lease))
+		require.Len(t, lease.History, 3, "%s: the first placement's deploy, this one's, its return", c)
+		assert.Equal(t, "Superseded by a newer manifest", lease.History[1].Outcome, c)
+		assert.True(t, strings.HasSuffix(lease.History[1].Key, ":deploy"), c)
+		assert.True(t, strings.HasPrefix(lease.History[2].Outcome, "Succeeded"), "%s: %s", c, lease.History[2].Outcome)
+		assert.True(t, strings.HasSuffix(lease.History[2].Key, ":revert"), c)
+	}
+	assert.Equal(t, workflows.ClusterWaiting, st.Waves[1].Clusters[0].Phase)
+	assert.NotContains(t, pt.replicaSets(placementUS), bad, "wave 2 never saw the stuck version")
 }
 
 // Issue 23.5 and its "Done when": one cluster's API server stopped for 60 s

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -29,6 +30,7 @@ type placementEnv struct {
 func newPlacementEnv(t *testing.T, lastGood *manifest.Manifest) *placementEnv {
 	var s testsuite.WorkflowTestSuite
 	pe := &placementEnv{TestWorkflowEnvironment: s.NewTestWorkflowEnvironment()}
+	pe.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: PlacementWorkflowID("shop")})
 	pe.RegisterWorkflow(PlacementWorkflow)
 	pe.RegisterActivityWithOptions(func(context.Context) ([]string, error) { return []string{"local", "eu-1"}, nil },
 		activity.RegisterOptions{Name: ActivityListClusters})
@@ -129,6 +131,7 @@ func TestAnAbortDuringTheLastWaveReturnsItsClusters(t *testing.T) {
 	good.Services[0].Image = "nginx:1.26"
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: PlacementWorkflowID("shop")})
 	env.RegisterWorkflow(PlacementWorkflow)
 	env.RegisterActivityWithOptions(func(context.Context) ([]string, error) { return []string{"local"}, nil }, activity.RegisterOptions{Name: ActivityListClusters})
 	env.RegisterActivityWithOptions(func(context.Context, ClusterRef) (ClusterState, error) { return ClusterState{LastGood: &good}, nil }, activity.RegisterOptions{Name: ActivityReadCluster})
@@ -158,4 +161,122 @@ func TestAnAbortDuringTheLastWaveReturnsItsClusters(t *testing.T) {
 	assert.Equal(t, PlacementAborted, st.Phase)
 	assert.Equal(t, []string{"deploy", "revert"}, keys)
 	assert.Equal(t, ClusterReverted, st.Waves[0].Clusters[0].Phase)
+}
+
+// interruptEnv is a placement over local and eu-1 whose deploy to the
+// cluster slow takes ten hours, to failing fails after a minute, to any
+// other takes a minute; returns are immediate. It records every
+// DeployToCluster call's input and time.
+func interruptEnv(t *testing.T, good *manifest.Manifest, slow, failing string) (*testsuite.TestWorkflowEnvironment, *[]ClusterDeployInput, *[]time.Time) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: PlacementWorkflowID("shop")})
+	env.RegisterWorkflow(PlacementWorkflow)
+	env.RegisterActivityWithOptions(func(context.Context) ([]string, error) { return []string{"local", "eu-1"}, nil }, activity.RegisterOptions{Name: ActivityListClusters})
+	env.RegisterActivityWithOptions(func(context.Context, ClusterRef) (ClusterState, error) { return ClusterState{LastGood: good}, nil }, activity.RegisterOptions{Name: ActivityReadCluster})
+	env.RegisterActivityWithOptions(func(context.Context, manifest.Manifest) error { return nil }, activity.RegisterOptions{Name: ActivityCheckPlacement})
+	env.RegisterActivityWithOptions(func(context.Context, ClusterDeployInput) (ClusterDeployResult, error) { return ClusterDeployResult{}, nil },
+		activity.RegisterOptions{Name: ActivityDeployToCluster})
+	var calls []ClusterDeployInput
+	var at []time.Time
+	record := func(_ context.Context, in ClusterDeployInput) (ClusterDeployResult, error) {
+		calls, at = append(calls, in), append(at, env.Now())
+		return ClusterDeployResult{Revision: int64(len(calls)), Outcome: "Succeeded", Succeeded: true}, nil
+	}
+	isSlow := func(in ClusterDeployInput) bool { return in.Cluster == slow && in.IfLast == "" }
+	env.OnActivity(ActivityDeployToCluster, mock.Anything, mock.MatchedBy(func(in ClusterDeployInput) bool { return in.Cluster == failing && in.IfLast == "" })).
+		After(time.Minute).Return(ClusterDeployResult{Revision: 7, Outcome: "Failed: progress deadline exceeded"}, nil)
+	env.OnActivity(ActivityDeployToCluster, mock.Anything, mock.MatchedBy(isSlow)).After(10 * time.Hour).Return(record)
+	env.OnActivity(ActivityDeployToCluster, mock.Anything, mock.MatchedBy(func(in ClusterDeployInput) bool { return in.IfLast != "" })).Return(record)
+	env.OnActivity(ActivityDeployToCluster, mock.Anything, mock.Anything).After(time.Minute).Return(record)
+	return env, &calls, &at
+}
+
+func placementStatusOf(t *testing.T, env *testsuite.TestWorkflowEnvironment) PlacementStatus {
+	t.Helper()
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, env.GetWorkflowError(), &appErr)
+	require.Equal(t, ErrPlacement, appErr.Type())
+	var st PlacementStatus
+	require.NoError(t, appErr.Details(&st))
+	return st
+}
+
+// Issue 23.4: an abort while a wave's deploys are in flight interrupts
+// them (a canary's hours-long pause is not waited out) and returns those
+// clusters, with the ones that moved before, in reverse wave order. Each
+// return is guarded by the placement's deploy's key, so it supersedes the
+// interrupted deploy and nothing else. Before the placement-interrupts
+// gate the abort waited for the wave's deploys to end.
+func TestAnAbortInterruptsAWavesDeploysInFlightAndReturnsThem(t *testing.T) {
+	good := oneService("shop")
+	good.Services[0].Image = "nginx:1.26"
+	env, calls, at := interruptEnv(t, &good, "eu-1", "")
+	start := env.Now()
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(UpdatePlacementAbort, "abort", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("abort refused: %v", err) }, OnComplete: func(any, error) {},
+		})
+	}, time.Hour) // wave 2's deploy is in flight
+	m := oneService("shop")
+	m.Placement = &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local"}}, {Clusters: []string{"eu-1"}}}}
+	env.ExecuteWorkflow(PlacementWorkflow, PlacementInput{Manifest: m})
+	st := placementStatusOf(t, env)
+
+	assert.Equal(t, PlacementAborted, st.Phase)
+	var returns []string
+	for i, c := range *calls {
+		if c.IfLast == "" {
+			assert.NotEqual(t, "eu-1", c.Cluster, "eu-1's ten-hour deploy was interrupted before it ended")
+			continue
+		}
+		assert.Less(t, (*at)[i].Sub(start), 2*time.Hour, "returned at the abort, not once the ten-hour deploy ended")
+		returns = append(returns, c.Cluster)
+		assert.Equal(t, "nginx:1.26", c.Manifest.Services[0].Image, "returned to the last-known-good manifest")
+		assert.True(t, strings.HasSuffix(c.IfLast, ":"+c.Cluster+":deploy"), "the return to %s is guarded by the placement's deploy there: %s", c.Cluster, c.IfLast)
+	}
+	assert.Equal(t, []string{"eu-1", "local"}, returns, "the interrupted cluster, then the one that moved: reverse wave order")
+	assert.Equal(t, ClusterReverted, st.Waves[1].Clusters[0].Phase, "%+v", st.Waves[1])
+	assert.Equal(t, WaveReverted, st.Waves[1].Phase)
+	assert.Equal(t, plan.Failed, st.Tree.Search(plan.OpDeployCluster, "eu-1").State)
+	assert.Len(t, st.Tree.ByOp(plan.OpRevert), 2)
+}
+
+// Issue 23.4: a cluster whose deploy fails stops its wave: the wave's
+// other deploys in flight are interrupted and returned, instead of the
+// placement waiting for them before it returns anything.
+func TestAFailedClusterInterruptsTheRestOfItsWave(t *testing.T) {
+	good := oneService("shop")
+	good.Services[0].Image = "nginx:1.26"
+	env, calls, at := interruptEnv(t, &good, "eu-1", "local")
+	start := env.Now()
+	m := oneService("shop")
+	m.Placement = &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local", "eu-1"}}}}
+	env.ExecuteWorkflow(PlacementWorkflow, PlacementInput{Manifest: m})
+	st := placementStatusOf(t, env)
+
+	assert.Equal(t, PlacementFailed, st.Phase)
+	assert.Contains(t, st.Error, "the deploy failed in cluster [local]")
+	assert.Equal(t, ClusterFailed, st.Waves[0].Clusters[0].Phase, "local failed: its lease workflow returned it itself")
+	assert.Equal(t, ClusterReverted, st.Waves[0].Clusters[1].Phase, "eu-1, interrupted, is returned")
+	require.NotEmpty(t, *calls)
+	last := (*calls)[len(*calls)-1]
+	assert.Equal(t, "eu-1", last.Cluster)
+	assert.NotEmpty(t, last.IfLast)
+	assert.Less(t, (*at)[len(*at)-1].Sub(start), time.Hour, "returned once local failed, not after eu-1's ten hours")
+}
+
+// A placement started by hand under another ID than placement-<lease> is
+// refused before anything deploys: a second placement of the same lease
+// would deploy beside the first. Before the placement-interrupts gate any
+// ID ran.
+func TestAPlacementRunsOnlyUnderItsLeasesID(t *testing.T) {
+	pe := newPlacementEnv(t, nil)
+	pe.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "my-own-placement"})
+	pe.ExecuteWorkflow(PlacementWorkflow, PlacementInput{Manifest: approvalPlacement()})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, pe.GetWorkflowError(), &appErr)
+	assert.Equal(t, ErrInvalidInput, appErr.Type())
+	assert.Contains(t, appErr.Error(), "workflow ID: lease shop's placement runs as workflow placement-shop, not my-own-placement")
+	assert.Empty(t, pe.deploys, "nothing deployed")
 }

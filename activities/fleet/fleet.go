@@ -148,8 +148,8 @@ func (f *Activities) DeployToCluster(ctx context.Context, in workflows.ClusterDe
 			case hb.Sent:
 				return workflows.ClusterDeployResult{}, temporal.NewNonRetryableApplicationError(
 					fmt.Sprintf("cluster %s: another deploy of lease %s superseded this placement's", in.Cluster, in.Manifest.Lease), workflows.ErrClusterDeploy, nil)
-			case in.IfLast != "" && (!found || len(st.History) == 0 || st.History[len(st.History)-1].Key != in.IfLast):
-				return workflows.ClusterDeployResult{MovedOn: true, Outcome: "its last deploy is not the placement's"}, nil
+			case in.IfLast != "" && movedOn(st, found, in.IfLast) != "":
+				return workflows.ClusterDeployResult{MovedOn: true, Outcome: movedOn(st, found, in.IfLast)}, nil
 			default:
 				if err := f.send(ctx, id, queue, cluster, in); err != nil {
 					return workflows.ClusterDeployResult{}, err
@@ -166,6 +166,32 @@ func (f *Activities) DeployToCluster(ctx context.Context, in workflows.ClusterDe
 			return workflows.ClusterDeployResult{}, ctx.Err()
 		case <-time.After(poll):
 		}
+	}
+}
+
+// movedOn says why a return guarded by ifLast (the placement's deploy's
+// key) must not be sent to a cluster, "" if it may: the deploy the cluster
+// runs now is the placement's (interrupted in flight: the return
+// supersedes it), or its last deploy is and no other deploy runs or waits.
+func movedOn(st workflows.DeployStatus, found bool, ifLast string) string {
+	if !found {
+		return "the lease has no workflow there"
+	}
+	if st.DeployingKey == ifLast {
+		return ""
+	}
+	last, seen := "", false
+	for _, rec := range st.History {
+		last, seen = rec.Key, seen || rec.Key == ifLast
+	}
+	busy := st.DeployingKey != "" || st.Pending || st.Phase == workflows.PhaseDeploying || st.Phase == workflows.PhaseAwaitingApproval
+	switch {
+	case last == ifLast && !busy:
+		return ""
+	case seen:
+		return "deployed again since the placement's deploy"
+	default:
+		return "the placement's deploy never reached it"
 	}
 }
 
