@@ -175,7 +175,9 @@ func interruptEnv(t *testing.T, good *manifest.Manifest, slow, failing string) (
 	env.RegisterActivityWithOptions(func(context.Context) ([]string, error) { return []string{"local", "eu-1"}, nil }, activity.RegisterOptions{Name: ActivityListClusters})
 	env.RegisterActivityWithOptions(func(context.Context, ClusterRef) (ClusterState, error) { return ClusterState{LastGood: good}, nil }, activity.RegisterOptions{Name: ActivityReadCluster})
 	env.RegisterActivityWithOptions(func(context.Context, manifest.Manifest) error { return nil }, activity.RegisterOptions{Name: ActivityCheckPlacement})
-	env.RegisterActivityWithOptions(func(context.Context, ClusterDeployInput) (ClusterDeployResult, error) { return ClusterDeployResult{}, nil },
+	env.RegisterActivityWithOptions(func(context.Context, ClusterDeployInput) (ClusterDeployResult, error) {
+		return ClusterDeployResult{}, nil
+	},
 		activity.RegisterOptions{Name: ActivityDeployToCluster})
 	var calls []ClusterDeployInput
 	var at []time.Time
