@@ -37,7 +37,21 @@ func TestAWorkerDeploysALeaseToAnotherClusterOnly(t *testing.T) {
 	const cluster = "it-eu"
 	eu := env.Cluster(t, cluster, 7) // extra cluster 7: this package's
 	tq := testenv.Name(t, "tq")
-	startWorker(t, env, tq, freeAddr(t), "--clusters", cluster)
+	metricsAddr := freeAddr(t)
+	startWorker(t, env, tq, metricsAddr, "--clusters", cluster)
+
+	// One observer per cluster, each one's series named by its cluster (a
+	// second, unlabelled set would clash with the first in the registry).
+	testenv.Eventually(t, 30*time.Second, 200*time.Millisecond, "/metrics lacks an observer per cluster", func() (bool, string) {
+		metrics := get("http://" + metricsAddr + "/metrics")
+		for _, want := range []string{`deployflow_observer_members{cluster="local"}`, `deployflow_observer_members{cluster="it-eu"}`,
+			`deployflow_observer_sends_total{cluster="it-eu",result="accepted"}`} {
+			if !strings.Contains(metrics, want) {
+				return false, "no " + want
+			}
+		}
+		return true, ""
+	})
 
 	id := testenv.ShortName("lease")
 	createLease(t, env, id) // in the worker's own cluster only

@@ -185,7 +185,7 @@ func StartObserver(lc fx.Lifecycle, cfg config.Config, rc *rest.Config, c client
 	if err != nil {
 		return err
 	}
-	reg.MustRegister(o.Collectors()...)
+	observerRegisterer(reg, cfg, cfg.ClusterName).MustRegister(o.Collectors()...)
 	acts.Observer = o
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

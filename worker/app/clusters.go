@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"strings"
 	"sync"
@@ -169,11 +170,9 @@ func StartClusters(lc fx.Lifecycle, cfg config.Config, cls Clusters, log *slog.L
 // tells the lease workflows of that cluster what changed, and is the cache
 // their rollout waits and safety-net ticks read. The workers sharing a
 // task queue share each cluster's leases, as they do their own cluster's.
-//
-// Their metrics are not exported yet: the observer's series carry no
-// cluster label, and a second set of them would clash with the worker's
-// own cluster's in the one registry.
-func StartClusterObservers(lc fx.Lifecycle, cfg config.Config, cls Clusters, home *rest.Config, c client.Client, log *slog.Logger) error {
+// Each observer's series carry its cluster's name (cluster="eu-1"), the
+// worker's own observer's too (--cluster-name).
+func StartClusterObservers(lc fx.Lifecycle, cfg config.Config, cls Clusters, home *rest.Config, c client.Client, reg *prometheus.Registry, log *slog.Logger) error {
 	if !cfg.Observe {
 		return nil
 	}
@@ -192,10 +191,22 @@ func StartClusterObservers(lc fx.Lifecycle, cfg config.Config, cls Clusters, hom
 		if err != nil {
 			return fmt.Errorf("cluster %s: %w", cl.Name, err)
 		}
+		observerRegisterer(reg, cfg, cl.Name).MustRegister(o.Collectors()...)
 		cl.Activities.Observer = o
 		runUntilStop(lc, o.Run)
 	}
 	return nil
+}
+
+// observerRegisterer is where the observer of cluster registers its
+// series: with --clusters, labelled with the cluster's name (one observer
+// per cluster, one registry); without, unlabelled, as a single-cluster
+// worker always exported them.
+func observerRegisterer(reg *prometheus.Registry, cfg config.Config, cluster string) prometheus.Registerer {
+	if strings.TrimSpace(cfg.ClustersList) == "" {
+		return reg
+	}
+	return prometheus.WrapRegistererWith(prometheus.Labels{"cluster": cluster}, reg)
 }
 
 // runUntilStop runs run from fx start until fx stop.
