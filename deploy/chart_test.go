@@ -5,7 +5,9 @@ package deploy_test
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,6 +19,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/worker/testenv"
 )
@@ -64,7 +67,8 @@ func into(t *testing.T, u *unstructured.Unstructured, v any) {
 func TestChartLints(t *testing.T) {
 	helm(t, "lint", "--strict", chart)
 	helm(t, "lint", "--strict", chart, "--set", "temporal.tls.enabled=true,temporal.tls.secretName=temporal-mtls,temporal.apiKey.secretName=temporal-cloud",
-		"--set", "metrics.serviceMonitor.enabled=true,rolloutNamespaces={legacy,batch}")
+		"--set", "metrics.serviceMonitor.enabled=true,rolloutNamespaces={legacy,batch}",
+		"--set", "clusters[0].name=eu-1,clusters[0].secretName=deployflow-eu-1")
 }
 
 // What a platform engineer relies on in the rendered chart: two non-root
@@ -143,6 +147,66 @@ func TestChartRendersTheWorkerAsDocumented(t *testing.T) {
 	require.Len(t, d.Spec.Template.Spec.Volumes, 1)
 	assert.Equal(t, "temporal-mtls", d.Spec.Template.Spec.Volumes[0].Secret.SecretName)
 	assert.Contains(t, objs, "ServiceMonitor/df-deployflow-worker")
+}
+
+// Issue 23.1: the chart's values list the other clusters, a Secret with a
+// kubeconfig each. Each Secret is mounted read-only where the worker's
+// --cluster-kubeconfigs says, and the worker's own flag parsing takes the
+// rendered settings (the mounted files stand in a temporary directory).
+// The worker reads no Secret through the API: its RBAC is unchanged.
+func TestChartWiresTheClustersFromTheirSecrets(t *testing.T) {
+	objs := render(t, "--set", "clusterName=home",
+		"--set", "clusters[0].name=eu-1,clusters[0].secretName=deployflow-eu-1",
+		"--set", "clusters[1].name=us-1,clusters[1].secretName=deployflow-us-1,clusters[1].key=config,clusters[1].context=prod-us")
+	var d appsv1.Deployment
+	into(t, objs["Deployment/df-deployflow-worker"], &d)
+	pod := d.Spec.Template.Spec
+	c := pod.Containers[0]
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	assert.Equal(t, "home", env["DEPLOYFLOW_CLUSTER_NAME"])
+	assert.Equal(t, "eu-1,us-1=prod-us", env["DEPLOYFLOW_CLUSTERS_CONFIG"])
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		assert.True(t, m.ReadOnly, m.Name)
+		mounts[m.Name] = m.MountPath
+	}
+	secrets := map[string]string{}
+	for _, v := range pod.Volumes {
+		require.NotNil(t, v.Secret, v.Name)
+		require.Len(t, v.Secret.Items, 1, v.Name)
+		secrets[v.Secret.SecretName] = mounts[v.Name] + "/" + v.Secret.Items[0].Path + " from key " + v.Secret.Items[0].Key
+	}
+	assert.Equal(t, map[string]string{
+		"deployflow-eu-1": "/etc/deployflow/clusters/eu-1/kubeconfig from key kubeconfig",
+		"deployflow-us-1": "/etc/deployflow/clusters/us-1/kubeconfig from key config",
+	}, secrets)
+
+	// The worker's flags, as the pod would give them.
+	dir := t.TempDir()
+	kubeconfigs := strings.ReplaceAll(env["DEPLOYFLOW_CLUSTER_KUBECONFIGS"], "/etc/deployflow/clusters", dir)
+	for _, name := range []string{"eu-1", "us-1"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, name), 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name, "kubeconfig"), []byte("apiVersion: v1\nkind: Config\n"), 0o600))
+	}
+	refs, err := config.Clusters{ClusterName: env["DEPLOYFLOW_CLUSTER_NAME"], ClustersList: env["DEPLOYFLOW_CLUSTERS_CONFIG"], ClusterKubeconfigs: kubeconfigs}.Refs()
+	require.NoError(t, err)
+	assert.Equal(t, []config.ClusterRef{
+		{Name: "eu-1", Kubeconfig: filepath.Join(dir, "eu-1", "kubeconfig")},
+		{Name: "us-1", Context: "prod-us", Kubeconfig: filepath.Join(dir, "us-1", "kubeconfig")},
+	}, refs)
+
+	var rbac, none rbacv1.ClusterRole
+	into(t, objs["ClusterRole/df-deployflow-worker"], &rbac)
+	into(t, render(t)["ClusterRole/df-deployflow-worker"], &none)
+	assert.Equal(t, none.Rules, rbac.Rules, "the clusters' Secrets are mounted, never read through the API")
+
+	into(t, render(t)["Deployment/df-deployflow-worker"], &d)
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		assert.NotContains(t, []string{"DEPLOYFLOW_CLUSTERS_CONFIG", "DEPLOYFLOW_CLUSTER_KUBECONFIGS"}, e.Name, "a single-cluster install sets no clusters")
+	}
 }
 
 // The ClusterRole grants no Secrets, no Pod writes, no RBAC and no CRDs,

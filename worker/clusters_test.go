@@ -38,7 +38,9 @@ func TestAWorkerDeploysALeaseToAnotherClusterOnly(t *testing.T) {
 	eu := env.Cluster(t, cluster, 7) // extra cluster 7: this package's
 	tq := testenv.Name(t, "tq")
 	metricsAddr := freeAddr(t)
-	startWorker(t, env, tq, metricsAddr, "--clusters", cluster)
+	// Reached through a kubeconfig of its own, as the chart mounts one
+	// from a Secret per cluster (--cluster-kubeconfigs).
+	startWorker(t, env, tq, metricsAddr, "--clusters", cluster, "--cluster-kubeconfigs", cluster+"="+env.Stack.ClusterKubeconfig(cluster))
 
 	// One observer per cluster, each one's series named by its cluster (a
 	// second, unlabelled set would clash with the first in the registry).

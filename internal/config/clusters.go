@@ -20,17 +20,27 @@ type Clusters struct {
 	// ClusterName is --cluster-name (DEPLOYFLOW_CLUSTER_NAME): the worker's
 	// own cluster's name in placements (default local).
 	ClusterName string
+	// ClusterKubeconfigs is --cluster-kubeconfigs
+	// (DEPLOYFLOW_CLUSTER_KUBECONFIGS): NAME=PATH, comma-separated, a
+	// kubeconfig file of its own for a cluster of --clusters (the Helm
+	// chart mounts one Secret per cluster); its current context, unless
+	// --clusters says NAME=CONTEXT. Other clusters use --kubeconfig.
+	ClusterKubeconfigs string
 }
 
 // ClusterRef is one configured cluster.
 type ClusterRef struct {
 	Name    string // as placements name it
-	Context string // the kubeconfig context that reaches it
+	Context string // the kubeconfig context that reaches it ("": the file's current context)
+	// Kubeconfig is its own kubeconfig file (--cluster-kubeconfigs); ""
+	// for the worker's --kubeconfig.
+	Kubeconfig string
 }
 
 // RegisterFlags binds s to fs.
 func (s *Clusters) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.ClusterName, "cluster-name", env("DEPLOYFLOW_CLUSTER_NAME", "local"), "worker: the name placements give the worker's own cluster (env DEPLOYFLOW_CLUSTER_NAME)")
+	fs.StringVar(&s.ClusterKubeconfigs, "cluster-kubeconfigs", os.Getenv("DEPLOYFLOW_CLUSTER_KUBECONFIGS"), "worker: a kubeconfig file of its own for clusters of --clusters, NAME=PATH, comma-separated (its current context, unless --clusters says NAME=CONTEXT); the others use --kubeconfig (env DEPLOYFLOW_CLUSTER_KUBECONFIGS)")
 	fs.StringVar(&s.ClustersList, "clusters", os.Getenv("DEPLOYFLOW_CLUSTERS_CONFIG"), "worker: the clusters it deploys to besides its own, NAME or NAME=CONTEXT (a context of the kubeconfig), comma-separated, e.g. staging,eu-1=prod-eu; a placement names them (env DEPLOYFLOW_CLUSTERS_CONFIG)")
 }
 
@@ -48,18 +58,23 @@ func CheckClusterName(name string) error {
 
 // Refs parses ClustersList.
 func (s Clusters) Refs() ([]ClusterRef, error) {
+	files, err := s.kubeconfigs()
+	if err != nil {
+		return nil, err
+	}
 	var out []ClusterRef
 	seen := map[string]bool{}
 	for _, item := range list(s.ClustersList) {
 		name, ctx, ok := strings.Cut(item, "=")
 		name, ctx = strings.TrimSpace(name), strings.TrimSpace(ctx)
-		if !ok {
+		file, own := files[name]
+		if !ok && !own {
 			ctx = name
 		}
 		if err := CheckClusterName(name); err != nil {
 			return nil, fmt.Errorf("--clusters: %w", err)
 		}
-		if ctx == "" {
+		if ctx == "" && ok {
 			return nil, fmt.Errorf("--clusters: cluster %s: empty context after '=': write %s=CONTEXT or %s alone", name, name, name)
 		}
 		if name == s.ClusterName {
@@ -69,7 +84,33 @@ func (s Clusters) Refs() ([]ClusterRef, error) {
 			return nil, fmt.Errorf("--clusters: cluster %s named twice: give each cluster once", name)
 		}
 		seen[name] = true
-		out = append(out, ClusterRef{Name: name, Context: ctx})
+		out = append(out, ClusterRef{Name: name, Context: ctx, Kubeconfig: file})
+	}
+	for name := range files {
+		if !seen[name] {
+			return nil, fmt.Errorf("--cluster-kubeconfigs: cluster %s is not in --clusters (%s): add it there, or drop its kubeconfig", name, s.ClustersList)
+		}
+	}
+	return out, nil
+}
+
+// kubeconfigs is --cluster-kubeconfigs by cluster name; each file must
+// exist.
+func (s Clusters) kubeconfigs() (map[string]string, error) {
+	out := map[string]string{}
+	for _, item := range list(s.ClusterKubeconfigs) {
+		name, path, ok := strings.Cut(item, "=")
+		name, path = strings.TrimSpace(name), strings.TrimSpace(path)
+		if !ok || name == "" || path == "" {
+			return nil, fmt.Errorf("--cluster-kubeconfigs: %q: write NAME=PATH, e.g. eu-1=/etc/deployflow/clusters/eu-1/kubeconfig", item)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("--cluster-kubeconfigs: cluster %s given twice: give each cluster one kubeconfig", name)
+		}
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("--cluster-kubeconfigs: cluster %s: %w", name, err)
+		}
+		out[name] = path
 	}
 	return out, nil
 }

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -26,6 +28,32 @@ func TestClustersFlag(t *testing.T) {
 	}
 	assert.Equal(t, "deployflow", ClusterTaskQueue("deployflow", ""), "the worker's own cluster keeps its task queue")
 	assert.Equal(t, "deployflow@eu-1", ClusterTaskQueue("deployflow", "eu-1"))
+}
+
+// A cluster may have a kubeconfig file of its own (the chart mounts one
+// Secret per cluster): its current context unless --clusters names one.
+// A kubeconfig for a cluster not in --clusters, a missing file, or a
+// malformed entry is refused, naming the flag.
+func TestClusterKubeconfigsFlag(t *testing.T) {
+	dir := t.TempDir()
+	eu, us := filepath.Join(dir, "eu"), filepath.Join(dir, "us")
+	for _, f := range []string{eu, us} {
+		require.NoError(t, os.WriteFile(f, []byte("apiVersion: v1\nkind: Config\n"), 0o600))
+	}
+	refs, err := Clusters{ClustersList: "staging,eu-1,us-1=prod-us", ClusterKubeconfigs: "eu-1=" + eu + ", us-1=" + us}.Refs()
+	require.NoError(t, err)
+	assert.Equal(t, []ClusterRef{{Name: "staging", Context: "staging"}, {Name: "eu-1", Kubeconfig: eu}, {Name: "us-1", Context: "prod-us", Kubeconfig: us}}, refs)
+
+	for kc, want := range map[string]string{
+		"ap-1=" + eu:                      "--cluster-kubeconfigs: cluster ap-1 is not in --clusters",
+		"eu-1=" + filepath.Join(dir, "x"): "--cluster-kubeconfigs: cluster eu-1: stat " + filepath.Join(dir, "x"),
+		"eu-1":                            `--cluster-kubeconfigs: "eu-1": write NAME=PATH`,
+		"eu-1=" + eu + ",eu-1=" + us:      "--cluster-kubeconfigs: cluster eu-1 given twice",
+	} {
+		_, err := Clusters{ClustersList: "eu-1", ClusterKubeconfigs: kc}.Refs()
+		require.Error(t, err, kc)
+		assert.Contains(t, err.Error(), want, kc)
+	}
 }
 
 // Found in review: '@' in the worker's own task queue would read as a

@@ -50,6 +50,12 @@ func clusterPorts(n int) (apiserver, kcm, scheduler string) {
 
 func (s *Stack) clusterDir(name string) string { return filepath.Join(s.RunDir, "clusters", name) }
 
+// ClusterKubeconfig is extra cluster name's own admin kubeconfig (its one
+// context current), as a Secret would hold it.
+func (s *Stack) ClusterKubeconfig(name string) string {
+	return filepath.Join(s.clusterDir(name), "kubeconfig")
+}
+
 // clusterProcess is the name under which a process of extra cluster name
 // is recorded (its PID file, its log).
 func clusterProcess(component, name string) string { return component + "@" + name }
@@ -65,7 +71,7 @@ func (s *Stack) StartCluster(ctx context.Context, name string, n int) (*Cluster,
 		return nil, fmt.Errorf("cluster %s: number %d out of range: use 1 to %d", name, n, MaxClusters)
 	}
 	apiPort, kcmPort, schedPort := clusterPorts(n)
-	c := &Cluster{Name: name, URL: "https://127.0.0.1:" + apiPort, Kubeconfig: filepath.Join(s.clusterDir(name), "kubeconfig")}
+	c := &Cluster{Name: name, URL: "https://127.0.0.1:" + apiPort, Kubeconfig: s.ClusterKubeconfig(name)}
 	if err := os.MkdirAll(filepath.Join(s.clusterDir(name), "kwok"), 0o755); err != nil {
 		return nil, err
 	}

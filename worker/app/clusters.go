@@ -55,9 +55,13 @@ func NewClusters(cfg config.Config, c client.Client, base *activities.Activities
 	}
 	var out Clusters
 	for _, ref := range refs {
-		rc, err := kube.RESTConfig(cfg.Kubeconfig, ref.Context, "deployflow-worker")
+		kubeconfig := cfg.Kubeconfig
+		if ref.Kubeconfig != "" {
+			kubeconfig = ref.Kubeconfig
+		}
+		rc, err := kube.RESTConfig(kubeconfig, ref.Context, "deployflow-worker")
 		if err != nil {
-			return nil, fmt.Errorf("--clusters: cluster %s (context %s): %w", ref.Name, ref.Context, err)
+			return nil, fmt.Errorf("--clusters: cluster %s (context %q): %w", ref.Name, ref.Context, err)
 		}
 		rc.QPS, rc.Burst = float32(cfg.KubeAPIQPS), cfg.KubeAPIBurst
 		rc.Wrap(m.WrapTransport)
