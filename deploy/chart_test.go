@@ -205,8 +205,28 @@ func TestChartWiresTheClustersFromTheirSecrets(t *testing.T) {
 
 	into(t, render(t)["Deployment/df-deployflow-worker"], &d)
 	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
-		assert.NotContains(t, []string{"DEPLOYFLOW_CLUSTERS_CONFIG", "DEPLOYFLOW_CLUSTER_KUBECONFIGS"}, e.Name, "a single-cluster install sets no clusters")
+		assert.NotContains(t, []string{"DEPLOYFLOW_CLUSTERS_CONFIG", "DEPLOYFLOW_CLUSTER_KUBECONFIGS", "DEPLOYFLOW_GLOBAL_HOSTNAMES"}, e.Name, "a single-cluster install sets no clusters")
 	}
+
+	// Global hostnames: the worker is told, and may write a reservation's
+	// labels (which clusters use it), nothing more.
+	global := render(t, "--set", "globalHostnames=true,clusters[0].name=eu-1,clusters[0].secretName=deployflow-eu-1")
+	into(t, global["Deployment/df-deployflow-worker"], &d)
+	env = map[string]string{}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	assert.Equal(t, "true", env["DEPLOYFLOW_GLOBAL_HOSTNAMES"])
+	into(t, global["ClusterRole/df-deployflow-worker"], &rbac)
+	patch := rbacv1.PolicyRule{APIGroups: []string{"deployflow.dev"}, Resources: []string{"hostnamereservations"}, Verbs: []string{"patch"}}
+	var others []rbacv1.PolicyRule
+	for _, r := range rbac.Rules {
+		if !assert.ObjectsAreEqual(patch, r) {
+			others = append(others, r)
+		}
+	}
+	assert.Len(t, others, len(rbac.Rules)-1, "one more rule: %v", patch)
+	assert.Equal(t, none.Rules, others, "and nothing else")
 }
 
 // The ClusterRole grants no Secrets, no Pod writes, no RBAC and no CRDs,

@@ -20,6 +20,8 @@ import (
 
 	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/reserve"
+	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/worker/testenv"
 	"github.com/deployflow/deployflow/workflows"
 )
@@ -188,4 +190,95 @@ func replicaSetCreates(t *testing.T, auditLog, ns string) int {
 		}
 	}
 	return n
+}
+
+// Issue 23.3, "global where the operator says so": with --global-hostnames
+// a hostname is one lease's in every cluster. Lease A holds it in the
+// worker's own cluster; lease B, another owner's, is refused it in cluster
+// it-eu, though nothing holds it there (its deploy fails naming A, and
+// writes nothing there); A's own deploy to it-eu shares it, the
+// reservation recording both clusters.
+func TestGlobalHostnamesBelongToOneLeaseInEveryCluster(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	const cluster = "it-eu"
+	eu := env.Cluster(t, cluster, 7)
+	tq := testenv.Name(t, "tq")
+	startWorker(t, env, tq, freeAddr(t), "--clusters", cluster, "--global-hostnames")
+
+	a, b := testenv.ShortName("lease"), testenv.ShortName("lease")
+	createLease(t, env, a) // owner acme
+	_, err := env.Activities().Leases.Create(ctx, b, "globex")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, id := range []string{a, b} {
+			_ = env.Temporal.TerminateWorkflow(context.Background(), workflows.DeployWorkflowIDIn(id, cluster), "", "test over")
+			_ = env.Activities().Hostnames.ReleaseAll(context.Background(), id)
+			_ = eu.Kube.CoreV1().Namespaces().Delete(context.Background(), manifest.Namespace(id), metav1.DeleteOptions{})
+		}
+		_ = env.Dynamic.Resource(crds.Leases).Delete(context.Background(), b, metav1.DeleteOptions{})
+	})
+	host := a + ".global.example.com"
+	web := func(lease string) manifest.Manifest {
+		one := int32(1)
+		return manifest.Manifest{Lease: lease, Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &one,
+			Ports: []manifest.Port{{Port: 80, Expose: &manifest.Expose{HTTP: &manifest.HTTPExpose{Hostnames: []string{host}}}}}}}}
+	}
+
+	st := deployIn(t, env, tq, "", web(a))
+	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+
+	st = deployIn(t, env, tq, cluster, web(b))
+	assert.Equal(t, workflows.PhaseFailed, st.Phase)
+	assert.Contains(t, st.LastError, "hostname "+host+" is held by lease "+a+" of owner acme")
+	_, err = eu.Kube.CoreV1().Namespaces().Get(ctx, manifest.Namespace(b), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "nothing of lease %s written in %s: %v", b, cluster, err)
+
+	st = deployIn(t, env, tq, cluster, web(a))
+	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	assert.Equal(t, []string{host}, st.Hostnames, "the lease's deploy to it-eu shares its hostname")
+	res, err := env.Dynamic.Resource(crds.HostnameReservations).Get(ctx, host, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "true", res.GetLabels()[reserve.UsedByLabel("local")])
+	assert.Equal(t, "true", res.GetLabels()[reserve.UsedByLabel(cluster)])
+	_, err = eu.Dynamic.Resource(crds.HostnameReservations).Get(ctx, host, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "reserved in the worker's own cluster only: %v", err)
+}
+
+// deployIn deploys m to a cluster ("" the worker's own) through the
+// lease's workflow there, and waits for the deploy's end.
+func deployIn(t *testing.T, env *testenv.Env, tq, cluster string, m manifest.Manifest) workflows.DeployStatus {
+	t.Helper()
+	ctx := context.Background()
+	id := workflows.DeployWorkflowIDIn(m.Lease, cluster)
+	start := env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID: id, TaskQueue: config.ClusterTaskQueue(tq, cluster),
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "test", Cluster: cluster, HealthIntervalSeconds: 1})
+	before := 0
+	if v, err := env.Temporal.QueryWorkflow(ctx, id, "", workflows.QueryDeploy); err == nil {
+		var st workflows.DeployStatus
+		if v.Get(&st) == nil {
+			before = len(st.History)
+		}
+	}
+	h, err := env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: workflows.UpdateDeploy,
+			Args: []any{workflows.DeployRequest{Manifest: m, Trigger: "test"}}, WaitForStage: client.WorkflowUpdateStageCompleted},
+	})
+	require.NoError(t, err)
+	require.NoError(t, h.Get(ctx, nil))
+	var st workflows.DeployStatus
+	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "the deploy of "+id+" never ended", func() (bool, string) {
+		v, err := env.Temporal.QueryWorkflow(ctx, id, "", workflows.QueryDeploy)
+		if err != nil {
+			return false, err.Error()
+		}
+		if err := v.Get(&st); err != nil {
+			return false, err.Error()
+		}
+		return len(st.History) > before && st.Phase != workflows.PhaseDeploying, fmt.Sprintf("phase %s, %d deploys", st.Phase, len(st.History))
+	})
+	return st
 }

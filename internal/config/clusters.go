@@ -26,6 +26,12 @@ type Clusters struct {
 	// chart mounts one Secret per cluster); its current context, unless
 	// --clusters says NAME=CONTEXT. Other clusters use --kubeconfig.
 	ClusterKubeconfigs string
+	// GlobalHostnames is --global-hostnames (DEPLOYFLOW_GLOBAL_HOSTNAMES):
+	// every cluster reserves hostnames in the worker's own cluster's store,
+	// so a hostname belongs to one lease across all clusters (for an
+	// operator that routes the same names to several clusters); off, each
+	// cluster reserves in its own.
+	GlobalHostnames bool
 }
 
 // ClusterRef is one configured cluster.
@@ -40,6 +46,7 @@ type ClusterRef struct {
 // RegisterFlags binds s to fs.
 func (s *Clusters) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.ClusterName, "cluster-name", env("DEPLOYFLOW_CLUSTER_NAME", "local"), "worker: the name placements give the worker's own cluster (env DEPLOYFLOW_CLUSTER_NAME)")
+	fs.BoolVar(&s.GlobalHostnames, "global-hostnames", os.Getenv("DEPLOYFLOW_GLOBAL_HOSTNAMES") == "true", "worker: hostnames are reserved across all clusters (in the worker's own cluster), one lease's in every cluster, instead of per cluster (env DEPLOYFLOW_GLOBAL_HOSTNAMES=true)")
 	fs.StringVar(&s.ClusterKubeconfigs, "cluster-kubeconfigs", os.Getenv("DEPLOYFLOW_CLUSTER_KUBECONFIGS"), "worker: a kubeconfig file of its own for clusters of --clusters, NAME=PATH, comma-separated (its current context, unless --clusters says NAME=CONTEXT); the others use --kubeconfig (env DEPLOYFLOW_CLUSTER_KUBECONFIGS)")
 	fs.StringVar(&s.ClustersList, "clusters", os.Getenv("DEPLOYFLOW_CLUSTERS_CONFIG"), "worker: the clusters it deploys to besides its own, NAME or NAME=CONTEXT (a context of the kubeconfig), comma-separated, e.g. staging,eu-1=prod-eu; a placement names them (env DEPLOYFLOW_CLUSTERS_CONFIG)")
 }

@@ -115,6 +115,9 @@ func matchBlocked(blocked []string, hostname string) (string, bool) {
 type Hostnames struct {
 	res     dynamic.NamespaceableResourceInterface
 	blocked []string
+	// cluster, home: a view of a store shared by several clusters
+	// (shared.go); "" for a cluster's own store.
+	cluster, home string
 }
 
 // NewHostnames returns the hostname reservations of the cluster. blocked is
@@ -255,6 +258,13 @@ func (h *Hostnames) Reserve(ctx context.Context, leaseID, owner string, hostname
 	}
 	var created []unstructured.Unstructured
 	for i := range plans {
+		if plans[i].holding == held && h.shared() {
+			// Held for another cluster (or before sharing): this one too.
+			if err := h.use(ctx, plans[i].hostname, leaseID); err != nil {
+				return HostnameResult{}, errors.Join(err, h.rollback(ctx, created, leaseID))
+			}
+			continue
+		}
 		if plans[i].holding != free {
 			continue
 		}
@@ -274,12 +284,16 @@ func (h *Hostnames) Reserve(ctx context.Context, leaseID, owner string, hostname
 // object when this call created it; when the reservation exists already it
 // says who holds it (a *ConflictError for another owner).
 func (h *Hostnames) claim(ctx context.Context, hostname, leaseID, owner string) (*unstructured.Unstructured, holding, string, error) {
+	labels := map[string]any{crds.LabelLease: leaseID, crds.LabelOwner: owner}
+	if h.shared() {
+		labels[UsedByLabel(h.cluster)] = "true"
+	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": crds.APIVersion,
 		"kind":       crds.KindHostnameReservation,
 		"metadata": map[string]any{
 			"name":   hostname,
-			"labels": map[string]any{crds.LabelLease: leaseID, crds.LabelOwner: owner},
+			"labels": labels,
 		},
 		"spec": map[string]any{"hostname": hostname, "lease": leaseID, "owner": owner},
 	}}
@@ -303,6 +317,10 @@ func (h *Hostnames) claim(ctx context.Context, hostname, leaseID, owner string) 
 				apierrors.NewConflict(crds.HostnameReservations.GroupResource(), hostname, errors.New("reservation keeps changing, try again")))
 		}
 		holding, holder, err := classify(existing, leaseID, owner)
+		if err == nil && holding == held && h.shared() {
+			// Another cluster of the lease created it in between.
+			err = h.use(ctx, hostname, leaseID)
+		}
 		return nil, holding, holder, err
 	}
 }
@@ -315,6 +333,18 @@ func (h *Hostnames) rollback(ctx context.Context, created []unstructured.Unstruc
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	if h.shared() {
+		// Another cluster of the lease may use them by now.
+		var errs []error
+		for i := range created {
+			u, err := getIfExists(rctx, h.res, created[i].GetName())
+			if err == nil {
+				err = h.unuse(rctx, u, leaseID)
+			}
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	}
 	return deleteAllHeld(rctx, h.res, created, leaseID)
 }
 
@@ -329,7 +359,9 @@ func (h *Hostnames) Held(ctx context.Context, leaseID string) ([]string, error) 
 	}
 	out := make([]string, 0, len(items))
 	for _, u := range items {
-		out = append(out, u.GetName())
+		if !h.shared() || h.usedBy(&u) {
+			out = append(out, u.GetName())
+		}
 	}
 	sort.Strings(out)
 	return out, nil
@@ -348,6 +380,16 @@ func (h *Hostnames) Release(ctx context.Context, leaseID string, hostnames []str
 		if err != nil {
 			continue // never reserved
 		}
+		if h.shared() {
+			u, err := getIfExists(ctx, h.res, n)
+			if err == nil {
+				err = h.unuse(ctx, u, leaseID)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("release %s: %w", n, err))
+			}
+			continue
+		}
 		if err := deleteHeldByName(ctx, h.res, n, leaseID); err != nil {
 			errs = append(errs, err)
 		}
@@ -355,7 +397,22 @@ func (h *Hostnames) Release(ctx context.Context, leaseID string, hostnames []str
 	return errors.Join(errs...)
 }
 
-// ReleaseAll releases every hostname the lease holds.
+// ReleaseAll releases every hostname the lease holds (in a shared store,
+// this cluster's use of each: a hostname goes once no cluster uses it).
 func (h *Hostnames) ReleaseAll(ctx context.Context, leaseID string) error {
-	return releaseAll(ctx, h.res, leaseID, "hostnames")
+	if !h.shared() {
+		return releaseAll(ctx, h.res, leaseID, "hostnames")
+	}
+	if err := lease.ValidateID(leaseID); err != nil {
+		return err
+	}
+	items, err := listHeld(ctx, h.res, leaseID)
+	if err != nil {
+		return fmt.Errorf("list hostnames of lease %s: %w", leaseID, err)
+	}
+	var errs []error
+	for i := range items {
+		errs = append(errs, h.unuse(ctx, &items[i], leaseID))
+	}
+	return errors.Join(errs...)
 }

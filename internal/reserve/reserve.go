@@ -5,10 +5,12 @@
 // object NAME is the thing reserved — the hostname, or the IP address — so
 // the API server itself makes it exclusive: of several leases creating the
 // same reservation at once exactly one Create succeeds and the others get
-// AlreadyExists. Nothing here takes a reservation over or updates one (the
-// schema makes them immutable): a reservation is created by its lease and
-// deleted only by it, with a UID and resourceVersion precondition so a
-// reservation re-created by another lease in between is never deleted.
+// AlreadyExists. Nothing here takes a reservation over (the schema makes
+// their spec immutable): a reservation is created by its lease and deleted
+// only by it, with a UID and resourceVersion precondition so a reservation
+// re-created by another lease in between is never deleted. The one update:
+// in a hostname store shared by several clusters (shared.go), the labels
+// that record which clusters use a reservation.
 //
 // All operations are safe to retry. API errors are returned wrapped with
 // context (apierrors.IsXxx still sees them), so callers can retry transient

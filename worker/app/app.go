@@ -123,6 +123,11 @@ func NewActivities(cfg config.Config, kc kubernetes.Interface, dyn dynamic.Inter
 		return nil, err
 	}
 	acts := Activities(kc, dyn, pool, cfg.Blocked(), m)
+	if cfg.GlobalHostnames {
+		// One store for every cluster (--clusters), this cluster's: each
+		// cluster's activities reserve through their view of it.
+		acts.Hostnames = acts.Hostnames.Shared(cfg.ClusterName, cfg.ClusterName)
+	}
 	acts.RolloutNamespaces = cfg.RolloutNamespaces()
 	acts.HTTPCheckAllow = cfg.HTTPCheckHosts()
 	acts.ClusterDomain = cfg.ClusterDomain

@@ -91,7 +91,11 @@ func ClusterOn(ref config.ClusterRef, rc *rest.Config, base *activities.Activiti
 	if err != nil {
 		return nil, err
 	}
-	acts := activities.OnCluster(base, kc, reserve.NewHostnames(dyn, blocked), reserve.NewIPs(dyn, p))
+	hostnames := reserve.NewHostnames(dyn, blocked)
+	if base.Hostnames != nil && base.Hostnames.IsShared() {
+		hostnames = base.Hostnames.SharedWith(ref.Name) // --global-hostnames
+	}
+	acts := activities.OnCluster(base, kc, hostnames, reserve.NewIPs(dyn, p))
 	return &Cluster{ClusterRef: ref, REST: rc, Kube: kc, Dynamic: dyn, Activities: acts}, nil
 }
 
