@@ -102,6 +102,9 @@ func (w *deployRun) registerControls() error {
 	controls := []control{
 		{UpdateDeploy, `Deploy a manifest to this lease (supersedes a deploy in progress). Argument: {"manifest": {...}, "trigger": "ui"}`,
 			func(_ workflow.Context, req DeployRequest) (DeployStatus, error) {
+				if w.repeats(req) && w.ignoresRepeatedKey() {
+					return w.status(), nil // the same request again: its deploy runs, waits or ran
+				}
 				if w.joins(req) {
 					st := w.status()
 					st.Revision-- // the deploy in progress is the caller's: it waits for the one after the last before it
@@ -258,6 +261,24 @@ func (w *deployRun) drainSignals() {
 		}
 		w.redeploy(req)
 	}
+}
+
+// repeats reports whether req carries the key of the deploy in progress,
+// pending or recorded: the same request again (a placement's retry, or its
+// Update-with-Start whose start already carried the key).
+func (w *deployRun) repeats(req DeployRequest) bool {
+	if req.Key == "" {
+		return false
+	}
+	if (w.requested != nil && w.key == req.Key) || (w.Pending != nil && w.PendingKey == req.Key) {
+		return true
+	}
+	for _, r := range w.History {
+		if r.Key == req.Key {
+			return true
+		}
+	}
+	return false
 }
 
 // joins reports whether a deploy request is for the deploy in progress: the

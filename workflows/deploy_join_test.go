@@ -88,3 +88,51 @@ func TestTheSameManifestDoesNotJoinADeployBoundToAPlan(t *testing.T) {
 	next := continuedWith(t, env.GetWorkflowError())
 	require.NotNil(t, next.Carry.Pending, "the second request was lost")
 }
+
+// Found by make chaos (a placement, the second cluster's API server
+// stopped at the end of wave 2): a placement's Update-with-Start started
+// the cluster's lease workflow, but its first workflow task failed and the
+// update was rejected; the run deployed its input, and the placement's
+// retried update, with its key, superseded that deploy: the cluster
+// deployed the same manifest twice. The start now carries the key, so the
+// input's deploy is the keyed one, and a request repeating the key of the
+// deploy in progress, pending or recorded changes nothing (gate
+// idempotent-keys).
+func TestARequestRepeatingTheKeyOfTheDeployInProgressChangesNothing(t *testing.T) {
+	rollouts := 0
+	env := newDeployEnv(t, func(env *deployEnv) {
+		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).After(time.Minute).Return(
+			func(workflow.Context, RolloutInput) (*RolloutResult, error) {
+				rollouts++
+				return &RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil
+			})
+	})
+	const key = "placement:run-1:1:eu-1:deploy"
+	var updateErr error
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(UpdateDeploy, key, &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { updateErr = err }, OnAccept: func() {},
+			OnComplete: func(_ any, err error) { updateErr = err },
+		}, DeployRequest{Manifest: oneService("l"), Trigger: "placement", Key: key})
+	}, 10*time.Second) // the input's deploy is under way
+	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Trigger: "placement", Key: key})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, updateErr)
+
+	next := continuedWith(t, env.GetWorkflowError())
+	assert.Equal(t, 1, rollouts, "one rollout")
+	assert.Equal(t, int64(1), next.Carry.Revision, "one deploy")
+	assert.Nil(t, next.Carry.Pending, "nothing left to deploy again")
+	require.Len(t, next.Carry.History, 1)
+	assert.Equal(t, key, next.Carry.History[0].Key, "the input's deploy is the keyed one")
+	assert.Equal(t, "Succeeded", next.Carry.History[0].Outcome)
+	assert.Empty(t, next.Key, "the key is the start's, not the continued run's")
+}
+
+// A start's key is checked as a request's is: hand-typed input.
+func TestAStartsKeyIsChecked(t *testing.T) {
+	env := newDeployEnv(t, func(*deployEnv) {})
+	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Key: "bad key\n"})
+	require.Error(t, env.GetWorkflowError())
+	assert.Contains(t, env.GetWorkflowError().Error(), `key: "bad key\n": use letters, digits`)
+}

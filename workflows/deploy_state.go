@@ -103,6 +103,7 @@ func newDeployRun(ctx workflow.Context, in DeployInput) *deployRun {
 		m := in.Manifest
 		w.Pending = &m
 		w.PendingTrigger = w.trigger
+		w.PendingKey = in.Key
 	}
 	return w
 }
@@ -115,6 +116,7 @@ func (w *deployRun) carryOver() DeployInput {
 	carry := w.DeployCarry
 	carry.FewerEvents = w.batches()
 	in.Carry = &carry
+	in.Key = "" // the start's; the carry has the keys
 	return in
 }
 
@@ -172,6 +174,10 @@ type DeployInput struct {
 	// queue <task queue>@NAME (ClusterTaskQueue), whose activities reach
 	// that cluster only (issue 23.1).
 	Cluster string `json:"cluster,omitempty"`
+	// Key, if set, names the deploy of Manifest as DeployRequest.Key does
+	// (a placement's Update-with-Start sends the same key in both, so
+	// whichever reaches the run first is the one deploy).
+	Key string `json:"key,omitempty"`
 	// Carry is the state handed to a continued run; leave it empty.
 	Carry *DeployCarry `json:"carry,omitempty"`
 

@@ -29,6 +29,7 @@ const (
 	versionUpgradeTest           = "upgrade-test-build-b"
 	versionPlacementLimits       = "placement-limits"
 	versionPlacementInterrupts   = "placement-interrupts"
+	versionIdempotentKeys        = "idempotent-keys"
 )
 
 // gateInfo is one change of what a running workflow does.
@@ -92,6 +93,8 @@ var gates = []gateInfo{
 		[]string{"checksPlacementLimits"}, "20261126-placement-limits", []string{"20261126-placement"}, false},
 	{versionPlacementInterrupts, "an abort, or a failed cluster, interrupts the wave's deploys in flight and returns those clusters too, instead of waiting for them to end; a placement runs only as placement-<lease>",
 		[]string{"interruptsWaves"}, "20261126-placement-interrupts", nil, false},
+	{versionIdempotentKeys, "a deploy request whose key is the deploy's in progress, pending or recorded changes nothing (it superseded that deploy with the same manifest); asked only then",
+		[]string{"deployRun.ignoresRepeatedKey"}, "20261126-idempotent-keys", nil, false},
 }
 
 // gate reports whether this run takes change id (version 1): runs that

@@ -59,6 +59,9 @@ func (in DeployInput) guard(continued bool) error {
 	if err := checkTrigger("trigger", in.Trigger); err != nil {
 		errs = append(errs, err)
 	}
+	if err := checkKey("key", in.Key); err != nil {
+		errs = append(errs, err)
+	}
 	c := in.Carry
 	if c == nil {
 		return errors.Join(errs...)

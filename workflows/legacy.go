@@ -76,6 +76,11 @@ func checksPlacementLimits(ctx workflow.Context) bool { return gate(ctx, version
 // deploys to end, under any ID).
 func interruptsWaves(ctx workflow.Context) bool { return gate(ctx, versionPlacementInterrupts) }
 
+// ignoresRepeatedKey: a deploy request repeating the key of the deploy in
+// progress, pending or recorded changes nothing (runs before it took it
+// as a new deploy); asked only for such a request.
+func (w *deployRun) ignoresRepeatedKey() bool { return gate(w.ctx, versionIdempotentKeys) }
+
 // The lease's workflow.
 
 // askLeaseEvents decides, at each idle wait, whether the run takes the

@@ -213,12 +213,15 @@ func (f *Activities) closed(ctx context.Context, id string) (bool, error) {
 
 // send is the "deploy" update of the cluster's lease workflow, started if
 // it does not run; the update's ID is the key (a resend is the same one).
+// A start carries the key too: if the update is lost (the new run's first
+// workflow task failed), the run's own deploy of its input is the keyed
+// one, and a resent update repeating the key changes nothing.
 func (f *Activities) send(ctx context.Context, id, queue, cluster string, in workflows.ClusterDeployInput) error {
 	start := f.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID: id, TaskQueue: queue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		StaticSummary:            "deploy lease " + in.Manifest.Lease + " to cluster " + in.Cluster,
-	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: in.Manifest, Trigger: "placement", Cluster: cluster})
+	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: in.Manifest, Trigger: "placement", Cluster: cluster, Key: in.Key})
 	h, err := f.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{
