@@ -19,16 +19,16 @@ import (
 // `kubectl scale`. pause, resume, abort and undo act on a service's rollout
 // in progress; scale and restart go through the lease's workflow (they
 // change what the lease runs) and roll out from there.
-func runPause(g *globals, _ *flag.FlagSet) runner {
-	return rolloutControl(g, "pause", workflows.UpdatePause, nil)
+func runPause(g *globals, fs *flag.FlagSet) runner {
+	return rolloutControl(g, fs, "pause", workflows.UpdatePause, nil)
 }
 
-func runResume(g *globals, _ *flag.FlagSet) runner {
-	return rolloutControl(g, "resume", workflows.UpdateResume, nil)
+func runResume(g *globals, fs *flag.FlagSet) runner {
+	return rolloutControl(g, fs, "resume", workflows.UpdateResume, nil)
 }
 
-func runAbort(g *globals, _ *flag.FlagSet) runner {
-	rollout := rolloutControl(g, "abort", workflows.UpdateAbort, nil)
+func runAbort(g *globals, fs *flag.FlagSet) runner {
+	rollout := rolloutControl(g, fs, "abort", workflows.UpdateAbort, nil)
 	return func(ctx context.Context, pos []string, out io.Writer) error {
 		if len(pos) == 1 {
 			return placementControl(ctx, g, "abort", workflows.UpdatePlacementAbort, pos[0], out)
@@ -42,7 +42,7 @@ func runAbort(g *globals, _ *flag.FlagSet) runner {
 // `deployflow promote <lease>`: a placement's held wave goes on.
 func runPromote(g *globals, fs *flag.FlagSet) runner {
 	full := fs.Bool("full", false, "skip every remaining canary step (the rollout still respects maxSurge/maxUnavailable)")
-	rollout := rolloutControl(g, "promote", workflows.UpdatePromote, func() any { return workflows.PromoteRequest{Full: *full} })
+	rollout := rolloutControl(g, fs, "promote", workflows.UpdatePromote, func() any { return workflows.PromoteRequest{Full: *full} })
 	return func(ctx context.Context, pos []string, out io.Writer) error {
 		if len(pos) == 1 { // a placement's held wave
 			return placementControl(ctx, g, "promote", workflows.UpdatePlacementPromote, pos[0], out)
@@ -53,24 +53,29 @@ func runPromote(g *globals, fs *flag.FlagSet) runner {
 
 func runUndo(g *globals, fs *flag.FlagSet) runner {
 	rev := fs.Int64("to-revision", 0, "the revision to go back to (0: the previous one)")
-	return rolloutControl(g, "undo", workflows.UpdateUndo, func() any { return workflows.UndoRequest{ToRevision: *rev} })
+	return rolloutControl(g, fs, "undo", workflows.UpdateUndo, func() any { return workflows.UndoRequest{ToRevision: *rev} })
 }
 
 // rolloutControl sends update (with arg's value, if any) to the rollout of
-// <lease> <service>.
-func rolloutControl(g *globals, name, update string, arg func() any) runner {
+// <lease> <service>, in the cluster --cluster names.
+func rolloutControl(g *globals, fs *flag.FlagSet, name, update string, arg func() any) runner {
+	clusterName := clusterFlag(fs)
 	return func(ctx context.Context, pos []string, out io.Writer) error {
 		if len(pos) != 2 {
-			return usageError{fmt.Errorf("usage: deployflow %s <lease> <service>", name)}
+			return usageError{fmt.Errorf("usage: deployflow %s <lease> <service> [--cluster NAME]", name)}
 		}
 		lease, svc := pos[0], pos[1]
+		cluster, err := g.clusterOf(*clusterName)
+		if err != nil {
+			return err
+		}
 		c, err := g.temporal(ctx)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
 		opts := client.UpdateWorkflowOptions{
-			WorkflowID: rolloutID(ctx, c, manifest.Namespace(lease), svc), UpdateName: update,
+			WorkflowID: rolloutIn(ctx, c, cluster, manifest.Namespace(lease), svc), UpdateName: update,
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		}
 		if arg != nil {
@@ -82,24 +87,25 @@ func rolloutControl(g *globals, name, update string, arg func() any) runner {
 			err = h.Get(ctx, &st)
 		}
 		if err != nil {
-			return fmt.Errorf("%s %s of lease %s: %w (%s acts on a rollout in progress: see 'deployflow status %s --watch')", name, svc, lease, err, name, lease)
+			return fmt.Errorf("%s %s of lease %s%s: %w (%s acts on a rollout in progress: see 'deployflow status %s --watch%s')", name, svc, lease, inCluster(cluster), err, name, lease, clusterArg(cluster))
 		}
-		fmt.Fprintf(out, "%s of lease %s: %s\n", svc, lease, st.Message)
+		fmt.Fprintf(out, "%s of lease %s%s: %s\n", svc, lease, inCluster(cluster), st.Message)
 		return nil
 	}
 }
 
 // runScale is `deployflow scale <lease> <service> N`.
 func runScale(g *globals, fs *flag.FlagSet) runner {
+	cluster := clusterFlag(fs)
 	return func(ctx context.Context, pos []string, out io.Writer) error {
 		if len(pos) != 3 {
-			return usageError{errors.New("usage: deployflow scale <lease> <service> <replicas>")}
+			return usageError{errors.New("usage: deployflow scale <lease> <service> <replicas> [--cluster NAME]")}
 		}
 		n, err := strconv.ParseInt(pos[2], 10, 32)
 		if err != nil {
 			return usageError{fmt.Errorf("replicas %q: give a whole number", pos[2])}
 		}
-		return leaseUpdate(ctx, g, pos[0], workflows.UpdateScaleService,
+		return leaseUpdate(ctx, g, *cluster, pos[0], workflows.UpdateScaleService,
 			workflows.ScaleServiceRequest{Service: pos[1], Replicas: int32(n)}, out,
 			fmt.Sprintf("scaling %s of lease %s to %d", pos[1], pos[0], n))
 	}
@@ -107,32 +113,38 @@ func runScale(g *globals, fs *flag.FlagSet) runner {
 
 // runRestart is `deployflow restart <lease>`.
 func runRestart(g *globals, fs *flag.FlagSet) runner {
+	cluster := clusterFlag(fs)
 	return func(ctx context.Context, pos []string, out io.Writer) error {
 		if len(pos) != 1 {
-			return usageError{errors.New("usage: deployflow restart <lease>")}
+			return usageError{errors.New("usage: deployflow restart <lease> [--cluster NAME]")}
 		}
-		return leaseUpdate(ctx, g, pos[0], workflows.UpdateRestart, nil, out, "restarting every pod of lease "+pos[0])
+		return leaseUpdate(ctx, g, *cluster, pos[0], workflows.UpdateRestart, nil, out, "restarting every pod of lease "+pos[0])
 	}
 }
 
 // runRetry is `deployflow retry <lease>`.
 func runRetry(g *globals, fs *flag.FlagSet) runner {
+	cluster := clusterFlag(fs)
 	return func(ctx context.Context, pos []string, out io.Writer) error {
 		if len(pos) != 1 {
-			return usageError{errors.New("usage: deployflow retry <lease>")}
+			return usageError{errors.New("usage: deployflow retry <lease> [--cluster NAME]")}
 		}
-		return leaseUpdate(ctx, g, pos[0], workflows.UpdateRetry, nil, out, "retrying the failed deploy of lease "+pos[0])
+		return leaseUpdate(ctx, g, *cluster, pos[0], workflows.UpdateRetry, nil, out, "retrying the failed deploy of lease "+pos[0])
 	}
 }
 
-func leaseUpdate(ctx context.Context, g *globals, lease, update string, arg any, out io.Writer, done string) error {
+func leaseUpdate(ctx context.Context, g *globals, clusterName, lease, update string, arg any, out io.Writer, done string) error {
+	cluster, err := g.clusterOf(clusterName)
+	if err != nil {
+		return err
+	}
 	c, err := g.temporal(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	opts := client.UpdateWorkflowOptions{
-		WorkflowID: workflows.DeployWorkflowID(lease), UpdateName: update, WaitForStage: client.WorkflowUpdateStageCompleted,
+		WorkflowID: workflows.DeployWorkflowIDIn(lease, cluster), UpdateName: update, WaitForStage: client.WorkflowUpdateStageCompleted,
 	}
 	if arg != nil {
 		opts.Args = []any{arg}
@@ -142,9 +154,9 @@ func leaseUpdate(ctx context.Context, g *globals, lease, update string, arg any,
 		err = h.Get(ctx, nil)
 	}
 	if err != nil {
-		return fmt.Errorf("lease %s: %w", lease, err)
+		return fmt.Errorf("lease %s%s: %w", lease, inCluster(cluster), err)
 	}
-	fmt.Fprintf(out, "%s (deployflow status %s --watch)\n", done, lease)
+	fmt.Fprintf(out, "%s%s (deployflow status %s --watch%s)\n", done, inCluster(cluster), lease, clusterArg(cluster))
 	return nil
 }
 

@@ -116,7 +116,7 @@ func runDeploy(g *globals, fs *flag.FlagSet) runner {
 		wctx := ctx // bounded by --timeout
 		if g.output == "text" {
 			// Progress as a tree, redrawn as the rollouts move.
-			if err := watchStatus(wctx, c, m.Lease, stdout, 500*time.Millisecond); err != nil && wctx.Err() != nil {
+			if err := watchStatus(wctx, c, m.Lease, "", stdout, 500*time.Millisecond); err != nil && wctx.Err() != nil {
 				return err
 			}
 		}
@@ -151,7 +151,7 @@ func readFile(name string) ([]byte, error) {
 func waitDeploy(ctx context.Context, c client.Client, lease string, revision int64) (workflows.DeployStatus, error) {
 	var st workflows.DeployStatus
 	for {
-		if s, err := queryDeploy(ctx, c, lease); err == nil {
+		if s, err := queryDeploy(ctx, c, lease, ""); err == nil {
 			st = s
 			if n := len(st.History); n > 0 && st.History[n-1].Revision > revision && !st.Pending && st.Phase != workflows.PhaseDeploying {
 				return st, nil
@@ -167,21 +167,32 @@ func waitDeploy(ctx context.Context, c client.Client, lease string, revision int
 
 // runStatus is `deployflow status <lease>`.
 func runStatus(g *globals, fs *flag.FlagSet) runner {
-	watch := fs.Bool("watch", false, "redraw until no deploy is in progress; exit 0 when Active, 1 when it failed")
+	watch := fs.Bool("watch", false, "redraw until no deploy (or placement) is in progress; exit 0 when Active (Succeeded), 1 when it failed")
 	interval := fs.Duration("interval", 500*time.Millisecond, "with --watch: how often to redraw")
+	clusterName := clusterFlag(fs)
 	return func(ctx context.Context, pos []string, stdout io.Writer) error {
 		if len(pos) != 1 {
-			return usageError{errors.New("usage: deployflow status <lease>")}
+			return usageError{errors.New("usage: deployflow status <lease> [--cluster NAME] [--watch]")}
+		}
+		cluster, err := g.clusterOf(*clusterName)
+		if err != nil {
+			return err
 		}
 		c, err := g.temporal(ctx)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		if *watch && g.output == "text" {
-			return watchStatus(ctx, c, pos[0], stdout, *interval)
+		if *clusterName != "" {
+			return clusterStatus(ctx, g, c, pos[0], cluster, *watch, *interval, stdout)
 		}
 		pl, placed := queryPlacement(ctx, c, pos[0])
+		if *watch && g.output == "text" {
+			if placed && (pl.Phase == workflows.PlacementDeploying || pl.Phase == workflows.PlacementRevertingP) {
+				return watchPlacement(ctx, c, pos[0], stdout, *interval)
+			}
+			return watchStatus(ctx, c, pos[0], "", stdout, *interval)
+		}
 		if placed && g.output == "json" {
 			return json.NewEncoder(stdout).Encode(pl)
 		}
@@ -189,36 +200,58 @@ func runStatus(g *globals, fs *flag.FlagSet) runner {
 			printPlacement(stdout, pl)
 			fmt.Fprintln(stdout)
 		}
-		st, err := queryDeploy(ctx, c, pos[0])
+		st, err := queryDeploy(ctx, c, pos[0], "")
 		if err != nil {
 			if placed {
 				return nil // placed in other clusters only
 			}
 			return err
 		}
-		if g.output == "json" {
-			return json.NewEncoder(stdout).Encode(st)
-		}
-		var rollouts map[string]workflows.RolloutStatus
-		if st.Phase == workflows.PhaseDeploying {
-			rollouts = rolloutStatuses(ctx, c, st)
-			liveSteps(st.Tree, rollouts)
-		}
-		printStatus(stdout, st)
-		// A deploy in progress: where each of its canaries and blue-greens is.
-		for _, svc := range st.Services {
-			r, ok := rollouts[svc]
-			switch {
-			case !ok:
-			case r.Canary != nil:
-				fmt.Fprintf(stdout, "  %s: canary %s (weight %d%%; steps: %s)\n", svc, r.Canary.Summary, r.Canary.Weight, strings.Join(r.Canary.List, " → "))
-			case r.BlueGreen != nil:
-				fmt.Fprintf(stdout, "  %s: blue-green %s (active selects %s, preview %s)\n", svc, r.BlueGreen.Summary, orNone(r.BlueGreen.Active), orNone(r.BlueGreen.Preview))
-			}
-		}
-		fmt.Fprintf(stdout, "  %s\n", workflowURL(g.cfg, workflows.DeployWorkflowID(pos[0]), ""))
-		return nil
+		return printLease(ctx, g, c, st, "", stdout)
 	}
+}
+
+// clusterStatus is `deployflow status <lease> --cluster NAME [--watch]`: the
+// lease's workflow in that cluster.
+func clusterStatus(ctx context.Context, g *globals, c client.Client, lease, cluster string, watch bool, interval time.Duration, stdout io.Writer) error {
+	if watch && g.output == "text" {
+		return watchStatus(ctx, c, lease, cluster, stdout, interval)
+	}
+	st, err := queryDeploy(ctx, c, lease, cluster)
+	if err != nil {
+		return err
+	}
+	return printLease(ctx, g, c, st, cluster, stdout)
+}
+
+// printLease prints a lease workflow's status (cluster "" the worker's
+// own), with where each canary and blue-green in progress is.
+func printLease(ctx context.Context, g *globals, c client.Client, st workflows.DeployStatus, cluster string, stdout io.Writer) error {
+	if g.output == "json" {
+		return json.NewEncoder(stdout).Encode(st)
+	}
+	var rollouts map[string]workflows.RolloutStatus
+	if st.Phase == workflows.PhaseDeploying {
+		rollouts = rolloutStatuses(ctx, c, cluster, st)
+		liveSteps(st.Tree, rollouts)
+	}
+	if cluster != "" {
+		fmt.Fprintf(stdout, "cluster %s\n", cluster)
+	}
+	printStatus(stdout, st)
+	// A deploy in progress: where each of its canaries and blue-greens is.
+	for _, svc := range st.Services {
+		r, ok := rollouts[svc]
+		switch {
+		case !ok:
+		case r.Canary != nil:
+			fmt.Fprintf(stdout, "  %s: canary %s (weight %d%%; steps: %s)\n", svc, r.Canary.Summary, r.Canary.Weight, strings.Join(r.Canary.List, " → "))
+		case r.BlueGreen != nil:
+			fmt.Fprintf(stdout, "  %s: blue-green %s (active selects %s, preview %s)\n", svc, r.BlueGreen.Summary, orNone(r.BlueGreen.Active), orNone(r.BlueGreen.Preview))
+		}
+	}
+	fmt.Fprintf(stdout, "  %s\n", workflowURL(g.cfg, workflows.DeployWorkflowIDIn(st.Lease, cluster), ""))
+	return nil
 }
 
 // runTeardown is `deployflow teardown <lease>`.

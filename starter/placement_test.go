@@ -23,8 +23,10 @@ import (
 // Issue 23.4 from the CLI: `deploy --plan` prints a placement's waves as
 // the tree the workflow executes, `deploy --wait` runs it and prints the
 // same tree with each operation's state and each cluster's deploy,
-// `status` shows it, `history` shows the executed waves, and `abort
-// <lease>` refuses when no placement runs.
+// `status` shows it (`--watch` follows it, a held wave included, until it
+// ends), `history` shows the executed waves, and `abort <lease>` refuses
+// when no placement runs. `--cluster` reaches another cluster's lease
+// workflow and rollouts: its status, a canary promoted there, a restart.
 func TestAPlacementFromTheCLI(t *testing.T) {
 	env := testenv.Get(t)
 	eu := env.Cluster(t, "cli-eu", 2) // this package's extra cluster
@@ -103,10 +105,70 @@ placement:
 	rss, err := eu.Kube.AppsV1().ReplicaSets(manifest.Namespace(lease)).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, rss.Items, 1, "cluster cli-eu still runs the first version only")
+	// `status --watch` follows the placement, held wave included, until it
+	// ends (exit 0: Succeeded).
+	type result struct {
+		code        int
+		out, stderr string
+	}
+	watched := make(chan result, 1)
+	go func() {
+		code, out, stderr := runCLI("status", lease, "--watch", "--interval", "200ms", "--timeout", "2m",
+			"--temporal-address", devstack.TemporalAddress, "--task-queue", tq)
+		watched <- result{code, out, stderr}
+	}()
+	time.Sleep(time.Second) // the watch has drawn the held wave
 	out, _ = cli(t, env, tq, "promote", lease)
 	assert.Contains(t, out, "placement of lease "+lease+": promoted")
-	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the placement never ended after the promote", func() (bool, string) {
-		code, out, _ := runCLI("status", lease, "--temporal-address", devstack.TemporalAddress, "--task-queue", tq, "--kubeconfig", env.Stack.Kubeconfig())
-		return code == 0 && strings.Contains(out, "placement of lease "+lease+": Succeeded") && strings.Contains(out, "wave 2, cluster cli-eu: Active (deploy 2"), out
+	w := <-watched
+	assert.Equal(t, 0, w.code, "the watch ends 0 once the placement succeeded: %s", w.stderr)
+	assert.Contains(t, w.out, "wait for approval (deployflow promote "+lease+")  running", "drawn while held")
+	assert.Contains(t, w.out, "placement of lease "+lease+": Succeeded")
+	assert.Contains(t, w.out, "wave 2, cluster cli-eu: Active (deploy 2")
+
+	// Another cluster's lease workflow and rollouts (--cluster): its status,
+	// and a canary there paused for a human, promoted from the CLI.
+	out, _ = cli(t, env, tq, "status", lease, "--cluster", "cli-eu")
+	assert.Contains(t, out, "cluster cli-eu\nlease "+lease+" (owner acme): Active, deploy #2")
+	assert.Contains(t, out, "deploy-"+lease+"@cli-eu")
+	canary := filepath.Join(t.TempDir(), "canary.yaml")
+	require.NoError(t, os.WriteFile(canary, []byte(fmt.Sprintf(`lease: %s
+services:
+  - name: web
+    image: nginx:1.29
+    replicas: 2
+    rollout:
+      strategy: Canary
+      steps:
+        - setWeight: 50
+        - pause: {}
+placement:
+  waves:
+    - clusters: [cli-eu]
+`, lease)), 0o644))
+	cli(t, env, tq, "deploy", "-f", canary)
+	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "cli-eu's canary never paused", func() (bool, string) {
+		code, out, _ := runCLI("status", lease, "--cluster", "cli-eu", "--temporal-address", devstack.TemporalAddress, "--task-queue", tq)
+		return code == 0 && strings.Contains(out, "web: canary step 2/2: pause until promoted"), out
 	})
+	code, _, stderr = runCLI("promote", lease, "web", "--temporal-address", devstack.TemporalAddress, "--task-queue", tq)
+	assert.Equal(t, 1, code, "no rollout of web in the worker's own cluster")
+	assert.Contains(t, stderr, "promote acts on a rollout in progress")
+	out, _ = cli(t, env, tq, "promote", lease, "web", "--cluster", "cli-eu")
+	assert.Contains(t, out, "web of lease "+lease+" in cluster cli-eu: promoted past step 2/2 (pause until promoted)")
+	out, _ = cli(t, env, tq, "status", lease, "--watch", "--timeout", "2m")
+	assert.Contains(t, out, "placement of lease "+lease+": Succeeded")
+	out, _ = cli(t, env, tq, "restart", lease, "--cluster", "cli-eu")
+	assert.Contains(t, out, "restarting every pod of lease "+lease+" in cluster cli-eu (deployflow status "+lease+" --watch --cluster cli-eu)")
+	// The restart rolls out as the service says, a canary: promoted there too.
+	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the restart's canary never paused", func() (bool, string) {
+		code, out, _ := runCLI("status", lease, "--cluster", "cli-eu", "--temporal-address", devstack.TemporalAddress, "--task-queue", tq)
+		return code == 0 && strings.Contains(out, "deploy #4") && strings.Contains(out, "web: canary step 2/2: pause until promoted"), out
+	})
+	cli(t, env, tq, "promote", lease, "web", "--cluster", "cli-eu")
+	out, _ = cli(t, env, tq, "status", lease, "--cluster", "cli-eu", "--watch", "--timeout", "2m")
+	assert.Contains(t, out, "lease "+lease+" (owner acme) — Active, deploy #4")
+	rss, err = eu.Kube.AppsV1().ReplicaSets(manifest.Namespace(lease)).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Len(t, rss.Items, 4, "cli-eu: 1.27, 1.28, 1.29 and the restart's")
 }

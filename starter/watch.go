@@ -19,18 +19,18 @@ import (
 // watchStatus redraws the lease's tree until no deploy is in progress, like
 // `kubectl rollout status`: nil when the lease is Active, an error when the
 // deploy failed (a progress deadline included).
-func watchStatus(ctx context.Context, c client.Client, lease string, out io.Writer, interval time.Duration) error {
+func watchStatus(ctx context.Context, c client.Client, lease, cluster string, out io.Writer, interval time.Duration) error {
 	tty := false
 	if f, ok := out.(*os.File); ok {
 		tty = term.IsTerminal(int(f.Fd()))
 	}
 	last := ""
 	for {
-		st, err := queryDeploy(ctx, c, lease)
+		st, err := queryDeploy(ctx, c, lease, cluster)
 		if err != nil {
 			return err
 		}
-		frame := renderTree(st, rolloutStatuses(ctx, c, st))
+		frame := renderTree(st, rolloutStatuses(ctx, c, cluster, st))
 		if frame != last {
 			if tty {
 				fmt.Fprint(out, "\033[H\033[2J")
@@ -45,7 +45,7 @@ func watchStatus(ctx context.Context, c client.Client, lease string, out io.Writ
 			case workflows.PhaseActive:
 				return nil
 			default:
-				return fmt.Errorf("lease %s is %s: %s", lease, st.Phase, st.LastError)
+				return fmt.Errorf("lease %s%s is %s: %s", lease, inCluster(cluster), st.Phase, st.LastError)
 			}
 		}
 		select {
@@ -56,28 +56,30 @@ func watchStatus(ctx context.Context, c client.Client, lease string, out io.Writ
 	}
 }
 
-func queryDeploy(ctx context.Context, c client.Client, lease string) (workflows.DeployStatus, error) {
+// queryDeploy is the status of the lease's workflow in cluster ("" the
+// worker's own).
+func queryDeploy(ctx context.Context, c client.Client, lease, cluster string) (workflows.DeployStatus, error) {
 	var st workflows.DeployStatus
 	var v converter.EncodedValue
-	err := retryTemporal(ctx, "answer the status of lease "+lease, func() error {
+	err := retryTemporal(ctx, "answer the status of lease "+lease+inCluster(cluster), func() error {
 		var err error
-		v, err = c.QueryWorkflow(ctx, workflows.DeployWorkflowID(lease), "", workflows.QueryDeploy)
+		v, err = c.QueryWorkflow(ctx, workflows.DeployWorkflowIDIn(lease, cluster), "", workflows.QueryDeploy)
 		return err
 	})
 	if err != nil {
-		return st, fmt.Errorf("lease %s: %w (is it deployed? 'deployflow deploy -f manifest.yaml')", lease, err)
+		return st, fmt.Errorf("lease %s%s: %w (is it deployed? 'deployflow deploy -f manifest.yaml')", lease, inCluster(cluster), err)
 	}
 	return st, v.Get(&st)
 }
 
 // rolloutStatuses asks each service's running rollout for its status.
-func rolloutStatuses(ctx context.Context, c client.Client, st workflows.DeployStatus) map[string]workflows.RolloutStatus {
+func rolloutStatuses(ctx context.Context, c client.Client, cluster string, st workflows.DeployStatus) map[string]workflows.RolloutStatus {
 	out := map[string]workflows.RolloutStatus{}
 	for _, svc := range st.Services {
 		if class := st.Classes[svc]; class != "rollout" && class != "scale-only" {
 			continue // nothing rolls; its last rollout is history
 		}
-		v, err := c.QueryWorkflow(ctx, rolloutID(ctx, c, st.Namespace, svc), "", workflows.QueryStatus)
+		v, err := c.QueryWorkflow(ctx, rolloutIn(ctx, c, cluster, st.Namespace, svc), "", workflows.QueryStatus)
 		if err != nil {
 			continue // no rollout of this service, or it has finished
 		}
