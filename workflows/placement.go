@@ -212,8 +212,10 @@ type placementRun struct {
 	interrupted map[string]bool
 	abort       bool
 	promote     bool
-	checked     bool // the run takes versionPlacementLimits
-	interrupts  bool // the run takes versionPlacementInterrupts
+	checked     bool   // the run takes versionPlacementLimits
+	interrupts  bool   // the run takes versionPlacementInterrupts
+	self        string // the worker's own cluster's name (ListClusters' first)
+	jobs        int    // analysis Jobs run so far, for their names
 }
 
 // PlacementWorkflow deploys a lease's manifest to the clusters of its
@@ -340,6 +342,9 @@ func (p *placementRun) checkClusters() error {
 	}
 	if err := p.in.Manifest.Placement.CheckClusters(known); err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
+	}
+	if len(known) > 0 {
+		p.self = known[0]
 	}
 	if p.checked {
 		// The operator's limits, which the worker knows (a wave's analysis

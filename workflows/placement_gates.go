@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/analysis"
+	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
 )
@@ -77,9 +79,15 @@ func (p *placementRun) analyse(i int, a *manifest.Analysis) error {
 				return errAborted
 			}
 		}
-		phase, msg := p.measure(a)
+		var phase analysis.Phase
+		var msg string
+		if a.Job != nil {
+			phase, msg = p.runJobs(i, a)
+		} else {
+			phase, msg = p.measure(a)
+		}
 		t.Add(phase)
-		ws.Gate = fmt.Sprintf("analysis %s: %s", a.Prometheus.Query, msg)
+		ws.Gate = fmt.Sprintf("analysis %s: %s", analysed(a), msg)
 	}
 	switch analysis.Verdict(a, t) {
 	case analysis.Successful:
@@ -122,6 +130,74 @@ func (p *placementRun) hold(i int) error {
 		return errAborted
 	}
 	return nil
+}
+
+// analysed names what a wave's analysis measures.
+func analysed(a *manifest.Analysis) string {
+	if a.Job != nil {
+		return "job " + a.Job.Image
+	}
+	return a.Prometheus.Query
+}
+
+// runJobs is one measurement of a wave's Job analysis: the Job runs in the
+// lease's namespace of each cluster of wave i at once (by that cluster's
+// activities, on its task queue), each run judged where it ran. The wave's
+// verdict is the worst: one failure fails it; one that could not be
+// measured (a cluster down) holds it for a human, never fails it.
+func (p *placementRun) runJobs(i int, a *manifest.Analysis) (analysis.Phase, string) {
+	var act *activities.Activities
+	p.jobs++
+	c := analysis.ConditionsOf(a)
+	clusters := p.in.Manifest.Placement.Waves[i].Clusters
+	futures := make([]workflow.Future, len(clusters))
+	jobs, stop := workflow.WithCancel(p.ctx) // an abort stops them: each deletes its Job
+	for j, cluster := range clusters {
+		queue := workflow.GetInfo(p.ctx).TaskQueueName
+		if cluster != p.self {
+			queue = config.ClusterTaskQueue(queue, cluster)
+		}
+		ctx := workflow.WithActivityOptions(jobs, workflow.ActivityOptions{
+			TaskQueue: queue, WaitForCancellation: true,
+			StartToCloseTimeout: time.Duration(a.Job.Deadline())*time.Second + 2*time.Minute, HeartbeatTimeout: 30 * time.Second,
+			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+			Summary:     "job " + a.Job.Image + " in cluster " + cluster,
+		})
+		futures[j] = workflow.ExecuteActivity(ctx, act.RunJob, activities.JobCheckInput{
+			Namespace: manifest.Namespace(p.in.Manifest.Lease), Service: "placement",
+			Name: analysisJobName("placement", fmt.Sprintf("%s/wave-%d", workflow.GetInfo(p.ctx).WorkflowExecution.RunID, i+1), p.jobs),
+			Job:  *a.Job, Judge: &c,
+		})
+	}
+	results := make([]activities.Measurement, len(clusters))
+	done := 0
+	for j, f := range futures {
+		workflow.Go(p.ctx, func(gctx workflow.Context) {
+			if err := f.Get(gctx, &results[j]); err != nil {
+				results[j] = activities.Measurement{Phase: analysis.Inconclusive, Message: "not measured: " + errorMessage(err)}
+			}
+			done++
+		})
+	}
+	_ = workflow.Await(p.ctx, func() bool { return done == len(futures) || p.abort })
+	if done < len(futures) {
+		stop()
+		_ = workflow.Await(p.ctx, func() bool { return done == len(futures) })
+	}
+	worst, msgs := analysis.Successful, make([]string, 0, len(clusters))
+	for j, m := range results {
+		if m.Phase == "" {
+			m.Phase = analysis.Inconclusive
+		}
+		switch {
+		case m.Phase == analysis.Failed:
+			worst = analysis.Failed
+		case m.Phase == analysis.Inconclusive && worst == analysis.Successful:
+			worst = analysis.Inconclusive
+		}
+		msgs = append(msgs, fmt.Sprintf("cluster %s: %s %s", clusters[j], m.Message, m.Phase))
+	}
+	return worst, strings.Join(msgs, "; ")
 }
 
 // measure is one measurement of a wave's analysis, judged by the activity.

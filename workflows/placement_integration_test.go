@@ -220,6 +220,34 @@ func TestAFailedWaveAnalysisReturnsEarlierWavesAndNeverTouchesLaterOnes(t *testi
 	assert.Len(t, us.History, 1, "one deploy to wave 3: the first placement's")
 }
 
+// Issue 23.3: a wave's Job analysis (a smoke test) runs in the lease's
+// namespace of each cluster of the wave, by that cluster's activities;
+// the next wave starts once both Jobs succeeded.
+func TestAWavesJobAnalysisRunsInEachOfItsClusters(t *testing.T) {
+	pt := newPlacementTest(t)
+	m := pt.manifest("nginx:1.27", nil)
+	m.Placement = &manifest.Placement{Waves: []manifest.Wave{
+		{Clusters: []string{"local", placementEU}, Analysis: &manifest.Analysis{Job: &manifest.JobCheck{Image: "busybox:1.36",
+			PodAnnotations: map[string]string{"deployflow.dev/exit-code": "0"}}}}, // the local stack's pods exit with it
+		{Clusters: []string{placementUS}},
+	}}
+	st, err := pt.place(m)
+	require.NoError(t, err)
+	assert.Equal(t, workflows.PlacementSucceeded, st.Phase)
+	assert.Equal(t, plan.Done, st.Tree.Search(plan.OpAnalysis, "wave 1").State)
+	assert.Regexp(t, `^analysis job busybox:1.36: cluster local: job placement-check-\w+ succeeded Successful; cluster pl-eu: job placement-check-\w+ succeeded Successful$`, st.Waves[0].Gate)
+	for _, c := range []string{"local", placementEU} {
+		jobs, err := pt.clusters[c].BatchV1().Jobs(manifest.Namespace(pt.lease)).List(context.Background(), metav1.ListOptions{})
+		require.NoError(t, err)
+		require.Len(t, jobs.Items, 1, "cluster %s ran the wave's Job once", c)
+		assert.Equal(t, int32(1), jobs.Items[0].Status.Succeeded, c)
+	}
+	jobs, err := pt.clusters[placementUS].BatchV1().Jobs(manifest.Namespace(pt.lease)).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, jobs.Items, "wave 2 has no analysis")
+	assert.Equal(t, workflows.ClusterActive, st.Waves[1].Clusters[0].Phase)
+}
+
 // Issue 23.4: an abort while a wave's deploys are in flight does not wait
 // for them: a deploy of pods that never become ready (a ten-minute
 // progress deadline) is interrupted in both clusters of wave 1, each

@@ -14,6 +14,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/analysis"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
 )
@@ -281,4 +283,41 @@ func TestAPlacementRunsOnlyUnderItsLeasesID(t *testing.T) {
 	assert.Equal(t, ErrInvalidInput, appErr.Type())
 	assert.Contains(t, appErr.Error(), "workflow ID: lease shop's placement runs as workflow placement-shop, not my-own-placement")
 	assert.Empty(t, pe.deploys, "nothing deployed")
+}
+
+// Issue 23.3: a wave's Job analysis runs the Job in each cluster of the
+// wave, on that cluster's task queue (its activities reach that cluster
+// only), and one cluster's failed Job fails the wave: the clusters that
+// moved are returned.
+func TestAWavesJobRunsInEachOfItsClustersAndOneFailureFailsIt(t *testing.T) {
+	good := oneService("shop")
+	good.Services[0].Image = "nginx:1.26"
+	pe := newPlacementEnv(t, &good)
+	ran := map[string]string{} // task queue → the Job's namespace
+	pe.RegisterActivityWithOptions(func(ctx context.Context, in activities.JobCheckInput) (*activities.Measurement, error) {
+		q := activity.GetInfo(ctx).TaskQueue
+		ran[q] = in.Namespace
+		if strings.HasSuffix(q, "@eu-1") {
+			return &activities.Measurement{Phase: analysis.Failed, Message: "job " + in.Name + " failed"}, nil
+		}
+		return &activities.Measurement{Phase: analysis.Successful, Message: "job " + in.Name + " succeeded"}, nil
+	}, activity.RegisterOptions{Name: "RunJob"})
+	m := oneService("shop")
+	m.Placement = &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local", "eu-1"},
+		Analysis: &manifest.Analysis{Job: &manifest.JobCheck{Image: "busybox:1.36"}}}}}
+	pe.ExecuteWorkflow(PlacementWorkflow, PlacementInput{Manifest: m})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, pe.GetWorkflowError(), &appErr)
+	var st PlacementStatus
+	require.NoError(t, appErr.Details(&st))
+
+	assert.Equal(t, map[string]string{"default-test-taskqueue": "lease-shop", "default-test-taskqueue@eu-1": "lease-shop"}, ran,
+		"the Job ran once in each cluster, by that cluster's activities")
+	assert.Equal(t, PlacementFailed, st.Phase)
+	assert.Contains(t, st.Error, "wave 1: analysis failed: analysis job busybox:1.36: cluster local: job placement-check-")
+	assert.Contains(t, st.Error, "cluster eu-1: job placement-check-")
+	calls := pe.clusters()
+	require.Len(t, calls, 4)
+	assert.ElementsMatch(t, []string{"local deploy", "eu-1 deploy"}, calls[:2], "the wave deploys in parallel")
+	assert.ElementsMatch(t, []string{"local revert", "eu-1 revert"}, calls[2:], "then both return, in parallel")
 }

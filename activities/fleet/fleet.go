@@ -43,6 +43,10 @@ type Activities struct {
 	// Limits are the operator's bounds on one lease (--max-*): a wave's
 	// analysis is held to them.
 	Limits manifest.Limits
+	// ReservedPrefixes, AllowedPodKeys: the pod keys a wave's analysis Job
+	// may not use, as a service's (--reserved-key-prefixes,
+	// --allow-pod-keys; nil prefixes: manifest.DefaultReservedPrefixes).
+	ReservedPrefixes, AllowedPodKeys []string
 }
 
 // Register puts the placement activities on w under their names.
@@ -56,7 +60,8 @@ func (f *Activities) Register(w worker.ActivityRegistry) {
 // CheckPlacement refuses a manifest over the operator's limits, its waves'
 // analyses included, naming each field.
 func (f *Activities) CheckPlacement(_ context.Context, m manifest.Manifest) error {
-	if err := m.CheckLimits(f.Limits); err != nil {
+	err := errors.Join(m.CheckLimits(f.Limits), m.CheckReservedKeys(f.ReservedPrefixes, f.AllowedPodKeys))
+	if err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrInvalidManifest, nil)
 	}
 	return nil

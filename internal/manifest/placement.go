@@ -98,8 +98,8 @@ func (v *validator) placement(p *Placement) {
 		}
 		if a := w.Analysis; a != nil {
 			apath := field(wpath, "analysis")
-			if a.Prometheus == nil {
-				v.add(apath, "a wave's analysis is a Prometheus query (prometheus: {query: ...}): HTTP checks and Jobs run in one cluster, inside a service's canary or blue-green")
+			if a.HTTP != nil {
+				v.add(field(apath, "http"), "a wave's analysis is a Prometheus query (prometheus: {query: ...}) or a Job run in each of its clusters (job: {image: ...}): an HTTP check reaches the lease's Services of one cluster, inside a service's canary or blue-green")
 				continue
 			}
 			v.analysis(apath, a)

@@ -29,13 +29,22 @@ func TestPlacementValidation(t *testing.T) {
 		`{waves: [{clusters: [a]}, {clusters: [b, a]}]}`:      "placement.waves[1].clusters[1]: cluster a is already in placement.waves[0].clusters[0]",
 		`{waves: [{clusters: [a], pause: {duration: soon}}]}`: `placement.waves[0].pause.duration: "soon" is not a duration`,
 		`{waves: [{clusters: [a], pause: {duration: 48h}}]}`:  "placement.waves[0].pause.duration: 48h: want more than 0 and at most 24h0m0s",
-		`{waves: [{clusters: [a], analysis: {http: {url: "http://x"}, successCondition: "result == 200"}}]}`: "placement.waves[0].analysis: a wave's analysis is a Prometheus query",
+		`{waves: [{clusters: [a], analysis: {http: {url: "http://x"}, successCondition: "result == 200"}}]}`: "placement.waves[0].analysis.http: a wave's analysis is a Prometheus query (prometheus: {query: ...}) or a Job run in each of its clusters",
+		`{waves: [{clusters: [a], analysis: {job: {image: ""}}}]}`:                                            "placement.waves[0].analysis.job.image",
 		`{wave: [{clusters: [a]}]}`: "placement.wave",
 	} {
 		_, err := Parse([]byte(base(p)))
 		require.Error(t, err, p)
 		assert.Contains(t, err.Error(), want, p)
 	}
+
+	// A wave's Job (a smoke test run in each of its clusters): valid, and
+	// its pod annotations held to the reserved prefixes as a service's.
+	job, err := Parse([]byte(base(`{waves: [{clusters: [a], analysis: {job: {image: "busybox:1.36", command: ["true"], podAnnotations: {"deployflow.dev/x": "y"}}}}]}`)))
+	require.NoError(t, err)
+	err = job.CheckReservedKeys(nil, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `placement.waves[0].analysis.job.podAnnotations["deployflow.dev/x"]: the prefix deployflow.dev is reserved`)
 
 	err = ok.Placement.CheckClusters([]string{"local", "staging", "eu-1", "us-1"})
 	require.Error(t, err)

@@ -85,5 +85,10 @@ func (m *Manifest) CheckReservedKeys(prefixes, allowed []string) error {
 			}
 		}
 	}
+	if p := m.Placement; p != nil {
+		for i, w := range p.Waves {
+			job(field(index("placement.waves", i), "analysis"), w.Analysis)
+		}
+	}
 	return v.err()
 }

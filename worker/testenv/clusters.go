@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"github.com/deployflow/deployflow/internal/devstack"
 	"log/slog"
 	"os"
 	"testing"
@@ -85,7 +86,8 @@ func (e *Env) ClusterWorker(t testing.TB, tq string, cl *app.Cluster) string {
 func (e *Env) PlacementWorker(t testing.TB, cls ...*app.Cluster) string {
 	t.Helper()
 	return e.worker(t, nil, func(tq string, w worker.Worker) {
-		f := &fleet.Activities{Temporal: e.Temporal, TaskQueue: tq, Self: fleet.DefaultSelf, Poll: 250 * time.Millisecond}
+		f := &fleet.Activities{Temporal: e.Temporal, TaskQueue: tq, Self: fleet.DefaultSelf, Poll: 250 * time.Millisecond,
+			AllowedPodKeys: devstack.KwokKnobs} // as the stack's workers
 		for _, cl := range cls {
 			f.Clusters = append(f.Clusters, cl.Name)
 			e.ClusterWorker(t, tq, cl)
