@@ -30,7 +30,7 @@ func TestPlacementValidation(t *testing.T) {
 		`{waves: [{clusters: [a], pause: {duration: soon}}]}`: `placement.waves[0].pause.duration: "soon" is not a duration`,
 		`{waves: [{clusters: [a], pause: {duration: 48h}}]}`:  "placement.waves[0].pause.duration: 48h: want more than 0 and at most 24h0m0s",
 		`{waves: [{clusters: [a], analysis: {http: {url: "http://x"}, successCondition: "result == 200"}}]}`: "placement.waves[0].analysis.http: a wave's analysis is a Prometheus query (prometheus: {query: ...}) or a Job run in each of its clusters",
-		`{waves: [{clusters: [a], analysis: {job: {image: ""}}}]}`:                                            "placement.waves[0].analysis.job.image",
+		`{waves: [{clusters: [a], analysis: {job: {image: ""}}}]}`:                                           "placement.waves[0].analysis.job.image",
 		`{wave: [{clusters: [a]}]}`: "placement.wave",
 	} {
 		_, err := Parse([]byte(base(p)))
