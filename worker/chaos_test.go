@@ -811,7 +811,7 @@ func (r *chaosRun) finish(sc scenario, f fault, fault time.Time, mended <-chan s
 			for i := range r.all { // their logs are read whole once they are gone
 				r.stop(r.all[i])
 			}
-			msgs = append(msgs, r.writesDecided()...)
+			msgs = append(msgs, r.writesDecidedOnceVisible()...)
 		}
 	}
 	if sc.after != nil && (!f.writes || sc.phase == workflows.PhaseTornDown) {
@@ -836,6 +836,23 @@ func (r *chaosRun) finish(sc scenario, f fault, fault time.Time, mended <-chan s
 // or a write landing after the decision that made it was superseded, would
 // exceed it. (The creation is not counted: a lost task can create a
 // ReplicaSet that the retried task adopts.)
+// writesDecidedOnceVisible is writesDecided, read again for a while when
+// the rollouts' runs are not listed yet: Temporal's visibility (the
+// ListWorkflow the check starts from) is eventually consistent, and with
+// runs side by side on 2 cores it lagged behind once (make chaos's
+// placement sweep: "no ReplicaSet write found", the runs not yet listed).
+func (r *chaosRun) writesDecidedOnceVisible() []string {
+	for attempt := 0; ; attempt++ {
+		msgs := r.writesDecided()
+		if attempt == 10 || !slices.Contains(msgs, noWritesFound) {
+			return msgs
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+const noWritesFound = "no ReplicaSet write found in the rollouts' histories"
+
 func (r *chaosRun) writesDecided() []string {
 	ctx := context.Background()
 	ns := manifest.Namespace(r.lease)
@@ -903,7 +920,7 @@ func (r *chaosRun) writesDecided() []string {
 	}
 	var msgs []string
 	if summaries == 0 && len(rss.Items) > 0 { // ReplicaSets exist, so this cannot be: the histories were misread
-		msgs = append(msgs, "no ReplicaSet write found in the rollouts' histories")
+		msgs = append(msgs, noWritesFound)
 	}
 	for _, rs := range rss.Items {
 		if rs.Generation > 1+max(decided[rs.Name], logged[rs.Name]) {
