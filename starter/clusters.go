@@ -5,12 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"golang.org/x/term"
 
 	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/workflows"
@@ -66,11 +64,7 @@ func clusterArg(cluster string) string {
 // succeeded, an error when it failed or was aborted. A wave held for
 // approval is shown as held, and the watch goes on (a human promotes).
 func watchPlacement(ctx context.Context, c client.Client, lease string, out io.Writer, interval time.Duration) error {
-	tty := false
-	if f, ok := out.(*os.File); ok {
-		tty = term.IsTerminal(int(f.Fd()))
-	}
-	last := ""
+	screen := newFrames(out)
 	for {
 		st, ok := queryPlacement(ctx, c, lease)
 		if !ok {
@@ -78,15 +72,7 @@ func watchPlacement(ctx context.Context, c client.Client, lease string, out io.W
 		}
 		var b strings.Builder
 		printPlacement(&b, st)
-		if frame := b.String(); frame != last {
-			if tty {
-				fmt.Fprint(out, "\033[H\033[2J")
-			} else if last != "" {
-				fmt.Fprintln(out)
-			}
-			fmt.Fprint(out, frame)
-			last = frame
-		}
+		screen.draw(b.String())
 		switch st.Phase {
 		case workflows.PlacementSucceeded:
 			return nil

@@ -20,26 +20,13 @@ import (
 // `kubectl rollout status`: nil when the lease is Active, an error when the
 // deploy failed (a progress deadline included).
 func watchStatus(ctx context.Context, c client.Client, lease, cluster string, out io.Writer, interval time.Duration) error {
-	tty := false
-	if f, ok := out.(*os.File); ok {
-		tty = term.IsTerminal(int(f.Fd()))
-	}
-	last := ""
+	screen := newFrames(out)
 	for {
 		st, err := queryDeploy(ctx, c, lease, cluster)
 		if err != nil {
 			return err
 		}
-		frame := renderTree(st, rolloutStatuses(ctx, c, cluster, st))
-		if frame != last {
-			if tty {
-				fmt.Fprint(out, "\033[H\033[2J")
-			} else if last != "" {
-				fmt.Fprintln(out)
-			}
-			fmt.Fprint(out, frame)
-			last = frame
-		}
+		screen.draw(renderTree(st, rolloutStatuses(ctx, c, cluster, st)))
 		if st.Phase != workflows.PhaseDeploying && !st.Pending && st.Phase != "" {
 			switch st.Phase {
 			case workflows.PhaseActive:
@@ -58,6 +45,35 @@ func watchStatus(ctx context.Context, c client.Client, lease, cluster string, ou
 
 // queryDeploy is the status of the lease's workflow in cluster ("" the
 // worker's own).
+// frames draws a watch's successive frames, each only when it changed: on
+// a terminal over the last one, elsewhere after it, a blank line between.
+type frames struct {
+	out  io.Writer
+	tty  bool
+	last string
+}
+
+func newFrames(out io.Writer) *frames {
+	f := &frames{out: out}
+	if file, ok := out.(*os.File); ok {
+		f.tty = term.IsTerminal(int(file.Fd()))
+	}
+	return f
+}
+
+func (f *frames) draw(frame string) {
+	if frame == f.last {
+		return
+	}
+	if f.tty {
+		fmt.Fprint(f.out, "\033[H\033[2J")
+	} else if f.last != "" {
+		fmt.Fprintln(f.out)
+	}
+	fmt.Fprint(f.out, frame)
+	f.last = frame
+}
+
 func queryDeploy(ctx context.Context, c client.Client, lease, cluster string) (workflows.DeployStatus, error) {
 	var st workflows.DeployStatus
 	var v converter.EncodedValue

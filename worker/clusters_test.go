@@ -84,30 +84,9 @@ func TestAWorkerDeploysALeaseToAnotherClusterOnly(t *testing.T) {
 	assert.Equal(t, workflows.ErrInvalidInput, appErr.Type())
 	assert.Contains(t, appErr.Error(), "task queue <worker's task queue>@it-eu")
 
-	start := env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID: wfID, TaskQueue: config.ClusterTaskQueue(tq, cluster),
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "test", Cluster: cluster, HealthIntervalSeconds: 1})
-	h, err := env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: start,
-		UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: wfID, UpdateName: workflows.UpdateDeploy,
-			Args: []any{workflows.DeployRequest{Manifest: m, Trigger: "test"}}, WaitForStage: client.WorkflowUpdateStageCompleted},
-	})
-	require.NoError(t, err)
-	require.NoError(t, h.Get(ctx, nil))
-
-	var st workflows.DeployStatus
-	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "the deploy to cluster it-eu never finished", func() (bool, string) {
-		v, err := env.Temporal.QueryWorkflow(ctx, wfID, "", workflows.QueryDeploy)
-		if err != nil {
-			return false, err.Error()
-		}
-		if err := v.Get(&st); err != nil {
-			return false, err.Error()
-		}
-		return st.Phase == workflows.PhaseActive && len(st.History) == 1, fmt.Sprintf("phase %s, %d deploys, last error %q", st.Phase, len(st.History), st.LastError)
-	})
+	st := deployIn(t, env, tq, cluster, m)
+	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	require.Len(t, st.History, 1)
 	assert.Equal(t, []string{host}, st.Hostnames)
 
 	list, err := eu.Kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: manifest.ServiceLabel + "=web"})
@@ -254,6 +233,7 @@ func deployIn(t *testing.T, env *testenv.Env, tq, cluster string, m manifest.Man
 	start := env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID: id, TaskQueue: config.ClusterTaskQueue(tq, cluster),
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, // after a run that failed
 	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "test", Cluster: cluster, HealthIntervalSeconds: 1})
 	before := 0
 	if v, err := env.Temporal.QueryWorkflow(ctx, id, "", workflows.QueryDeploy); err == nil {

@@ -19,14 +19,7 @@ import (
 // were cancelled and the same manifest deployed again as deploy #2. A
 // request for the manifest being deployed now joins that deploy.
 func TestTheSameManifestDuringItsDeployJoinsIt(t *testing.T) {
-	rollouts := 0
-	env := newDeployEnv(t, func(env *deployEnv) {
-		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).After(time.Minute).Return(
-			func(workflow.Context, RolloutInput) (*RolloutResult, error) {
-				rollouts++
-				return &RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil
-			})
-	})
+	env, rollouts := minuteLongRollouts(t)
 	var joined DeployStatus
 	var updateErr error
 	env.RegisterDelayedCallback(func() {
@@ -50,7 +43,7 @@ func TestTheSameManifestDuringItsDeployJoinsIt(t *testing.T) {
 	require.True(t, errors.As(env.GetWorkflowError(), &can), "want continue-as-new after the deploy, got %v", env.GetWorkflowError())
 	var next DeployInput
 	require.NoError(t, converterDecode(can, &next))
-	assert.Equal(t, 1, rollouts)
+	assert.Equal(t, 1, *rollouts)
 	assert.Equal(t, int64(1), next.Carry.Revision, "one deploy")
 	assert.Nil(t, next.Carry.Pending, "nothing left to deploy again")
 	require.Len(t, next.Carry.History, 1)
@@ -99,14 +92,7 @@ func TestTheSameManifestDoesNotJoinADeployBoundToAPlan(t *testing.T) {
 // deploy in progress, pending or recorded changes nothing (gate
 // idempotent-keys).
 func TestARequestRepeatingTheKeyOfTheDeployInProgressChangesNothing(t *testing.T) {
-	rollouts := 0
-	env := newDeployEnv(t, func(env *deployEnv) {
-		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).After(time.Minute).Return(
-			func(workflow.Context, RolloutInput) (*RolloutResult, error) {
-				rollouts++
-				return &RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil
-			})
-	})
+	env, rollouts := minuteLongRollouts(t)
 	const key = "placement:run-1:1:eu-1:deploy"
 	var updateErr error
 	env.RegisterDelayedCallback(func() {
@@ -120,7 +106,7 @@ func TestARequestRepeatingTheKeyOfTheDeployInProgressChangesNothing(t *testing.T
 	require.NoError(t, updateErr)
 
 	next := continuedWith(t, env.GetWorkflowError())
-	assert.Equal(t, 1, rollouts, "one rollout")
+	assert.Equal(t, 1, *rollouts, "one rollout")
 	assert.Equal(t, int64(1), next.Carry.Revision, "one deploy")
 	assert.Nil(t, next.Carry.Pending, "nothing left to deploy again")
 	require.Len(t, next.Carry.History, 1)
@@ -135,4 +121,18 @@ func TestAStartsKeyIsChecked(t *testing.T) {
 	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Key: "bad key\n"})
 	require.Error(t, env.GetWorkflowError())
 	assert.Contains(t, env.GetWorkflowError().Error(), `key: "bad key\n": use letters, digits`)
+}
+
+// minuteLongRollouts is a lease whose rollouts each take a minute and
+// complete, counted.
+func minuteLongRollouts(t *testing.T) (*deployEnv, *int) {
+	rollouts := 0
+	env := newDeployEnv(t, func(env *deployEnv) {
+		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).After(time.Minute).Return(
+			func(workflow.Context, RolloutInput) (*RolloutResult, error) {
+				rollouts++
+				return &RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil
+			})
+	})
+	return env, &rollouts
 }
