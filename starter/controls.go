@@ -31,10 +31,22 @@ func runAbort(g *globals, fs *flag.FlagSet) runner {
 	rollout := rolloutControl(g, fs, "abort", workflows.UpdateAbort, nil)
 	return func(ctx context.Context, pos []string, out io.Writer) error {
 		if len(pos) == 1 {
+			if err := noClusterOnPlacement(fs, "abort"); err != nil {
+				return err
+			}
 			return placementControl(ctx, g, "abort", workflows.UpdatePlacementAbort, pos[0], out)
 		}
 		return rollout(ctx, pos, out)
 	}
+}
+
+// noClusterOnPlacement refuses --cluster on a placement's control: a
+// placement spans its clusters.
+func noClusterOnPlacement(fs *flag.FlagSet, name string) error {
+	if f := fs.Lookup("cluster"); f != nil && f.Value.String() != "" {
+		return usageError{fmt.Errorf("--cluster: %s <lease> acts on the lease's placement, in all its clusters; %s <lease> <service> --cluster %s acts on one rollout there", name, name, f.Value.String())}
+	}
+	return nil
 }
 
 // runPromote is `deployflow promote <lease> <service> [--full]`: a canary
@@ -45,6 +57,9 @@ func runPromote(g *globals, fs *flag.FlagSet) runner {
 	rollout := rolloutControl(g, fs, "promote", workflows.UpdatePromote, func() any { return workflows.PromoteRequest{Full: *full} })
 	return func(ctx context.Context, pos []string, out io.Writer) error {
 		if len(pos) == 1 { // a placement's held wave
+			if err := noClusterOnPlacement(fs, "promote"); err != nil {
+				return err
+			}
 			return placementControl(ctx, g, "promote", workflows.UpdatePlacementPromote, pos[0], out)
 		}
 		return rollout(ctx, pos, out)

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,24 +109,20 @@ placement:
 	require.Len(t, rss.Items, 1, "cluster cli-eu still runs the first version only")
 	// `status --watch` follows the placement, held wave included, until it
 	// ends (exit 0: Succeeded).
-	type result struct {
-		code        int
-		out, stderr string
-	}
-	watched := make(chan result, 1)
+	var watchOut, watchErr lockedBuffer
+	watched := make(chan int, 1)
 	go func() {
-		code, out, stderr := runCLI("status", lease, "--watch", "--interval", "200ms", "--timeout", "2m",
-			"--temporal-address", devstack.TemporalAddress, "--task-queue", tq)
-		watched <- result{code, out, stderr}
+		watched <- run(context.Background(), []string{"status", lease, "--watch", "--interval", "200ms", "--timeout", "2m",
+			"--temporal-address", devstack.TemporalAddress, "--task-queue", tq}, &watchOut, &watchErr)
 	}()
-	time.Sleep(time.Second) // the watch has drawn the held wave
+	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "the watch never drew the held wave", func() (bool, string) {
+		return strings.Contains(watchOut.String(), "wait for approval (deployflow promote "+lease+")  running"), watchOut.String() + watchErr.String()
+	})
 	out, _ = cli(t, env, tq, "promote", lease)
 	assert.Contains(t, out, "placement of lease "+lease+": promoted")
-	w := <-watched
-	assert.Equal(t, 0, w.code, "the watch ends 0 once the placement succeeded: %s", w.stderr)
-	assert.Contains(t, w.out, "wait for approval (deployflow promote "+lease+")  running", "drawn while held")
-	assert.Contains(t, w.out, "placement of lease "+lease+": Succeeded")
-	assert.Contains(t, w.out, "wave 2, cluster cli-eu: Active (deploy 2")
+	assert.Equal(t, 0, <-watched, "the watch ends 0 once the placement succeeded: %s", watchErr.String())
+	assert.Contains(t, watchOut.String(), "placement of lease "+lease+": Succeeded")
+	assert.Contains(t, watchOut.String(), "wave 2, cluster cli-eu: Active (deploy 2")
 
 	// Another cluster's lease workflow and rollouts (--cluster): its status,
 	// and a canary there paused for a human, promoted from the CLI.
@@ -156,8 +154,14 @@ placement:
 	assert.Contains(t, stderr, "promote acts on a rollout in progress")
 	out, _ = cli(t, env, tq, "promote", lease, "web", "--cluster", "cli-eu")
 	assert.Contains(t, out, "web of lease "+lease+" in cluster cli-eu: promoted past step 2/2 (pause until promoted)")
-	out, _ = cli(t, env, tq, "status", lease, "--watch", "--timeout", "2m")
-	assert.Contains(t, out, "placement of lease "+lease+": Succeeded")
+	cli(t, env, tq, "status", lease, "--cluster", "cli-eu", "--watch", "--timeout", "2m")
+	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the canary's placement never ended", func() (bool, string) {
+		code, out, _ := runCLI("status", lease, "--temporal-address", devstack.TemporalAddress, "--task-queue", tq)
+		return code == 0 && strings.Contains(out, "placement of lease "+lease+": Succeeded"), out
+	})
+	code, _, stderr = runCLI("abort", lease, "--cluster", "cli-eu", "--temporal-address", devstack.TemporalAddress, "--task-queue", tq)
+	assert.Equal(t, 2, code, "a placement spans its clusters: --cluster is refused on it")
+	assert.Contains(t, stderr, "--cluster: abort <lease> acts on the lease's placement, in all its clusters")
 	out, _ = cli(t, env, tq, "restart", lease, "--cluster", "cli-eu")
 	assert.Contains(t, out, "restarting every pod of lease "+lease+" in cluster cli-eu (deployflow status "+lease+" --watch --cluster cli-eu)")
 	// The restart rolls out as the service says, a canary: promoted there too.
@@ -171,4 +175,22 @@ placement:
 	rss, err = eu.Kube.AppsV1().ReplicaSets(manifest.Namespace(lease)).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	assert.Len(t, rss.Items, 4, "cli-eu: 1.27, 1.28, 1.29 and the restart's")
+}
+
+// lockedBuffer is a bytes.Buffer read while a command writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

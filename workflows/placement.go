@@ -64,14 +64,17 @@ const ErrPlacement = "PlacementFailed"
 // PlacementWorkflowID is the placement workflow of a lease: one at a time.
 func PlacementWorkflowID(lease string) string { return "placement-" + lease }
 
-// replayerWorkflowID is the ID the SDK's replayer runs a history under.
+// replayerWorkflowID is the ID the SDK's replayer runs a recorded history
+// under: let through only while replaying (a run started under that ID
+// meets the check in its first, live, workflow task and is refused).
 const replayerWorkflowID = "ReplayId"
 
 // checkPlacementID refuses a placement started under another ID than its
 // lease's: a second one would deploy the same lease beside the first.
 func checkPlacementID(ctx workflow.Context, lease string) error {
-	id := workflow.GetInfo(ctx).WorkflowExecution.ID
-	if id == PlacementWorkflowID(lease) || id == replayerWorkflowID {
+	info := workflow.GetInfo(ctx)
+	id := info.WorkflowExecution.ID
+	if id == PlacementWorkflowID(lease) || (id == replayerWorkflowID && workflow.IsReplaying(ctx)) {
 		return nil
 	}
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
@@ -396,7 +399,12 @@ func (p *placementRun) deployWave(i int) error {
 	done := 0
 	deploys, interrupt := workflow.WithCancel(p.ctx)
 	stopping := false // the deploys in flight were interrupted
+	started := 0      // the wave's deploys scheduled
 	for j := range ws.Clusters {
+		if p.interrupts && (p.abort || len(failed) > 0) {
+			break // stopped while the wave started: its other clusters stay untouched
+		}
+		started++
 		cs := &ws.Clusters[j]
 		// What the cluster returns to if the placement fails: read once,
 		// recorded in the history.
@@ -416,7 +424,10 @@ func (p *placementRun) deployWave(i int) error {
 			err := f.Get(gctx, &r)
 			cs.Finished, cs.Revision, cs.Outcome = workflow.Now(gctx), r.Revision, r.Outcome
 			switch {
-			case err != nil && stopping && temporal.IsCanceledError(err):
+			case err != nil && stopping:
+				// Cancelled, or failed once the cancel was asked (a timeout, an
+				// error; Temporal retries nothing then): its deploy may have
+				// been sent, so it is returned (guarded by its key).
 				cs.Phase, cs.Outcome = ClusterInterrupted, "interrupted in flight: the placement stopped"
 				p.interrupted[cs.Cluster] = true
 			case err != nil:
@@ -438,15 +449,15 @@ func (p *placementRun) deployWave(i int) error {
 		})
 	}
 	if p.interrupts {
-		if err := workflow.Await(p.ctx, func() bool { return done == len(ws.Clusters) || p.abort || len(failed) > 0 }); err != nil {
+		if err := workflow.Await(p.ctx, func() bool { return done == started || p.abort || len(failed) > 0 }); err != nil {
 			return err
 		}
-		if done < len(ws.Clusters) {
+		if done < started {
 			stopping = true
 			interrupt()
 		}
 	}
-	if err := workflow.Await(p.ctx, func() bool { return done == len(ws.Clusters) }); err != nil {
+	if err := workflow.Await(p.ctx, func() bool { return done == started }); err != nil {
 		return err
 	}
 	if p.interrupts && p.abort && len(failed) == 0 {

@@ -275,14 +275,17 @@ func TestAFailedClusterInterruptsTheRestOfItsWave(t *testing.T) {
 // would deploy beside the first. Before the placement-interrupts gate any
 // ID ran.
 func TestAPlacementRunsOnlyUnderItsLeasesID(t *testing.T) {
-	pe := newPlacementEnv(t, nil)
-	pe.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "my-own-placement"})
-	pe.ExecuteWorkflow(PlacementWorkflow, PlacementInput{Manifest: approvalPlacement()})
-	var appErr *temporal.ApplicationError
-	require.ErrorAs(t, pe.GetWorkflowError(), &appErr)
-	assert.Equal(t, ErrInvalidInput, appErr.Type())
-	assert.Contains(t, appErr.Error(), "workflow ID: lease shop's placement runs as workflow placement-shop, not my-own-placement")
-	assert.Empty(t, pe.deploys, "nothing deployed")
+	// ReplayId is the SDK replayer's: let through only while replaying.
+	for _, id := range []string{"my-own-placement", "ReplayId"} {
+		pe := newPlacementEnv(t, nil)
+		pe.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id})
+		pe.ExecuteWorkflow(PlacementWorkflow, PlacementInput{Manifest: approvalPlacement()})
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, pe.GetWorkflowError(), &appErr, id)
+		assert.Equal(t, ErrInvalidInput, appErr.Type())
+		assert.Contains(t, appErr.Error(), "workflow ID: lease shop's placement runs as workflow placement-shop, not "+id)
+		assert.Empty(t, pe.deploys, "nothing deployed")
+	}
 }
 
 // Issue 23.3: a wave's Job analysis runs the Job in each cluster of the

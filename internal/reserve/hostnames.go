@@ -256,12 +256,16 @@ func (h *Hostnames) Reserve(ctx context.Context, leaseID, owner string, hostname
 	if err != nil {
 		return HostnameResult{}, err
 	}
-	var created []unstructured.Unstructured
+	var created []unstructured.Unstructured // by this call: undone if it fails
 	for i := range plans {
 		if plans[i].holding == held && h.shared() {
 			// Held for another cluster (or before sharing): this one too.
-			if err := h.use(ctx, plans[i].hostname, leaseID); err != nil {
+			added, err := h.use(ctx, plans[i].hostname, leaseID)
+			if err != nil {
 				return HostnameResult{}, errors.Join(err, h.rollback(ctx, created, leaseID))
+			}
+			if added {
+				created = append(created, unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": plans[i].hostname}}})
 			}
 			continue
 		}
@@ -317,16 +321,21 @@ func (h *Hostnames) claim(ctx context.Context, hostname, leaseID, owner string) 
 				apierrors.NewConflict(crds.HostnameReservations.GroupResource(), hostname, errors.New("reservation keeps changing, try again")))
 		}
 		holding, holder, err := classify(existing, leaseID, owner)
+		var added bool
 		if err == nil && holding == held && h.shared() {
 			// Another cluster of the lease created it in between.
-			err = h.use(ctx, hostname, leaseID)
+			added, err = h.use(ctx, hostname, leaseID)
+		}
+		if added {
+			return existing, holding, holder, nil // this call's use: undone if it fails
 		}
 		return nil, holding, holder, err
 	}
 }
 
-// rollback deletes the reservations a failed Reserve created. It runs even
-// when ctx is done, for a short while.
+// rollback deletes the reservations a failed Reserve created (in a shared
+// store: takes back the uses it added). It runs even when ctx is done, for
+// a short while.
 func (h *Hostnames) rollback(ctx context.Context, created []unstructured.Unstructured, leaseID string) error {
 	if len(created) == 0 {
 		return nil

@@ -73,19 +73,19 @@ func (h *Hostnames) usedBy(u *unstructured.Unstructured) bool {
 // (created by another cluster, or before sharing). It writes the labels
 // only, with the object's resourceVersion as a precondition, so it never
 // takes over a reservation released and re-created meanwhile.
-func (h *Hostnames) use(ctx context.Context, name, leaseID string) error {
+func (h *Hostnames) use(ctx context.Context, name, leaseID string) (added bool, err error) {
 	for attempt := 0; ; attempt++ {
 		u, err := getIfExists(ctx, h.res, name)
 		if err != nil {
-			return fmt.Errorf("reserve hostname %s: %w", name, err)
+			return false, fmt.Errorf("reserve hostname %s: %w", name, err)
 		}
 		if u == nil || specString(u, "lease") != leaseID {
 			// Released meanwhile: the caller's Reserve sees it on a retry.
-			return fmt.Errorf("reserve hostname %s: %w", name, apierrors.NewConflict(
+			return false, fmt.Errorf("reserve hostname %s: %w", name, apierrors.NewConflict(
 				crds.HostnameReservations.GroupResource(), name, errors.New("released while this cluster reserved it, try again")))
 		}
 		if _, ok := u.GetLabels()[UsedByLabel(h.cluster)]; ok {
-			return nil
+			return false, nil
 		}
 		add := map[string]any{UsedByLabel(h.cluster): "true"}
 		if len(users(u)) == 0 && h.home != h.cluster {
@@ -93,7 +93,7 @@ func (h *Hostnames) use(ctx context.Context, name, leaseID string) error {
 		}
 		err = h.patchLabels(ctx, u, add)
 		if err == nil || !apierrors.IsConflict(err) || attempt >= 5 {
-			return err
+			return err == nil, err
 		}
 	}
 }

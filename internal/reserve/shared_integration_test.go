@@ -2,12 +2,15 @@ package reserve_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/deployflow/deployflow/internal/reserve"
+	"github.com/deployflow/deployflow/k8s/crds"
 )
 
 // Issue 23.3, global hostnames: one store shared by the clusters "local"
@@ -77,4 +80,33 @@ func TestASharedHostnameStoreHoldsANameForOneLeaseAcrossClusters(t *testing.T) {
 	require.NotNil(t, reservation(t, dyn, api), "eu-1 still uses it")
 	require.NoError(t, eu.ReleaseAll(ctx, a))
 	assert.Nil(t, reservation(t, dyn, api))
+}
+
+// Found in review: a Reserve that lost a race for one hostname took back
+// the reservations it created, but not the uses it added to reservations
+// its lease held for other clusters: the cluster stayed a user of a name
+// it never got to serve, and the name outlived its last real user.
+func TestASharedReserveThatLosesARaceTakesBackTheUsesItAdded(t *testing.T) {
+	dyn := cluster(t)
+	ctx := context.Background()
+	store := reserve.NewHostnames(dyn, nil)
+	a, y := leaseID(t, "a"), leaseID(t, "y")
+	releaseAllAtEnd(t, store, a, y)
+	shared, contested := host(t, "a-shared"), host(t, "b-contested") // reserved in this order
+
+	_, err := store.Shared("local", "local").Reserve(ctx, a, "owner-a", []string{shared})
+	require.NoError(t, err)
+	var once sync.Once
+	racy := reserve.NewHostnames(hookedDyn{Interface: dyn, beforeCreate: func(obj *unstructured.Unstructured) {
+		if obj.GetName() == contested {
+			once.Do(func() { createAs(t, dyn, crds.HostnameReservations, obj, y, "owner-y") })
+		}
+	}}, nil).Shared("eu-1", "local")
+	_, err = racy.Reserve(ctx, a, "owner-a", []string{shared, contested})
+	var conflict *reserve.ConflictError
+	require.ErrorAs(t, err, &conflict)
+
+	labels := reservation(t, dyn, shared).GetLabels()
+	assert.Equal(t, "true", labels[reserve.UsedByLabel("local")], "local still uses it")
+	assert.NotContains(t, labels, reserve.UsedByLabel("eu-1"), "eu-1's use, added by the failed call, is taken back")
 }
