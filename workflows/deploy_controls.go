@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deployflow/deployflow/internal/manifest"
@@ -78,8 +79,40 @@ type DeployRequest struct {
 	// outcome after a retry or a continue-as-new instead of deploying
 	// twice. A keyed request never joins a deploy in progress.
 	Key string `json:"key,omitempty"`
+	// IfLast, if set, deploys only if the lease's last deploy, or the one
+	// in progress or pending, is the one with this key (a placement's
+	// return to the last-known-good manifest); otherwise the update fails
+	// with ErrNotLastDeploy and nothing changes. Checked here, as the
+	// request lands, so a deploy sent meanwhile is never replaced.
+	IfLast string `json:"ifLast,omitempty"`
 
 	invalid error // what is wrong with a request typed by hand (UnmarshalJSON)
+}
+
+// ErrNotLastDeploy is the failure type of a deploy request whose IfLast is
+// not the lease's last deploy: it was deployed again since.
+const ErrNotLastDeploy = "NotLastDeploy"
+
+// lastIs reports whether the lease's deploy in progress, else the pending
+// one, else its last recorded one, has key.
+func (w *deployRun) lastIs(key string) bool {
+	switch {
+	case w.Pending != nil:
+		return w.PendingKey == key
+	case w.requested != nil:
+		return w.key == key
+	case len(w.History) > 0:
+		return w.History[len(w.History)-1].Key == key
+	}
+	return false
+}
+
+func (w *deployRun) notLast(req DeployRequest) error {
+	if req.IfLast == "" || w.lastIs(req.IfLast) {
+		return nil
+	}
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		"ifLast: lease %s's last deploy is not %s: it was deployed again since; nothing changed", w.lease, req.IfLast), ErrNotLastDeploy, nil)
 }
 
 func (r DeployRequest) trigger() string {
@@ -102,6 +135,9 @@ func (w *deployRun) registerControls() error {
 	controls := []control{
 		{UpdateDeploy, `Deploy a manifest to this lease (supersedes a deploy in progress). Argument: {"manifest": {...}, "trigger": "ui"}`,
 			func(_ workflow.Context, req DeployRequest) (DeployStatus, error) {
+				if err := w.notLast(req); err != nil {
+					return w.status(), err // another request landed first, in this task
+				}
 				if w.repeats(req) && w.ignoresRepeatedKey() {
 					return w.status(), nil // the same request again: its deploy runs, waits or ran
 				}
@@ -126,6 +162,12 @@ func (w *deployRun) registerControls() error {
 					return err
 				}
 				if err := checkKey("key", req.Key); err != nil {
+					return err
+				}
+				if err := checkKey("ifLast", req.IfLast); err != nil {
+					return err
+				}
+				if err := w.notLast(req); err != nil {
 					return err
 				}
 				if req.Manifest.Placement != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 )
@@ -135,4 +136,58 @@ func minuteLongRollouts(t *testing.T) (*deployEnv, *int) {
 			})
 	})
 	return env, &rollouts
+}
+
+// Found in review: a placement's return to the last-known-good manifest was
+// guarded only by the placement's own check of the lease's status, then
+// sent: a deploy landing in between was replaced by the return, its sender
+// told it was accepted. The return now carries IfLast, checked by the lease
+// workflow as the request lands: with another deploy in progress it is
+// refused (ErrNotLastDeploy) and nothing changes; with the placement's
+// deploy still the last, it goes.
+func TestAReturnGuardedByItsKeyNeverReplacesANewerDeploy(t *testing.T) {
+	const key = "placement:run-1:1:eu-1:deploy"
+	good := oneService("l")
+	good.Services[0].Image = "nginx:1.26"
+	newer := oneService("l")
+	newer.Services[0].Image = "nginx:1.29"
+	for _, tc := range []struct {
+		name     string
+		cli      bool // a CLI deploy lands just before the return
+		rejected bool
+	}{
+		{"the placement's deploy is the last: the return goes", false, false},
+		{"another deploy landed first: the return is refused", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := idleLease(t, func(env *deployEnv) {
+				env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).After(time.Minute).Return(&RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 2}, nil)
+			})
+			env.in.Carry.History = []DeployRecord{{Revision: 1, Key: key, Outcome: "Succeeded"}}
+			var rejection error
+			env.RegisterDelayedCallback(func() {
+				if tc.cli {
+					env.UpdateWorkflow(UpdateDeploy, "cli", &testsuite.TestUpdateCallback{
+						OnReject: func(err error) { t.Errorf("the CLI's deploy was refused: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
+					}, DeployRequest{Manifest: newer, Trigger: "cli"})
+				}
+				env.UpdateWorkflow(UpdateDeploy, "return", &testsuite.TestUpdateCallback{
+					OnReject: func(err error) { rejection = err }, OnAccept: func() {}, OnComplete: func(any, error) {},
+				}, DeployRequest{Manifest: good, Trigger: "placement", Key: "placement:run-1:1:eu-1:revert", IfLast: key})
+			}, time.Second)
+			env.ExecuteWorkflow(DeployWorkflow, env.in)
+			next := continuedWith(t, env.GetWorkflowError())
+			last := next.Carry.History[len(next.Carry.History)-1]
+			if tc.rejected {
+				var appErr *temporal.ApplicationError
+				require.ErrorAs(t, rejection, &appErr)
+				assert.Equal(t, ErrNotLastDeploy, appErr.Type())
+				assert.Equal(t, "nginx:1.29", last.Image["web"], "the CLI's deploy ran, not the return")
+				assert.Equal(t, "cli", last.Trigger)
+			} else {
+				require.NoError(t, rejection)
+				assert.Equal(t, "nginx:1.26", last.Image["web"], "returned to the last-known-good manifest")
+			}
+		})
+	}
 }

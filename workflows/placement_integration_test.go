@@ -425,12 +425,21 @@ func TestAHostilePlacementIsRefusedBeforeAnythingDeploys(t *testing.T) {
 	greedy := base
 	greedy.Placement = &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local"},
 		Analysis: &manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: "vector(1)"}, SuccessCondition: "result == 1", Interval: "1ms", Count: 1 << 30}}}}
+	// A wave's Job steering the cluster (a reserved pod annotation) and
+	// running past the operator's --max-job-seconds.
+	steering := base
+	deadline := int64(1 << 20)
+	steering.Placement = &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local"},
+		Analysis: &manifest.Analysis{Job: &manifest.JobCheck{Image: "busybox:1.36", ActiveDeadlineSeconds: &deadline,
+			PodAnnotations: map[string]string{"sidecar.istio.io/inject": "true"}}}}}}
 	for name, c := range map[string]struct {
 		in         any
 		typ, field string
 	}{
 		"unknown cluster":      {workflows.PlacementInput{Manifest: unknown}, workflows.ErrInvalidManifest, `placement.waves[1].clusters[0]: unknown cluster "someone-elses"`},
 		"analysis over limits": {workflows.PlacementInput{Manifest: greedy}, workflows.ErrInvalidManifest, "placement.waves[0].analysis.count: 1073741824 measurements"},
+		"job over limits":      {workflows.PlacementInput{Manifest: steering}, workflows.ErrInvalidManifest, "placement.waves[0].analysis.job.activeDeadlineSeconds: 1048576"},
+		"job steering":         {workflows.PlacementInput{Manifest: steering}, workflows.ErrInvalidManifest, `placement.waves[0].analysis.job.podAnnotations["sidecar.istio.io/inject"]: the prefix istio.io is reserved`},
 		"typed by hand":        {map[string]any{"manifest": base, "trigger": "cli", "clusters": []string{"x"}}, workflows.ErrInvalidInput, "clusters: unknown field"},
 	} {
 		err := place(c.in)

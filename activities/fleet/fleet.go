@@ -157,6 +157,11 @@ func (f *Activities) DeployToCluster(ctx context.Context, in workflows.ClusterDe
 				return workflows.ClusterDeployResult{MovedOn: true, Outcome: movedOn(st, found, in.IfLast)}, nil
 			default:
 				if err := f.send(ctx, id, queue, cluster, in); err != nil {
+					var appErr *temporal.ApplicationError
+					if errors.As(err, &appErr) && appErr.Type() == workflows.ErrNotLastDeploy {
+						// Another deploy landed between the check above and the return.
+						return workflows.ClusterDeployResult{MovedOn: true, Outcome: "deployed again since the placement's deploy"}, nil
+					}
 					return workflows.ClusterDeployResult{}, err
 				}
 				hb.Sent = true
@@ -231,7 +236,7 @@ func (f *Activities) send(ctx context.Context, id, queue, cluster string, in wor
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{
 			UpdateID: in.Key, WorkflowID: id, UpdateName: workflows.UpdateDeploy,
-			Args:         []any{workflows.DeployRequest{Manifest: in.Manifest, Trigger: "placement", Key: in.Key}},
+			Args:         []any{workflows.DeployRequest{Manifest: in.Manifest, Trigger: "placement", Key: in.Key, IfLast: in.IfLast}},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})
@@ -240,6 +245,9 @@ func (f *Activities) send(ctx context.Context, id, queue, cluster string, in wor
 	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
+		if appErr.Type() == workflows.ErrNotLastDeploy || strings.Contains(appErr.Error(), "ifLast: lease ") {
+			return temporal.NewNonRetryableApplicationError(appErr.Error(), workflows.ErrNotLastDeploy, nil)
+		}
 		// The lease's workflow there refused the manifest (its validator).
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("cluster %s refused the deploy: %s", in.Cluster, appErr.Error()), workflows.ErrClusterDeploy, nil)
 	}
