@@ -837,10 +837,11 @@ func (r *chaosRun) finish(sc scenario, f fault, fault time.Time, mended <-chan s
 // exceed it. (The creation is not counted: a lost task can create a
 // ReplicaSet that the retried task adopts.)
 // writesDecidedOnceVisible is writesDecided, read again for a while when
-// the rollouts' runs are not listed yet: Temporal's visibility (the
-// ListWorkflow the check starts from) is eventually consistent, and with
-// runs side by side on 2 cores it lagged behind once (make chaos's
-// placement sweep: "no ReplicaSet write found", the runs not yet listed).
+// it finds no write at all: Temporal's visibility (the ListWorkflow the
+// check starts from) is eventually consistent. The placement sweep's "no
+// ReplicaSet write found" (second cluster's outage, boundaries 7-10) was
+// first taken for such a lag, but it came back with this retry: its cause
+// is not found yet (README "Reliability").
 func (r *chaosRun) writesDecidedOnceVisible() []string {
 	for attempt := 0; ; attempt++ {
 		msgs := r.writesDecided()
