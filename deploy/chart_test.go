@@ -205,7 +205,7 @@ func TestChartWiresTheClustersFromTheirSecrets(t *testing.T) {
 
 	into(t, render(t)["Deployment/df-deployflow-worker"], &d)
 	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
-		assert.NotContains(t, []string{"DEPLOYFLOW_CLUSTERS_CONFIG", "DEPLOYFLOW_CLUSTER_KUBECONFIGS", "DEPLOYFLOW_GLOBAL_HOSTNAMES"}, e.Name, "a single-cluster install sets no clusters")
+		assert.NotContains(t, []string{"DEPLOYFLOW_CLUSTERS_CONFIG", "DEPLOYFLOW_CLUSTER_KUBECONFIGS", "DEPLOYFLOW_GLOBAL_HOSTNAMES", "DEPLOYFLOW_GLOBAL_IPS"}, e.Name, "a single-cluster install sets no clusters")
 	}
 
 	// Global hostnames: the worker is told, and may write a reservation's
@@ -227,6 +227,30 @@ func TestChartWiresTheClustersFromTheirSecrets(t *testing.T) {
 	}
 	assert.Len(t, others, len(rbac.Rules)-1, "one more rule: %v", patch)
 	assert.Equal(t, none.Rules, others, "and nothing else")
+
+	// Global IPs, with global hostnames or alone: likewise.
+	for set, resources := range map[string][]string{
+		"globalIPs=true":                      {"ipreservations"},
+		"globalIPs=true,globalHostnames=true": {"hostnamereservations", "ipreservations"},
+	} {
+		objs := render(t, "--set", set+",clusters[0].name=eu-1,clusters[0].secretName=deployflow-eu-1")
+		into(t, objs["Deployment/df-deployflow-worker"], &d)
+		env = map[string]string{}
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		assert.Equal(t, "true", env["DEPLOYFLOW_GLOBAL_IPS"], set)
+		into(t, objs["ClusterRole/df-deployflow-worker"], &rbac)
+		patch := rbacv1.PolicyRule{APIGroups: []string{"deployflow.dev"}, Resources: resources, Verbs: []string{"patch"}}
+		others = nil
+		for _, r := range rbac.Rules {
+			if !assert.ObjectsAreEqual(patch, r) {
+				others = append(others, r)
+			}
+		}
+		assert.Len(t, others, len(rbac.Rules)-1, "%s: one more rule: %v", set, patch)
+		assert.Equal(t, none.Rules, others, "%s: and nothing else", set)
+	}
 }
 
 // The ClusterRole grants no Secrets, no Pod writes, no RBAC and no CRDs,

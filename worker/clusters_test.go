@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/manifest"
@@ -222,6 +224,69 @@ func TestGlobalHostnamesBelongToOneLeaseInEveryCluster(t *testing.T) {
 	assert.Equal(t, "true", res.GetLabels()[reserve.UsedByLabel(cluster)])
 	_, err = eu.Dynamic.Resource(crds.HostnameReservations).Get(ctx, host, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "reserved in the worker's own cluster only: %v", err)
+}
+
+// Issue 23.3, "global where the operator says so", for IPs: with
+// --global-ips a lease's IP endpoint has the same address in every
+// cluster (one pool, the worker's own cluster's store), and another
+// lease's deploy to cluster it-eu never gets that address there, though
+// nothing holds it in it-eu's own store.
+func TestGlobalIPsGiveAnEndpointOneAddressInEveryCluster(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	const cluster = "it-eu"
+	eu := env.Cluster(t, cluster, 7)
+	tq := testenv.Name(t, "tq")
+	pool := "10.241.7.0/29" // this test's own: its leases are the only ones in it
+	startWorker(t, env, tq, freeAddr(t), "--clusters", cluster, "--global-ips", "--ip-pool", pool)
+
+	a, b := testenv.ShortName("lease"), testenv.ShortName("lease")
+	createLease(t, env, a)
+	_, err := env.Activities().Leases.Create(ctx, b, "globex")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, id := range []string{a, b} {
+			_ = env.Temporal.TerminateWorkflow(context.Background(), workflows.DeployWorkflowIDIn(id, cluster), "", "test over")
+			_ = env.Activities().IPs.ReleaseAll(context.Background(), id)
+			_ = eu.Activities.IPs.ReleaseAll(context.Background(), id) // had the flag been ignored
+			_ = eu.Kube.CoreV1().Namespaces().Delete(context.Background(), manifest.Namespace(id), metav1.DeleteOptions{})
+		}
+		_ = env.Dynamic.Resource(crds.Leases).Delete(context.Background(), b, metav1.DeleteOptions{})
+	})
+	edge := func(lease string) manifest.Manifest {
+		one := int32(1)
+		return manifest.Manifest{Lease: lease, Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &one,
+			Ports: []manifest.Port{{Port: 80, Expose: &manifest.Expose{IP: "edge"}}}}}}
+	}
+	lbIP := func(kc kubernetes.Interface, lease string) string {
+		svc, err := kc.CoreV1().Services(manifest.Namespace(lease)).Get(ctx, "web-ip-edge", metav1.GetOptions{})
+		require.NoError(t, err)
+		return svc.Spec.LoadBalancerIP
+	}
+
+	st := deployIn(t, env, tq, "", edge(a))
+	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	home := st.IPs["edge"]
+	require.True(t, netip.MustParsePrefix(pool).Contains(netip.MustParseAddr(home)), home)
+
+	// b first: from it-eu's own store it would get the lowest address, a's.
+	st = deployIn(t, env, tq, cluster, edge(b))
+	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	assert.NotEqual(t, home, st.IPs["edge"], "another lease never gets it, in any cluster")
+	assert.Equal(t, st.IPs["edge"], lbIP(eu.Kube, b))
+
+	st = deployIn(t, env, tq, cluster, edge(a))
+	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	assert.Equal(t, home, st.IPs["edge"], "the lease's endpoint has one address in every cluster")
+	assert.Equal(t, home, lbIP(eu.Kube, a))
+	assert.Equal(t, home, lbIP(env.Kube, a))
+	res, err := env.Dynamic.Resource(crds.IPReservations).Get(ctx, home, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "true", res.GetLabels()[reserve.UsedByLabel("local")])
+	assert.Equal(t, "true", res.GetLabels()[reserve.UsedByLabel(cluster)])
+	list, err := eu.Dynamic.Resource(crds.IPReservations).List(ctx, metav1.ListOptions{LabelSelector: crds.LabelLease + " in (" + a + "," + b + ")"})
+	require.NoError(t, err)
+	assert.Empty(t, list.Items, "reserved in the worker's own cluster only")
 }
 
 // deployIn deploys m to a cluster ("" the worker's own) through the

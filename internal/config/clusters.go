@@ -32,6 +32,13 @@ type Clusters struct {
 	// operator that routes the same names to several clusters); off, each
 	// cluster reserves in its own.
 	GlobalHostnames bool
+	// GlobalIPs is --global-ips (DEPLOYFLOW_GLOBAL_IPS): every cluster
+	// allocates declared IPs from the worker's own cluster's pool and
+	// store, so a lease's endpoint has the same address in every cluster
+	// and an address is one lease's across all (for an operator that
+	// announces the same addresses from several clusters, e.g. anycast);
+	// off, each cluster allocates from its own.
+	GlobalIPs bool
 }
 
 // ClusterRef is one configured cluster.
@@ -47,6 +54,7 @@ type ClusterRef struct {
 func (s *Clusters) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.ClusterName, "cluster-name", env("DEPLOYFLOW_CLUSTER_NAME", "local"), "worker: the name placements give the worker's own cluster (env DEPLOYFLOW_CLUSTER_NAME)")
 	fs.BoolVar(&s.GlobalHostnames, "global-hostnames", os.Getenv("DEPLOYFLOW_GLOBAL_HOSTNAMES") == "true", "worker: hostnames are reserved across all clusters (in the worker's own cluster), one lease's in every cluster, instead of per cluster (env DEPLOYFLOW_GLOBAL_HOSTNAMES=true)")
+	fs.BoolVar(&s.GlobalIPs, "global-ips", os.Getenv("DEPLOYFLOW_GLOBAL_IPS") == "true", "worker: declared IPs are allocated across all clusters (from the worker's own cluster's pool and store), a lease's endpoint having the same address in every cluster, instead of per cluster (env DEPLOYFLOW_GLOBAL_IPS=true)")
 	fs.StringVar(&s.ClusterKubeconfigs, "cluster-kubeconfigs", os.Getenv("DEPLOYFLOW_CLUSTER_KUBECONFIGS"), "worker: a kubeconfig file of its own for clusters of --clusters, NAME=PATH, comma-separated (its current context, unless --clusters says NAME=CONTEXT); the others use --kubeconfig (env DEPLOYFLOW_CLUSTER_KUBECONFIGS)")
 	fs.StringVar(&s.ClustersList, "clusters", os.Getenv("DEPLOYFLOW_CLUSTERS_CONFIG"), "worker: the clusters it deploys to besides its own, NAME or NAME=CONTEXT (a context of the kubeconfig), comma-separated, e.g. staging,eu-1=prod-eu; a placement names them (env DEPLOYFLOW_CLUSTERS_CONFIG)")
 }

@@ -115,9 +115,7 @@ func matchBlocked(blocked []string, hostname string) (string, bool) {
 type Hostnames struct {
 	res     dynamic.NamespaceableResourceInterface
 	blocked []string
-	// cluster, home: a view of a store shared by several clusters
-	// (shared.go); "" for a cluster's own store.
-	cluster, home string
+	sharing // a view of a store shared by several clusters (shared.go); zero for a cluster's own store
 }
 
 // NewHostnames returns the hostname reservations of the cluster. blocked is
@@ -260,7 +258,7 @@ func (h *Hostnames) Reserve(ctx context.Context, leaseID, owner string, hostname
 	for i := range plans {
 		if plans[i].holding == held && h.shared() {
 			// Held for another cluster (or before sharing): this one too.
-			added, err := h.use(ctx, plans[i].hostname, leaseID)
+			added, err := h.use(ctx, h.res, plans[i].hostname, leaseID)
 			if err != nil {
 				return HostnameResult{}, errors.Join(err, h.rollback(ctx, created, leaseID))
 			}
@@ -324,7 +322,7 @@ func (h *Hostnames) claim(ctx context.Context, hostname, leaseID, owner string) 
 		var added bool
 		if err == nil && holding == held && h.shared() {
 			// Another cluster of the lease created it in between.
-			added, err = h.use(ctx, hostname, leaseID)
+			added, err = h.use(ctx, h.res, hostname, leaseID)
 		}
 		if added {
 			return existing, holding, holder, nil // this call's use: undone if it fails
@@ -348,7 +346,7 @@ func (h *Hostnames) rollback(ctx context.Context, created []unstructured.Unstruc
 		for i := range created {
 			u, err := getIfExists(rctx, h.res, created[i].GetName())
 			if err == nil {
-				err = h.unuse(rctx, u, leaseID)
+				err = h.unuse(rctx, h.res, u, leaseID)
 			}
 			errs = append(errs, err)
 		}
@@ -392,7 +390,7 @@ func (h *Hostnames) Release(ctx context.Context, leaseID string, hostnames []str
 		if h.shared() {
 			u, err := getIfExists(ctx, h.res, n)
 			if err == nil {
-				err = h.unuse(ctx, u, leaseID)
+				err = h.unuse(ctx, h.res, u, leaseID)
 			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("release %s: %w", n, err))
@@ -419,9 +417,5 @@ func (h *Hostnames) ReleaseAll(ctx context.Context, leaseID string) error {
 	if err != nil {
 		return fmt.Errorf("list hostnames of lease %s: %w", leaseID, err)
 	}
-	var errs []error
-	for i := range items {
-		errs = append(errs, h.unuse(ctx, &items[i], leaseID))
-	}
-	return errors.Join(errs...)
+	return h.unuseAll(ctx, h.res, items, leaseID)
 }

@@ -35,8 +35,9 @@ func (e *PoolExhaustedError) Error() string {
 // IPs allocates declared IP addresses (Akash "IP endpoints") to endpoints of
 // leases from a pool, one IPReservation per address, named after it.
 type IPs struct {
-	res  dynamic.NamespaceableResourceInterface
-	pool Pool
+	res     dynamic.NamespaceableResourceInterface
+	pool    Pool
+	sharing // a view of a store shared by several clusters (shared.go); zero for a cluster's own store
 }
 
 // NewIPs returns the declared IPs of the cluster, allocated from pool.
@@ -118,7 +119,9 @@ func (p *IPs) Declared(ctx context.Context, leaseID string) (map[string]string, 
 	}
 	out := make(map[string]string, len(byEP))
 	for ep, hs := range byEP {
-		out[ep] = hs[0].addr.String()
+		if !p.shared() || p.usedBy(&hs[0].obj) { // in a shared store: the ones this cluster uses
+			out[ep] = hs[0].addr.String()
+		}
 	}
 	return out, nil
 }
@@ -129,7 +132,9 @@ func (p *IPs) Declared(ctx context.Context, leaseID string) (map[string]string, 
 // of the pool, claimed by creating its IPReservation (when another lease
 // creates it first, the next address is tried). Ensure is idempotent and
 // safe to retry. When the pool runs out it fails with *PoolExhaustedError
-// and releases what the call allocated (all-or-nothing).
+// and releases what the call allocated (all-or-nothing). In a shared store
+// an endpoint that holds an address for another cluster of the lease gets
+// the same address here.
 func (p *IPs) Ensure(ctx context.Context, leaseID, owner string, endpoints []string) (map[string]string, error) {
 	if err := validateHolder(leaseID, owner); err != nil {
 		return nil, err
@@ -163,11 +168,23 @@ func (p *IPs) Ensure(ctx context.Context, leaseID, owner string, endpoints []str
 	}
 	out := make(map[string]string, len(eps))
 	var errs []error
+	var added []unstructured.Unstructured // uses this call added: taken back if it fails
 	for _, ep := range eps {
 		hs := byEP[ep]
 		if len(hs) == 0 {
-			return nil, fmt.Errorf("ensure IP of endpoint %s of lease %s: %w", ep, leaseID,
-				apierrors.NewConflict(crds.IPReservations.GroupResource(), ep, errors.New("released while being allocated, try again")))
+			return nil, errors.Join(fmt.Errorf("ensure IP of endpoint %s of lease %s: %w", ep, leaseID,
+				apierrors.NewConflict(crds.IPReservations.GroupResource(), ep, errors.New("released while being allocated, try again"))),
+				p.rollback(ctx, added, leaseID))
+		}
+		if p.shared() && !p.usedBy(&hs[0].obj) {
+			// Held for another cluster of the lease (or before sharing): this one too.
+			ok, err := p.use(ctx, p.res, hs[0].obj.GetName(), leaseID)
+			if err != nil {
+				return nil, errors.Join(err, p.rollback(ctx, added, leaseID))
+			}
+			if ok {
+				added = append(added, hs[0].obj)
+			}
 		}
 		out[ep] = hs[0].addr.String()
 		for i := 1; i < len(hs); i++ {
@@ -248,16 +265,16 @@ func (p *IPs) claim(ctx context.Context, next func() (netip.Addr, bool), taken m
 			continue
 		}
 		taken[a] = true
+		labels := map[string]any{crds.LabelLease: leaseID, crds.LabelOwner: owner, crds.LabelEndpoint: endpoint}
+		if p.shared() {
+			labels[UsedByLabel(p.cluster)] = "true"
+		}
 		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": crds.APIVersion,
 			"kind":       crds.KindIPReservation,
 			"metadata": map[string]any{
-				"name": objectName(a),
-				"labels": map[string]any{
-					crds.LabelLease:    leaseID,
-					crds.LabelOwner:    owner,
-					crds.LabelEndpoint: endpoint,
-				},
+				"name":   objectName(a),
+				"labels": labels,
 			},
 			"spec": map[string]any{"ip": a.String(), "lease": leaseID, "owner": owner, "endpoint": endpoint},
 		}}
@@ -284,18 +301,33 @@ func (p *IPs) claim(ctx context.Context, next func() (netip.Addr, bool), taken m
 	}
 }
 
+// rollback deletes the reservations a failed Ensure created (in a shared
+// store: takes back the uses it added, as another cluster of the lease may
+// use them by now). It runs even when ctx is done, for a short while.
 func (p *IPs) rollback(ctx context.Context, created []unstructured.Unstructured, leaseID string) error {
 	if len(created) == 0 {
 		return nil
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	if p.shared() {
+		var errs []error
+		for i := range created {
+			u, err := getIfExists(rctx, p.res, created[i].GetName())
+			if err == nil {
+				err = p.unuse(rctx, p.res, u, leaseID)
+			}
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	}
 	return deleteAllHeld(rctx, p.res, created, leaseID)
 }
 
 // Release releases the addresses of the given endpoints of the lease (those
-// it no longer declares, once the new version is healthy). Endpoints without
-// an address are skipped, so Release is safe to retry.
+// it no longer declares, once the new version is healthy; in a shared
+// store, this cluster's use of them). Endpoints without an address are
+// skipped, so Release is safe to retry.
 func (p *IPs) Release(ctx context.Context, leaseID string, endpoints []string) error {
 	if err := lease.ValidateID(leaseID); err != nil {
 		return err
@@ -307,6 +339,10 @@ func (p *IPs) Release(ctx context.Context, leaseID string, endpoints []string) e
 	var errs []error
 	for _, ep := range endpoints {
 		for i := range byEP[ep] {
+			if p.shared() {
+				errs = append(errs, p.unuse(ctx, p.res, &byEP[ep][i].obj, leaseID))
+				continue
+			}
 			if err := deleteHeld(ctx, p.res, &byEP[ep][i].obj, leaseID); err != nil {
 				errs = append(errs, err)
 			}
@@ -315,7 +351,18 @@ func (p *IPs) Release(ctx context.Context, leaseID string, endpoints []string) e
 	return errors.Join(errs...)
 }
 
-// ReleaseAll releases every address the lease holds.
+// ReleaseAll releases every address the lease holds (in a shared store,
+// this cluster's use of each: an address goes once no cluster uses it).
 func (p *IPs) ReleaseAll(ctx context.Context, leaseID string) error {
-	return releaseAll(ctx, p.res, leaseID, "IPs")
+	if !p.shared() {
+		return releaseAll(ctx, p.res, leaseID, "IPs")
+	}
+	if err := lease.ValidateID(leaseID); err != nil {
+		return err
+	}
+	items, err := listHeld(ctx, p.res, leaseID)
+	if err != nil {
+		return fmt.Errorf("list IPs of lease %s: %w", leaseID, err)
+	}
+	return p.unuseAll(ctx, p.res, items, leaseID)
 }

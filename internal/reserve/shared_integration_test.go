@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/deployflow/deployflow/internal/reserve"
@@ -109,4 +111,61 @@ func TestASharedReserveThatLosesARaceTakesBackTheUsesItAdded(t *testing.T) {
 	labels := reservation(t, dyn, shared).GetLabels()
 	assert.Equal(t, "true", labels[reserve.UsedByLabel("local")], "local still uses it")
 	assert.NotContains(t, labels, reserve.UsedByLabel("eu-1"), "eu-1's use, added by the failed call, is taken back")
+}
+
+// Issue 23.3, global IPs (--global-ips): one pool and store shared by the
+// clusters "local" (its home) and "eu-1". A lease's endpoint has the same
+// address in both; another lease never gets it in either, though eu-1
+// holds nothing of its own; it is freed only when the last cluster using
+// it releases it; and an Ensure that fails (the pool exhausted for a
+// second endpoint) leaves the cluster without the first.
+func TestASharedIPStoreGivesAnEndpointOneAddressInEveryCluster(t *testing.T) {
+	dyn := cluster(t)
+	ctx := context.Background()
+	pool := freePool(t, dyn, 30) // two addresses
+	store := reserve.NewIPs(dyn, pool)
+	local, eu := store.Shared("local", "local"), store.Shared("eu-1", "local")
+	a, b := leaseID(t, "a"), leaseID(t, "b")
+	releaseIPsAtEnd(t, store, a, b)
+
+	inLocal, err := local.Ensure(ctx, a, "owner-a", []string{"edge"})
+	require.NoError(t, err)
+	inEU, err := eu.Ensure(ctx, a, "owner-a", []string{"edge"})
+	require.NoError(t, err)
+	assert.Equal(t, inLocal, inEU, "the lease's endpoint has one address in every cluster")
+	addr := inLocal["edge"]
+	u, err := dyn.Resource(crds.IPReservations).Get(ctx, addr, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "true", u.GetLabels()[reserve.UsedByLabel("local")])
+	assert.Equal(t, "true", u.GetLabels()[reserve.UsedByLabel("eu-1")])
+
+	other, err := eu.Ensure(ctx, b, "owner-b", []string{"edge"})
+	require.NoError(t, err)
+	assert.NotEqual(t, addr, other["edge"], "an address is one lease's in every cluster")
+
+	// eu-1 lets go of it (local still serves it); the pool is full, so
+	// a's second endpoint cannot be had in eu-1, and the failed call
+	// leaves eu-1 without a's first (all or nothing).
+	require.NoError(t, eu.Release(ctx, a, []string{"edge"}))
+	_, err = eu.Ensure(ctx, a, "owner-a", []string{"edge", "web"})
+	var exhausted *reserve.PoolExhaustedError
+	require.ErrorAs(t, err, &exhausted)
+	u, err = dyn.Resource(crds.IPReservations).Get(ctx, addr, metav1.GetOptions{})
+	require.NoError(t, err, "local still uses it")
+	assert.NotContains(t, u.GetLabels(), reserve.UsedByLabel("eu-1"), "the failed call gave eu-1 nothing")
+	declared, err := eu.Declared(ctx, a)
+	require.NoError(t, err)
+	assert.Empty(t, declared, "eu-1 declares nothing of a")
+	declared, err = local.Declared(ctx, a)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"edge": addr}, declared)
+
+	// The last cluster lets go: free for anyone.
+	require.NoError(t, local.ReleaseAll(ctx, a))
+	_, err = dyn.Resource(crds.IPReservations).Get(ctx, addr, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "released by its last user: %v", err)
+	got, err := eu.Ensure(ctx, b, "owner-b", []string{"edge", "web"})
+	require.NoError(t, err)
+	assert.Equal(t, other["edge"], got["edge"])
+	assert.Equal(t, addr, got["web"])
 }

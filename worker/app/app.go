@@ -128,6 +128,10 @@ func NewActivities(cfg config.Config, kc kubernetes.Interface, dyn dynamic.Inter
 		// cluster's activities reserve through their view of it.
 		acts.Hostnames = acts.Hostnames.Shared(cfg.ClusterName, cfg.ClusterName)
 	}
+	if cfg.GlobalIPs {
+		// Likewise one pool and store of IPs (--global-ips).
+		acts.IPs = acts.IPs.Shared(cfg.ClusterName, cfg.ClusterName)
+	}
 	acts.RolloutNamespaces = cfg.RolloutNamespaces()
 	acts.HTTPCheckAllow = cfg.HTTPCheckHosts()
 	acts.ClusterDomain = cfg.ClusterDomain

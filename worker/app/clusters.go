@@ -95,7 +95,11 @@ func ClusterOn(ref config.ClusterRef, rc *rest.Config, base *activities.Activiti
 	if base.Hostnames != nil && base.Hostnames.IsShared() {
 		hostnames = base.Hostnames.SharedWith(ref.Name) // --global-hostnames
 	}
-	acts := activities.OnCluster(base, kc, hostnames, reserve.NewIPs(dyn, p))
+	ips := reserve.NewIPs(dyn, p)
+	if base.IPs != nil && base.IPs.IsShared() {
+		ips = base.IPs.SharedWith(ref.Name) // --global-ips: the worker's own cluster's pool and store
+	}
+	acts := activities.OnCluster(base, kc, hostnames, ips)
 	return &Cluster{ClusterRef: ref, REST: rc, Kube: kc, Dynamic: dyn, Activities: acts}, nil
 }
 
