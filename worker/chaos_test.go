@@ -836,29 +836,37 @@ func (r *chaosRun) finish(sc scenario, f fault, fault time.Time, mended <-chan s
 // or a write landing after the decision that made it was superseded, would
 // exceed it. (The creation is not counted: a lost task can create a
 // ReplicaSet that the retried task adopts.)
+// Each ReplicaSet's creation is in a history or in the log of the worker
+// that made it ("created ReplicaSet", by the lease's own cluster's task
+// queue: another cluster's same-named ReplicaSet is not this one), or the
+// check misread them.
+//
 // writesDecidedOnceVisible is writesDecided, read again for a while when
-// it finds no write at all: Temporal's visibility (the ListWorkflow the
-// check starts from) is eventually consistent. The placement sweep's "no
-// ReplicaSet write found" (second cluster's outage, boundaries 7-10) was
-// first taken for such a lag, but it came back with this retry: its cause
-// is not found yet (README "Reliability").
+// a creation is found nowhere: Temporal's visibility (the ListWorkflow the
+// check starts from) is eventually consistent. The placement sweep's
+// misreads (second cluster's outage, boundaries 7-10) were first taken for
+// such a lag; they were a lost task's creation, which the check then
+// looked for in the histories only: the batch's SIGSTOP had outlasted the
+// workflow task's timeout, the retried task read the ReplicaSet the lost
+// one created and adopted it ("read"), so no history held its creation.
 func (r *chaosRun) writesDecidedOnceVisible() []string {
 	for attempt := 0; ; attempt++ {
 		msgs := r.writesDecided()
-		if attempt == 10 || !slices.Contains(msgs, noWritesFound) {
+		if attempt == 10 || !slices.ContainsFunc(msgs, func(m string) bool { return strings.HasSuffix(m, creationNotFound) }) {
 			return msgs
 		}
 		time.Sleep(time.Second)
 	}
 }
 
-const noWritesFound = "no ReplicaSet write found in the rollouts' histories"
+const creationNotFound = "its creation is in no rollout's history and no worker's log"
 
 func (r *chaosRun) writesDecided() []string {
 	ctx := context.Background()
 	ns := manifest.Namespace(r.lease)
 	decided := map[string]int64{}
-	summaries := 0
+	created := map[string]bool{}
+	var read []string // what was read, for the message when nothing was
 	for _, svc := range []string{"web", "api"} {
 		id := workflows.RolloutWorkflowID(ns, svc)
 		var runs []*workflowpb.WorkflowExecutionInfo
@@ -873,14 +881,20 @@ func (r *chaosRun) writesDecided() []string {
 				break
 			}
 		}
+		read = append(read, fmt.Sprintf("%s: %d runs", svc, len(runs)))
 		for _, run := range runs {
 			it := r.env.Temporal.GetWorkflowHistory(ctx, id, run.GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			events, markers, texts := 0, 0, []string{}
 			for it.HasNext() {
 				ev, err := it.Next()
 				if err != nil {
 					return []string{"history of " + id + ": " + err.Error()}
 				}
+				events++
 				p := ev.GetUserMetadata().GetSummary()
+				if ev.GetEventType() == enumspb.EVENT_TYPE_MARKER_RECORDED {
+					markers++
+				}
 				if ev.GetEventType() != enumspb.EVENT_TYPE_MARKER_RECORDED || p == nil {
 					continue
 				}
@@ -888,30 +902,37 @@ func (r *chaosRun) writesDecided() []string {
 				if converter.GetDefaultDataConverter().FromPayload(p, &summary) != nil {
 					continue
 				}
+				texts = append(texts, summary)
 				for _, op := range strings.Split(strings.TrimSuffix(summary, "; read"), ", ") {
 					var name string
 					var from, to int
 					switch {
 					case strings.HasPrefix(op, "create "):
-						summaries++
+						created[strings.Fields(op)[1]] = true
 					case strings.HasPrefix(op, "update "):
-						summaries++
 						decided[strings.Fields(op)[1]]++
 					case strings.HasPrefix(op, "scale "):
 						if _, err := fmt.Sscanf(op, "scale %s %d→%d", &name, &from, &to); err == nil && from != to {
-							summaries++
 							decided[name]++
 						}
 					}
 				}
 			}
+			read = append(read, fmt.Sprintf("run %s %s: %d events, %d markers, summaries %q",
+				run.GetExecution().GetRunId(), run.GetStatus(), events, markers, texts))
 		}
 	}
 	logged := map[string]int64{}
 	for _, w := range r.all {
-		for _, m := range scaledRE.FindAllStringSubmatch(w.logs.String(), -1) {
-			if m[2] != m[3] {
+		for _, line := range strings.Split(w.logs.String(), "\n") {
+			if !strings.Contains(line, " TaskQueue="+r.tq+" ") { // the lease's own cluster's
+				continue
+			}
+			if m := scaledRE.FindStringSubmatch(line); m != nil && m[2] != m[3] {
 				logged[m[1]]++
+			}
+			if m := createdRE.FindStringSubmatch(line); m != nil {
+				created[m[1]] = true
 			}
 		}
 	}
@@ -920,10 +941,11 @@ func (r *chaosRun) writesDecided() []string {
 		return []string{"list ReplicaSets: " + err.Error()}
 	}
 	var msgs []string
-	if summaries == 0 && len(rss.Items) > 0 { // ReplicaSets exist, so this cannot be: the histories were misread
-		msgs = append(msgs, noWritesFound)
-	}
 	for _, rs := range rss.Items {
+		if !created[rs.Name] {
+			msgs = append(msgs, fmt.Sprintf("ReplicaSet %s exists, but %s", rs.Name, creationNotFound))
+			r.t.Logf("ReplicaSet %s: %s; read %s", rs.Name, creationNotFound, strings.Join(read, "; "))
+		}
 		if rs.Generation > 1+max(decided[rs.Name], logged[rs.Name]) {
 			msgs = append(msgs, fmt.Sprintf("ReplicaSet %s is at generation %d, but the rollouts' histories hold %d writes to its spec after creating it, and the workers logged %d",
 				rs.Name, rs.Generation, decided[rs.Name], logged[rs.Name]))
@@ -932,8 +954,12 @@ func (r *chaosRun) writesDecided() []string {
 	return msgs
 }
 
-// scaledRE is ScaleReplicaSet's log line for a write it made.
-var scaledRE = regexp.MustCompile(`msg="Scaled (?:up|down) (?:\S+ )?replica set (\S+) from (\d+) to (\d+)"`)
+// scaledRE is ScaleReplicaSet's log line for a write it made; createdRE
+// EnsureReplicaSet's for a creation.
+var (
+	scaledRE  = regexp.MustCompile(`msg="Scaled (?:up|down) (?:\S+ )?replica set (\S+) from (\d+) to (\d+)"`)
+	createdRE = regexp.MustCompile(`msg="created ReplicaSet" .* name=(\S+)`)
+)
 
 // conflictingWrite is someone else's write to our ReplicaSet: the newest
 // web ReplicaSet scaled to 0 (or, if it is at 0, to 2).
