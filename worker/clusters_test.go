@@ -20,10 +20,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/reserve"
 	"github.com/deployflow/deployflow/k8s/crds"
+	"github.com/deployflow/deployflow/worker/app"
 	"github.com/deployflow/deployflow/worker/testenv"
 	"github.com/deployflow/deployflow/workflows"
 )
@@ -182,23 +184,8 @@ func replicaSetCreates(t *testing.T, auditLog, ns string) int {
 func TestGlobalHostnamesBelongToOneLeaseInEveryCluster(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := context.Background()
-	const cluster = "it-eu"
-	eu := env.Cluster(t, cluster, 7)
-	tq := testenv.Name(t, "tq")
-	startWorker(t, env, tq, freeAddr(t), "--clusters", cluster, "--global-hostnames")
-
-	a, b := testenv.ShortName("lease"), testenv.ShortName("lease")
-	createLease(t, env, a) // owner acme
-	_, err := env.Activities().Leases.Create(ctx, b, "globex")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		for _, id := range []string{a, b} {
-			_ = env.Temporal.TerminateWorkflow(context.Background(), workflows.DeployWorkflowIDIn(id, cluster), "", "test over")
-			_ = env.Activities().Hostnames.ReleaseAll(context.Background(), id)
-			_ = eu.Kube.CoreV1().Namespaces().Delete(context.Background(), manifest.Namespace(id), metav1.DeleteOptions{})
-		}
-		_ = env.Dynamic.Resource(crds.Leases).Delete(context.Background(), b, metav1.DeleteOptions{})
-	})
+	eu, tq, a, b := twoOwnersInTwoClusters(t, env, "--global-hostnames")
+	cluster := eu.Name
 	host := a + ".global.example.com"
 	web := func(lease string) manifest.Manifest {
 		one := int32(1)
@@ -212,7 +199,7 @@ func TestGlobalHostnamesBelongToOneLeaseInEveryCluster(t *testing.T) {
 	st = deployIn(t, env, tq, cluster, web(b))
 	assert.Equal(t, workflows.PhaseFailed, st.Phase)
 	assert.Contains(t, st.LastError, "hostname "+host+" is held by lease "+a+" of owner acme")
-	_, err = eu.Kube.CoreV1().Namespaces().Get(ctx, manifest.Namespace(b), metav1.GetOptions{})
+	_, err := eu.Kube.CoreV1().Namespaces().Get(ctx, manifest.Namespace(b), metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "nothing of lease %s written in %s: %v", b, cluster, err)
 
 	st = deployIn(t, env, tq, cluster, web(a))
@@ -234,25 +221,9 @@ func TestGlobalHostnamesBelongToOneLeaseInEveryCluster(t *testing.T) {
 func TestGlobalIPsGiveAnEndpointOneAddressInEveryCluster(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := context.Background()
-	const cluster = "it-eu"
-	eu := env.Cluster(t, cluster, 7)
-	tq := testenv.Name(t, "tq")
 	pool := "10.241.7.0/29" // this test's own: its leases are the only ones in it
-	startWorker(t, env, tq, freeAddr(t), "--clusters", cluster, "--global-ips", "--ip-pool", pool)
-
-	a, b := testenv.ShortName("lease"), testenv.ShortName("lease")
-	createLease(t, env, a)
-	_, err := env.Activities().Leases.Create(ctx, b, "globex")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		for _, id := range []string{a, b} {
-			_ = env.Temporal.TerminateWorkflow(context.Background(), workflows.DeployWorkflowIDIn(id, cluster), "", "test over")
-			_ = env.Activities().IPs.ReleaseAll(context.Background(), id)
-			_ = eu.Activities.IPs.ReleaseAll(context.Background(), id) // had the flag been ignored
-			_ = eu.Kube.CoreV1().Namespaces().Delete(context.Background(), manifest.Namespace(id), metav1.DeleteOptions{})
-		}
-		_ = env.Dynamic.Resource(crds.Leases).Delete(context.Background(), b, metav1.DeleteOptions{})
-	})
+	eu, tq, a, b := twoOwnersInTwoClusters(t, env, "--global-ips", "--ip-pool", pool)
+	cluster := eu.Name
 	edge := func(lease string) manifest.Manifest {
 		one := int32(1)
 		return manifest.Manifest{Lease: lease, Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &one,
@@ -287,6 +258,34 @@ func TestGlobalIPsGiveAnEndpointOneAddressInEveryCluster(t *testing.T) {
 	list, err := eu.Dynamic.Resource(crds.IPReservations).List(ctx, metav1.ListOptions{LabelSelector: crds.LabelLease + " in (" + a + "," + b + ")"})
 	require.NoError(t, err)
 	assert.Empty(t, list.Items, "reserved in the worker's own cluster only")
+}
+
+// twoOwnersInTwoClusters starts extra cluster it-eu and a worker for it
+// and its own cluster with flags added, and creates two leases: a (owner
+// acme) and b (owner globex). At the end their workflows in it-eu, their
+// reservations in both clusters' stores and their namespaces in it-eu go.
+func twoOwnersInTwoClusters(t *testing.T, env *testenv.Env, flags ...string) (eu *app.Cluster, tq, a, b string) {
+	t.Helper()
+	eu = env.Cluster(t, "it-eu", 7)
+	tq = testenv.Name(t, "tq")
+	startWorker(t, env, tq, freeAddr(t), append([]string{"--clusters", eu.Name}, flags...)...)
+	a, b = testenv.ShortName("lease"), testenv.ShortName("lease")
+	createLease(t, env, a)
+	_, err := env.Activities().Leases.Create(context.Background(), b, "globex")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for _, id := range []string{a, b} {
+			_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowIDIn(id, eu.Name), "", "test over")
+			for _, acts := range []*activities.Activities{env.Activities(), eu.Activities} {
+				_ = acts.Hostnames.ReleaseAll(ctx, id)
+				_ = acts.IPs.ReleaseAll(ctx, id)
+			}
+			_ = eu.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(id), metav1.DeleteOptions{})
+		}
+		_ = env.Dynamic.Resource(crds.Leases).Delete(ctx, b, metav1.DeleteOptions{})
+	})
+	return eu, tq, a, b
 }
 
 // deployIn deploys m to a cluster ("" the worker's own) through the

@@ -407,15 +407,5 @@ func (h *Hostnames) Release(ctx context.Context, leaseID string, hostnames []str
 // ReleaseAll releases every hostname the lease holds (in a shared store,
 // this cluster's use of each: a hostname goes once no cluster uses it).
 func (h *Hostnames) ReleaseAll(ctx context.Context, leaseID string) error {
-	if !h.shared() {
-		return releaseAll(ctx, h.res, leaseID, "hostnames")
-	}
-	if err := lease.ValidateID(leaseID); err != nil {
-		return err
-	}
-	items, err := listHeld(ctx, h.res, leaseID)
-	if err != nil {
-		return fmt.Errorf("list hostnames of lease %s: %w", leaseID, err)
-	}
-	return h.unuseAll(ctx, h.res, items, leaseID)
+	return h.releaseAll(ctx, h.res, leaseID, "hostnames")
 }

@@ -354,15 +354,5 @@ func (p *IPs) Release(ctx context.Context, leaseID string, endpoints []string) e
 // ReleaseAll releases every address the lease holds (in a shared store,
 // this cluster's use of each: an address goes once no cluster uses it).
 func (p *IPs) ReleaseAll(ctx context.Context, leaseID string) error {
-	if !p.shared() {
-		return releaseAll(ctx, p.res, leaseID, "IPs")
-	}
-	if err := lease.ValidateID(leaseID); err != nil {
-		return err
-	}
-	items, err := listHeld(ctx, p.res, leaseID)
-	if err != nil {
-		return fmt.Errorf("list IPs of lease %s: %w", leaseID, err)
-	}
-	return p.unuseAll(ctx, p.res, items, leaseID)
+	return p.releaseAll(ctx, p.res, leaseID, "IPs")
 }

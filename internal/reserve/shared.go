@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/deployflow/deployflow/internal/lease"
 	"github.com/deployflow/deployflow/k8s/crds"
 )
 
@@ -161,8 +162,20 @@ func (s sharing) unuse(ctx context.Context, res dynamic.ResourceInterface, u *un
 	}
 }
 
-// unuseAll releases s's cluster's use of each of the lease's items.
-func (s sharing) unuseAll(ctx context.Context, res dynamic.ResourceInterface, items []unstructured.Unstructured, leaseID string) error {
+// releaseAll releases every reservation of res the lease holds: in a
+// shared store, s's cluster's use of each (one goes once no cluster uses
+// it); in a cluster's own, the reservations.
+func (s sharing) releaseAll(ctx context.Context, res dynamic.ResourceInterface, leaseID, what string) error {
+	if !s.shared() {
+		return releaseAll(ctx, res, leaseID, what)
+	}
+	if err := lease.ValidateID(leaseID); err != nil {
+		return err
+	}
+	items, err := listHeld(ctx, res, leaseID)
+	if err != nil {
+		return fmt.Errorf("list %s of lease %s: %w", what, leaseID, err)
+	}
 	var errs []error
 	for i := range items {
 		errs = append(errs, s.unuse(ctx, res, &items[i], leaseID))
