@@ -52,9 +52,14 @@ func TestTheObserverWaitsForADeploysEndInsteadOfAskingAgain(t *testing.T) {
 		return s[observe.SentAccepted]+s[observe.SentKnown] >= 1, formatSends(s)
 	})
 	t.Logf("sent %s after the deploy ended", time.Since(ended).Round(100*time.Millisecond))
+	// The deploying run defers it once; a send that raced the deploy's
+	// start, or reached the new run between two of its waits, is deferred
+	// for a moment (RetryAfter) once more each: at most 3. Asking every 2
+	// s, as before, a deploy of at least 8 s deferred it at least 4 times.
+	// (The bound was 2 until a clean-clone CI run saw 3 under load.)
 	s := sendsByResult(t, addr)
-	assert.LessOrEqual(t, s[observe.SentDeferred], 2,
-		"a %d s deploy defers the observer once (twice if it raced the deploy's start), not every 2 s: %s", minReady, formatSends(s))
+	assert.LessOrEqual(t, s[observe.SentDeferred], 3,
+		"a %d s deploy defers the observer once (once more each if it raced the deploy's start or the new run's waits), not every 2 s: %s", minReady, formatSends(s))
 
 	// Idle, the lease hears of a change at once, as before.
 	env.ScaleService(t, id, "web", 0)
