@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -331,28 +330,9 @@ func (h *Hostnames) claim(ctx context.Context, hostname, leaseID, owner string) 
 	}
 }
 
-// rollback deletes the reservations a failed Reserve created (in a shared
-// store: takes back the uses it added). It runs even when ctx is done, for
-// a short while.
+// rollback undoes what a failed Reserve created (sharing.rollback).
 func (h *Hostnames) rollback(ctx context.Context, created []unstructured.Unstructured, leaseID string) error {
-	if len(created) == 0 {
-		return nil
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if h.shared() {
-		// Another cluster of the lease may use them by now.
-		var errs []error
-		for i := range created {
-			u, err := getIfExists(rctx, h.res, created[i].GetName())
-			if err == nil {
-				err = h.unuse(rctx, h.res, u, leaseID)
-			}
-			errs = append(errs, err)
-		}
-		return errors.Join(errs...)
-	}
-	return deleteAllHeld(rctx, h.res, created, leaseID)
+	return h.sharing.rollback(ctx, h.res, created, leaseID)
 }
 
 // Held returns the hostnames the lease holds, sorted.

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"sort"
 	"strconv"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -301,27 +300,9 @@ func (p *IPs) claim(ctx context.Context, next func() (netip.Addr, bool), taken m
 	}
 }
 
-// rollback deletes the reservations a failed Ensure created (in a shared
-// store: takes back the uses it added, as another cluster of the lease may
-// use them by now). It runs even when ctx is done, for a short while.
+// rollback undoes what a failed Ensure created (sharing.rollback).
 func (p *IPs) rollback(ctx context.Context, created []unstructured.Unstructured, leaseID string) error {
-	if len(created) == 0 {
-		return nil
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if p.shared() {
-		var errs []error
-		for i := range created {
-			u, err := getIfExists(rctx, p.res, created[i].GetName())
-			if err == nil {
-				err = p.unuse(rctx, p.res, u, leaseID)
-			}
-			errs = append(errs, err)
-		}
-		return errors.Join(errs...)
-	}
-	return deleteAllHeld(rctx, p.res, created, leaseID)
+	return p.sharing.rollback(ctx, p.res, created, leaseID)
 }
 
 // Release releases the addresses of the given endpoints of the lease (those

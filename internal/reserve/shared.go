@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -160,6 +161,30 @@ func (s sharing) unuse(ctx context.Context, res dynamic.ResourceInterface, u *un
 			return fmt.Errorf("release %s: %w", name, err)
 		}
 	}
+}
+
+// rollback deletes the reservations of res a failed call created (in a
+// shared store: takes back the uses it added, as another cluster of the
+// lease may use them by now). It runs even when ctx is done, for a short
+// while.
+func (s sharing) rollback(ctx context.Context, res dynamic.ResourceInterface, created []unstructured.Unstructured, leaseID string) error {
+	if len(created) == 0 {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if !s.shared() {
+		return deleteAllHeld(rctx, res, created, leaseID)
+	}
+	var errs []error
+	for i := range created {
+		u, err := getIfExists(rctx, res, created[i].GetName())
+		if err == nil {
+			err = s.unuse(rctx, res, u, leaseID)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // releaseAll releases every reservation of res the lease holds: in a
