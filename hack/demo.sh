@@ -26,12 +26,9 @@ fi
 # controller-manager, scheduler and kwok nodes, named demo-eu in the stack's
 # kubeconfig.
 bin/devstack cluster-up demo-eu 4 >/dev/null
-# deployflow's CRDs in both, as "Install in a cluster" in the README installs them.
-for ctx in "$(kubectl config current-context)" demo-eu; do
-  kubectl --context "$ctx" apply --server-side -f deploy/helm/deployflow/crds/
-  kubectl --context "$ctx" wait --for=condition=Established --timeout=60s \
-    crd/leases.deployflow.dev crd/hostnamereservations.deployflow.dev crd/ipreservations.deployflow.dev
-done
+# deployflow's CRDs in both, and kubectl's discovery cache refreshed so
+# that `kubectl get deployflow` below knows them (hack/install-crds.sh).
+hack/install-crds.sh "$(kubectl config current-context)" demo-eu
 setsid "$worker_bin" --kubeconfig "$KUBECONFIG" --clusters demo-eu >"$run/logs/worker.log" 2>&1 < /dev/null &
 printf '%s\n%s\n' "$!" "$worker_bin" > "$pidfile"
 echo "demo: worker started (pid $!, metrics on http://127.0.0.1:9464/metrics, log $run/logs/worker.log)"
@@ -54,4 +51,5 @@ step bin/deployflow deploy -f examples/fleet.yaml --wait
 step kubectl --context demo-eu get rs -n lease-demo-fleet
 echo
 echo "demo: the lease's workflow in the Temporal UI: http://127.0.0.1:8233/namespaces/default/workflows/deploy-demo-shop"
-echo "demo: tear it down with 'bin/deployflow teardown demo-shop'; stop everything with 'make dev-down'"
+echo "demo: tear a lease down with 'bin/deployflow teardown demo-shop'; stop everything with 'make dev-down'"
+echo "demo: done. Next: 'make test' runs the whole suite on this stack (the demo's worker and leases keep running)."

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -89,4 +91,36 @@ func TestAnExtraClusterRunsPodsAndSharesNothing(t *testing.T) {
 	assert.NoError(t, err, "its kubeconfig stays for a later start")
 	_, err = env.Kube.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
 	assert.NoError(t, err, "the stack's own cluster still answers")
+}
+
+// Issue 34: `make demo` failed at `kubectl get deployflow` ("the server
+// doesn't have a resource type") on every machine whose kubectl discovery
+// cache did not already know deployflow's CRDs: kubectl's apply wrote the
+// cache before the CRDs existed, and a category is expanded from the cache
+// alone. hack/install-crds.sh, which the demo installs the CRDs with,
+// leaves kubectl knowing the category: run here on a cluster that never
+// had the CRDs (a new name: its own etcd prefix), with an empty cache, as
+// on a fresh machine.
+func TestKubectlKnowsTheDeployflowCategoryRightAfterTheCRDsAreInstalled(t *testing.T) {
+	env := testenv.Get(t)
+	name := testenv.ShortName("crds") // never started before: no CRDs
+	_, err := env.Stack.StartCluster(context.Background(), name, 9)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.Stack.StopCluster(name) })
+
+	kubectl := env.Stack.Bin("kubectl")
+	cmdEnv := append(os.Environ(),
+		"KUBECONFIG="+env.Stack.Kubeconfig(),
+		"KUBECACHEDIR="+t.TempDir(), // a fresh machine's: empty
+		"PATH="+filepath.Dir(kubectl)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	install := exec.Command(filepath.Join(env.Stack.RepoDir, "hack", "install-crds.sh"), name)
+	install.Env = cmdEnv
+	out, err := install.CombinedOutput()
+	require.NoError(t, err, "hack/install-crds.sh %s:\n%s", name, out)
+
+	get := exec.Command(kubectl, "--context", name, "get", "deployflow")
+	get.Env = cmdEnv
+	out, err = get.CombinedOutput()
+	require.NoError(t, err, "kubectl get deployflow, right after the install:\n%s", out)
+	assert.Contains(t, string(out), "No resources found")
 }
