@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +28,10 @@ type placementEnv struct {
 	*testsuite.TestWorkflowEnvironment
 	deploys []ClusterDeployInput
 	at      []time.Time
+	// firstDeploy, when set, is waited for by the first cluster deploy
+	// before it returns: a test holds the placement inside its first
+	// wave's deploy with it.
+	firstDeploy chan struct{}
 }
 
 func newPlacementEnv(t *testing.T, lastGood *manifest.Manifest) *placementEnv {
@@ -40,6 +45,9 @@ func newPlacementEnv(t *testing.T, lastGood *manifest.Manifest) *placementEnv {
 		activity.RegisterOptions{Name: ActivityReadCluster})
 	pe.RegisterActivityWithOptions(func(context.Context, manifest.Manifest) error { return nil }, activity.RegisterOptions{Name: ActivityCheckPlacement})
 	pe.RegisterActivityWithOptions(func(_ context.Context, in ClusterDeployInput) (ClusterDeployResult, error) {
+		if len(pe.deploys) == 0 && pe.firstDeploy != nil {
+			<-pe.firstDeploy
+		}
 		pe.deploys = append(pe.deploys, in)
 		pe.at = append(pe.at, pe.Now())
 		return ClusterDeployResult{Revision: int64(len(pe.deploys)), Outcome: "Succeeded", Succeeded: true}, nil
@@ -64,12 +72,22 @@ func approvalPlacement() manifest.Manifest {
 
 // Issue 23.3: a wave with approval holds the next wave until an operator
 // promotes the placement; a promote with no wave held is refused.
+//
+// The early promote is sent while wave 1's deploy is held open, so it
+// always meets the placement before any wave is held. It once raced the
+// placement to its held wave (a 1 ms callback fires on the wall clock
+// only while an activity runs, so a fast run saw it fire at the hold and
+// the promote was accepted: "a promote before any wave is held was
+// accepted" in 10 of 10 batches of -count=20).
 func TestAWaveWithApprovalHoldsTheNextUntilPromoted(t *testing.T) {
 	pe := newPlacementEnv(t, nil)
+	pe.firstDeploy = make(chan struct{})
+	var release sync.Once
+	done := func() { release.Do(func() { close(pe.firstDeploy) }) }
 	pe.RegisterDelayedCallback(func() {
 		pe.UpdateWorkflow(UpdatePlacementPromote, "early", &testsuite.TestUpdateCallback{
-			OnAccept:   func() { t.Error("a promote before any wave is held was accepted") },
-			OnReject:   func(err error) { assert.Contains(t, err.Error(), "no wave is held") },
+			OnAccept:   func() { t.Error("a promote before any wave is held was accepted"); done() },
+			OnReject:   func(err error) { assert.Contains(t, err.Error(), "no wave is held"); done() },
 			OnComplete: func(any, error) {},
 		})
 	}, time.Millisecond)
