@@ -15,10 +15,10 @@ import (
 const module = "github.com/deployflow/deployflow"
 
 // Issue 21.4: arrows point down. Every package of the module belongs to a
-// layer of the README's table, and imports (directly or not) only packages
-// of its own layer or below. Before, internal/app (the wiring) and the
-// observer's Temporal sender imported workflows, and the observer's pure
-// Observation type lived in activities.
+// layer of the table in docs/architecture.md, and imports (directly or not)
+// only packages of its own layer or below. Before, internal/app (the
+// wiring) and the observer's Temporal sender imported workflows, and the
+// observer's pure Observation type lived in activities.
 func TestImportsPointDown(t *testing.T) {
 	layers := readLayers(t)
 	layerOf := func(pkg string) (int, bool) {
@@ -40,7 +40,7 @@ func TestImportsPointDown(t *testing.T) {
 		pkg := fields[0]
 		n, ok := layerOf(pkg)
 		if !ok {
-			t.Errorf("%s is in no layer: add it to the README's layer table", pkg)
+			t.Errorf("%s is in no layer: add it to the layer table of docs/architecture.md", pkg)
 			continue
 		}
 		checked++
@@ -56,10 +56,11 @@ func TestImportsPointDown(t *testing.T) {
 	require.Greater(t, checked, 20, "the module's packages were listed")
 }
 
-// readLayers parses the README's layer table: package pattern → layer.
+// readLayers parses the layer table of docs/architecture.md: package
+// pattern → layer.
 func readLayers(t *testing.T) map[string]int {
 	t.Helper()
-	f, err := os.Open("README.md")
+	f, err := os.Open("docs/architecture.md")
 	require.NoError(t, err)
 	defer f.Close()
 	row := regexp.MustCompile("^\\| (\\d+) \\| (.*?) \\|")
@@ -87,6 +88,6 @@ func readLayers(t *testing.T) map[string]int {
 			}
 		}
 	}
-	require.NotEmpty(t, layers, "README.md has no layer table between <!-- layers --> markers")
+	require.NotEmpty(t, layers, "docs/architecture.md has no layer table between <!-- layers --> markers")
 	return layers
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// walkStep is a row of the README's walk table.
+// walkStep is a row of the walk table of docs/architecture.md.
 type walkStep struct {
 	step     int
 	file     string
@@ -27,14 +27,15 @@ type walkStep struct {
 }
 
 // Issue 21: a walk of a manifest through one deploy visits each file once,
-// in order, and its defaults are filled once. The README's walk table is the
-// walk; this checks it against the code, so a step that moves to another
-// file, a file the walk enters twice, a step reached from nowhere before it,
-// or a step after the chain's start that fills the defaults again (as the
-// activities did, and the chain's keepRestarts) fails here.
+// in order, and its defaults are filled once. The walk table of
+// docs/architecture.md is the walk; this checks it against the code, so a
+// step that moves to another file, a file the walk enters twice, a step
+// reached from nowhere before it, or a step after the chain's start that
+// fills the defaults again (as the activities did, and the chain's
+// keepRestarts) fails here.
 func TestAManifestsWalkVisitsEachFileOnceInOrder(t *testing.T) {
 	steps := readWalk(t)
-	require.GreaterOrEqual(t, len(steps), 10, "the README's walk table was read")
+	require.GreaterOrEqual(t, len(steps), 10, "the walk table of docs/architecture.md was read")
 
 	files := map[string]*ast.File{}
 	fset := token.NewFileSet()
@@ -149,10 +150,10 @@ func withDefaultsCalls(n ast.Node) []token.Pos {
 	return out
 }
 
-// readWalk parses the README's walk table.
+// readWalk parses the walk table of docs/architecture.md.
 func readWalk(t *testing.T) []walkStep {
 	t.Helper()
-	f, err := os.Open("README.md")
+	f, err := os.Open("docs/architecture.md")
 	require.NoError(t, err)
 	defer f.Close()
 	code := regexp.MustCompile("`([^`]+)`")

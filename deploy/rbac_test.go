@@ -46,10 +46,11 @@ func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
 		return run(env.Stack.Bin("kubectl"), append([]string{"--kubeconfig", env.Stack.Kubeconfig()}, args...), "")
 	}
 
-	// Install as the README's "Install in a cluster" does: a Secret for
-	// mutual TLS to Temporal, then helm install. The worker Deployment's
-	// pods cannot run here (no image registry, no Deployment controller):
-	// the worker runs as a process below, with the identity its pods get.
+	// Install as "Install in a cluster" in docs/install.md does: a Secret
+	// for mutual TLS to Temporal, then helm install. The worker
+	// Deployment's pods cannot run here (no image registry, no Deployment
+	// controller): the worker runs as a process below, with the identity
+	// its pods get.
 	pki := testenv.NewPKI(t)
 	_, err := admin("create", "namespace", ns)
 	require.NoError(t, err)
@@ -69,7 +70,7 @@ func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
 		_, err := admin("get", "crd", crd)
 		assert.NoError(t, err, "CRD %s installed", crd)
 	}
-	// CRDs as the README says to update them after a chart upgrade.
+	// CRDs as docs/install.md says to update them after a chart upgrade.
 	_, err = admin("apply", "--server-side", "-f", filepath.Join(chart, "crds"))
 	require.NoError(t, err)
 

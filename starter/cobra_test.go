@@ -24,7 +24,7 @@ func TestCLICompletesAndHelpsLikeKubectl(t *testing.T) {
 		require.Equal(t, 0, code, stderr)
 		assert.Contains(t, stdout, want, shell)
 	}
-	// As the README says: source <(deployflow completion bash).
+	// As docs/cli.md says: source <(deployflow completion bash).
 	_, script, _ := runCLI("completion", "bash")
 	file := filepath.Join(t.TempDir(), "deployflow.bash")
 	require.NoError(t, os.WriteFile(file, []byte(script), 0o600))

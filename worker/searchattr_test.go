@@ -55,20 +55,20 @@ func TestWorkerChecksItsSearchAttributesAtStart(t *testing.T) {
 	assert.Empty(t, missing)
 }
 
-// The search-attribute command of the README's "Install in a cluster",
-// run as written (on a new namespace instead of default), is all a
-// Temporal namespace needs for the worker to start.
-func TestTheREADMEsSearchAttributeCommandLetsTheWorkerStart(t *testing.T) {
+// The search-attribute command of "Install in a cluster" in
+// docs/install.md, run as written (on a new namespace instead of default),
+// is all a Temporal namespace needs for the worker to start.
+func TestTheInstallDocsSearchAttributeCommandLetsTheWorkerStart(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := context.Background()
-	readme, err := os.ReadFile("../README.md")
+	page, err := os.ReadFile("../docs/install.md")
 	require.NoError(t, err)
-	section := string(readme)
+	section := string(page)
 	start := strings.Index(section, "## Install in a cluster")
-	require.GreaterOrEqual(t, start, 0, "README has an Install in a cluster section")
+	require.GreaterOrEqual(t, start, 0, "docs/install.md has an Install in a cluster section")
 	section = section[start:]
 	i := strings.Index(section, "temporal operator search-attribute create")
-	require.GreaterOrEqual(t, i, 0)
+	require.GreaterOrEqual(t, i, 0, "docs/install.md's Install in a cluster section shows the temporal operator search-attribute create command")
 	var command []string
 	for _, line := range strings.Split(section[i:], "\n") {
 		command = append(command, strings.TrimSuffix(strings.TrimSpace(line), "\\"))
@@ -79,7 +79,7 @@ func TestTheREADMEsSearchAttributeCommandLetsTheWorkerStart(t *testing.T) {
 	args := strings.Fields(strings.Join(command, " "))
 	require.Equal(t, []string{"temporal", "operator", "search-attribute", "create", "--namespace", "default"}, args[:6])
 
-	ns := testenv.ShortName("readme-sa")
+	ns := testenv.ShortName("docs-sa")
 	_, err = env.Temporal.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
 		Namespace: ns, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)})
 	require.NoError(t, err)
@@ -88,10 +88,10 @@ func TestTheREADMEsSearchAttributeCommandLetsTheWorkerStart(t *testing.T) {
 	require.Eventually(t, func() bool {
 		out, err = exec.Command(env.Stack.Bin(devstack.Temporal), append(args[1:], "--address", devstack.TemporalAddress)...).CombinedOutput()
 		return err == nil
-	}, 30*time.Second, 500*time.Millisecond, "the README's command: %s", out)
+	}, 30*time.Second, 500*time.Millisecond, "the command of docs/install.md: %s", out)
 
 	addr := freeAddr(t)
 	startWorker(t, env, testenv.Name(t, "tq"), addr, "--temporal-namespace", ns)
 	require.Eventually(t, func() bool { return get("http://"+addr+"/readyz") == "ok\n" }, 60*time.Second, 200*time.Millisecond,
-		"the worker never became ready after the README's command")
+		"the worker never became ready after the command of docs/install.md")
 }

@@ -7,8 +7,8 @@ import "go.temporal.io/sdk/workflow"
 // running workflow replays the branch it first took, new runs take the new
 // one. Every such place is a method of legacy.go; the table below says
 // what each change did, which methods ask it and which recorded histories
-// still need its old path. The README's "Changing workflow code" prints
-// the table (TestTheGateTableIsTheReadmes keeps the two equal) and says
+// still need its old path. docs/upgrading.md ("Changing workflow code")
+// prints the table (TestTheGateTableIsTheDocs keeps the two equal) and says
 // when a gate may go. Never reuse or rename an ID.
 const (
 	versionRolloutID             = "rollout-workflow-id"

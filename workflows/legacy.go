@@ -21,8 +21,9 @@ import (
 // paths part it asks a method of this file, named for what the current
 // path does, and every older path's code is here. gates.go lists the
 // changes, which methods ask each, and the histories that still need it;
-// a retired gate's methods go from this file with it (README "Changing
-// workflow code"). TestGatesAreAskedOnlyInTheLegacyFile keeps it so.
+// a retired gate's methods go from this file with it (docs/upgrading.md,
+// "Changing workflow code"). TestGatesAreAskedOnlyInTheLegacyFile keeps it
+// so.
 
 // behaviour is how one run's code differs from the current path, decided
 // at its start.

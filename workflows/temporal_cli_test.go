@@ -28,8 +28,9 @@ func (dt *deployTest) temporalCLI(args ...string) string {
 	return string(out)
 }
 
-// The README's `temporal workflow start` with plain JSON input deploys a
-// lease, and a failed deploy is found with a search-attribute query.
+// The `temporal workflow start` of docs/cli.md, with plain JSON input,
+// deploys a lease, and a failed deploy is found with a search-attribute
+// query.
 func TestDeployStartedWithTheTemporalCLIAndFoundBySearchAttributes(t *testing.T) {
 	dt := newDeployTest(t)
 	input := `{"manifest": {"lease": "` + dt.lease + `", "services": [{"name": "web", "image": "nginx:1.27", "replicas": 2,
@@ -60,9 +61,9 @@ func TestDeployStartedWithTheTemporalCLIAndFoundBySearchAttributes(t *testing.T)
 	assert.Contains(t, active, workflows.DeployWorkflowID(dt.lease))
 }
 
-// The README's `temporal workflow start --type RolloutWorkflow` rolls one
-// service out in a namespace the worker may act in (here a managed one; the
-// README's `shop` is listed with --rollout-namespaces).
+// The `temporal workflow start --type RolloutWorkflow` of docs/deploying.md
+// rolls one service out in a namespace the worker may act in (here a
+// managed one; the page's `shop` is listed with --rollout-namespaces).
 func TestRolloutStartedWithTheTemporalCLI(t *testing.T) {
 	dt := newDeployTest(t)
 	ns := dt.env.Namespace(t)
@@ -158,10 +159,10 @@ func TestMalformedInputsFromTheTemporalCLIFailTypedNamingTheField(t *testing.T) 
 	}
 }
 
-// The gate-retirement check of the README ("When a gate may go"): `temporal
-// workflow count` of the running executions started before T counts a
-// lease's run until a deploy continues it as new, and then no more (a
-// continued run asks its gates afresh). The carried-gate check runs too.
+// The gate-retirement check of docs/upgrading.md ("When a gate may go"):
+// `temporal workflow count` of the running executions started before T
+// counts a lease's run until a deploy continues it as new, and then no more
+// (a continued run asks its gates afresh). The carried-gate check runs too.
 func TestTheGateRetirementCheckCountsALeaseUntilItContinuesAsNew(t *testing.T) {
 	dt := newDeployTest(t)
 	host := dt.lease + ".retire.example.com"

@@ -19,7 +19,7 @@ import (
 // The reduced slice of `make bench`'s fleet benchmark that `make test`
 // runs: three leases deployed at once by the worker binary, then idle for
 // 20s. It checks the table is printed and every deploy succeeded; the
-// numbers themselves are the full run's (README).
+// numbers themselves are the full run's (docs/performance.md).
 func TestFleetBenchmarkSlice(t *testing.T) {
 	testenv.Get(t) // the stack, started if needed
 	if _, err := os.Stat("../../bin/deployflow-worker"); err != nil {
