@@ -120,7 +120,7 @@ func (s *Stack) StartCluster(ctx context.Context, name string, n int) (*Cluster,
 	if err != nil {
 		return nil, err
 	}
-	if err := s.bootstrap(ctx, cs, kwok.name); err != nil {
+	if err := s.bootstrapWithKwok(ctx, cs, kwok); err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", name, err)
 	}
 	if err := s.nameClusterContexts(); err != nil {

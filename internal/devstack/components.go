@@ -15,15 +15,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
-
-// FakeNodes are the kwok nodes the cluster schedules onto.
-var FakeNodes = []string{"kwok-node-0", "kwok-node-1"}
 
 type component struct {
 	process
@@ -132,8 +125,8 @@ func (s *Stack) component(name string) component {
 				"--node-ip=127.0.0.1",
 				"--server-address=",
 			}, env: []string{"HOME=" + filepath.Join(s.RunDir, "kwok")}},
-			// kwok has no health endpoint of its own; it is ready when the
-			// nodes it manages are (checked by bootstrapCluster).
+			// kwok has no health endpoint of its own; it is ready when it
+			// has run a pod (bootstrap, kwok.go).
 			ready:   s.kubeHealth("/readyz"),
 			timeout: 30 * time.Second,
 		}
@@ -315,85 +308,6 @@ contexts:
 current-context: %[1]s
 `, name, url, filepath.Join(pki, "ca.crt"), filepath.Join(pki, "admin.crt"), filepath.Join(pki, "admin.key"))
 	return os.WriteFile(path, []byte(cfg), 0o600)
-}
-
-// bootstrapCluster registers the kwok nodes and waits until the cluster can
-// run pods: the nodes are Ready and the default ServiceAccount exists.
-func (s *Stack) bootstrapCluster(ctx context.Context) error {
-	cs, err := s.Clientset()
-	if err != nil {
-		return err
-	}
-	return s.bootstrap(ctx, cs, Kwok)
-}
-
-// bootstrap registers the kwok nodes of a cluster (kwok is the process
-// that manages them) and waits until it can run pods.
-func (s *Stack) bootstrap(ctx context.Context, cs kubernetes.Interface, kwok string) error {
-	for _, name := range FakeNodes {
-		node := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:        name,
-				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-				Labels: map[string]string{
-					"type":                   "kwok",
-					"kubernetes.io/hostname": name,
-					"kubernetes.io/os":       "linux",
-					"kubernetes.io/arch":     "amd64",
-				},
-			},
-			Status: corev1.NodeStatus{
-				Allocatable: corev1.ResourceList{
-					corev1.ResourceCPU:    resource.MustParse("1000"),
-					corev1.ResourceMemory: resource.MustParse("1Ti"),
-					corev1.ResourcePods:   resource.MustParse("10000"),
-				},
-				Capacity: corev1.ResourceList{
-					corev1.ResourceCPU:    resource.MustParse("1000"),
-					corev1.ResourceMemory: resource.MustParse("1Ti"),
-					corev1.ResourcePods:   resource.MustParse("10000"),
-				},
-			},
-		}
-		if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create node %s: %w", name, err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	for {
-		err := s.clusterReady(ctx, cs)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cluster not ready: %v; end of %s:\n%s", err, s.logFile(kwok), s.tail(kwok, 2000))
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-func (s *Stack) clusterReady(ctx context.Context, cs kubernetes.Interface) error {
-	for _, name := range FakeNodes {
-		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		ready := false
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				ready = true
-			}
-		}
-		if !ready {
-			return fmt.Errorf("node %s is not Ready yet", name)
-		}
-	}
-	if _, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
-		return fmt.Errorf("default ServiceAccount: %w", err)
-	}
-	return nil
 }
 
 // KCMAPIQPSEnv lifts kube-controller-manager's own client rate limit (its
