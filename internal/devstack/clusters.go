@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -36,8 +37,14 @@ type Cluster struct {
 }
 
 // MaxClusters is how many extra clusters a stack can run (each takes a
-// port of its own per component).
-const MaxClusters = 9
+// port of its own per component). Numbers 1 to FirstTestCluster-1 are
+// named by their users: make dev-up's DEPLOYFLOW_CLUSTERS (1, 2, ...),
+// make chaos's shared cluster (3), make demo's demo-eu (4); tests take the
+// rest with ReserveCluster.
+const (
+	MaxClusters      = 20
+	FirstTestCluster = 5
+)
 
 var clusterName = regexp.MustCompile(`^[a-z]([a-z0-9-]{0,18}[a-z0-9])?$`)
 
@@ -45,7 +52,37 @@ var clusterName = regexp.MustCompile(`^[a-z]([a-z0-9-]{0,18}[a-z0-9])?$`)
 // the stack's own (16443, 10257, 10259) and the bench's extra
 // controller-managers (10260-10262).
 func clusterPorts(n int) (apiserver, kcm, scheduler string) {
-	return strconv.Itoa(16443 + n), strconv.Itoa(10270 + n), strconv.Itoa(10280 + n)
+	return strconv.Itoa(16443 + n), strconv.Itoa(10300 + n), strconv.Itoa(10400 + n)
+}
+
+// ReserveCluster takes an extra cluster number from FirstTestCluster to
+// MaxClusters that no other holder has, in this process or another (a
+// lock file per number: test binaries run side by side), waiting while
+// all are taken. release gives it back; a process that ends gives back
+// what it held.
+func (s *Stack) ReserveCluster(ctx context.Context) (n int, release func(), err error) {
+	dir := filepath.Join(s.RunDir, "cluster-numbers")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, nil, err
+	}
+	for {
+		for n := FirstTestCluster; n <= MaxClusters; n++ {
+			f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(n)+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+			if err != nil {
+				return 0, nil, err
+			}
+			if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+				f.Close()
+				continue
+			}
+			return n, func() { f.Close() }, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, nil, fmt.Errorf("no extra cluster number free (%d to %d are all taken): %w", FirstTestCluster, MaxClusters, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func (s *Stack) clusterDir(name string) string { return filepath.Join(s.RunDir, "clusters", name) }
@@ -75,7 +112,7 @@ func (s *Stack) StartCluster(ctx context.Context, name string, n int) (*Cluster,
 	if err := os.MkdirAll(filepath.Join(s.clusterDir(name), "kwok"), 0o755); err != nil {
 		return nil, err
 	}
-	if err := s.writeKubeconfigFor(c.Kubeconfig, name, c.URL); err != nil {
+	if err := replaceFile(c.Kubeconfig, s.kubeconfigFor(name, c.URL)); err != nil {
 		return nil, err
 	}
 	health := s.kubeHealthOf(c.Kubeconfig, "/readyz")
@@ -106,27 +143,36 @@ func (s *Stack) StartCluster(ctx context.Context, name string, n int) (*Cluster,
 	kwok.env = []string{"HOME=" + filepath.Join(s.clusterDir(name), "kwok")}
 	kwok.ready = health
 
-	unlock, err := s.lock()
-	if err != nil {
+	if err := s.upCluster(ctx, name, []component{api, kcm, sched, kwok}); err != nil {
 		return nil, err
-	}
-	defer unlock()
-	for _, comp := range []component{api, kcm, sched, kwok} {
-		if _, err := s.upComponent(ctx, comp); err != nil {
-			return nil, fmt.Errorf("cluster %s: %w", name, err)
-		}
 	}
 	cs, err := clientsetOf(c.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.bootstrapWithKwok(ctx, cs, kwok); err != nil {
+	// Unlocked: tests wait for their clusters' pods side by side.
+	if err := s.bootstrapWithKwok(ctx, cs, kwok, func() (func(), error) { return s.clusterLock(name) }); err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", name, err)
 	}
-	if err := s.nameClusterContexts(); err != nil {
+	if err := s.writeKubeconfig(); err != nil {
 		return nil, fmt.Errorf("cluster %s: the stack's kubeconfig: %w", name, err)
 	}
 	return c, nil
+}
+
+// upCluster starts the processes of extra cluster name, under its lock.
+func (s *Stack) upCluster(ctx context.Context, name string, comps []component) error {
+	unlock, err := s.clusterLock(name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	for _, comp := range comps {
+		if _, err := s.upComponent(ctx, comp); err != nil {
+			return fmt.Errorf("cluster %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // ClustersEnv names the extra clusters `make dev-up` starts beside the
@@ -135,11 +181,12 @@ func (s *Stack) StartCluster(ctx context.Context, name string, n int) (*Cluster,
 const ClustersEnv = "DEPLOYFLOW_CLUSTERS"
 
 // ClustersFrom parses a ClustersEnv value: names separated by spaces or
-// commas, at most MaxClusters, each once.
+// commas, each once, at most FirstTestCluster-1 (the numbers tests do not
+// take).
 func ClustersFrom(v string) ([]string, error) {
 	names := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' })
-	if len(names) > MaxClusters {
-		return nil, fmt.Errorf("%s: %d clusters; the stack runs at most %d", ClustersEnv, len(names), MaxClusters)
+	if len(names) >= FirstTestCluster {
+		return nil, fmt.Errorf("%s: %d clusters; make dev-up starts at most %d (the higher numbers are the tests')", ClustersEnv, len(names), FirstTestCluster-1)
 	}
 	seen := map[string]bool{}
 	for _, n := range names {
@@ -165,21 +212,27 @@ func (s *Stack) StartClusters(ctx context.Context, names []string) ([]*Cluster, 
 	return out, nil
 }
 
-// nameClusterContexts rewrites the stack's kubeconfig with a cluster and a
-// context for each extra cluster the run directory holds (running or
-// stopped: its objects stay for a later start), beside the stack's own,
-// which stays the current context. The file is replaced in one rename, so
-// a reader never sees half of it.
-func (s *Stack) nameClusterContexts() error {
-	cfg, err := clientcmd.LoadFromFile(s.Kubeconfig())
+// writeKubeconfig writes the stack's kubeconfig: its own cluster, the
+// current context, and a cluster and a context for each extra cluster the
+// run directory holds (running or stopped: its objects stay for a later
+// start). It is written whole, in one rename: a test binary starting
+// beside another's extra cluster once made the file lack that cluster's
+// context for a moment (written first without the extra clusters, then
+// with them), and `kubectl --context` failed.
+func (s *Stack) writeKubeconfig() error {
+	// One writer at a time, in any process: a writer that read the
+	// clusters before another's was added must not replace its file.
+	lock, err := os.OpenFile(filepath.Join(s.RunDir, "kubeconfig.lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return err
 	}
-	for name := range cfg.Contexts {
-		if name != cfg.CurrentContext {
-			delete(cfg.Contexts, name)
-			delete(cfg.Clusters, name)
-		}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	cfg, err := clientcmd.Load(s.kubeconfigFor("deployflow-dev", APIServerURL))
+	if err != nil {
+		return err
 	}
 	dirs, err := os.ReadDir(filepath.Join(s.RunDir, "clusters"))
 	if err != nil && !os.IsNotExist(err) {
@@ -193,17 +246,17 @@ func (s *Stack) nameClusterContexts() error {
 		cfg.Clusters[d.Name()] = extra.Clusters[d.Name()]
 		cfg.Contexts[d.Name()] = extra.Contexts[d.Name()]
 	}
-	tmp := s.Kubeconfig() + ".new"
-	if err := clientcmd.WriteToFile(*cfg, tmp); err != nil {
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, s.Kubeconfig())
+	return replaceFile(s.Kubeconfig(), data)
 }
 
 // StopCluster stops extra cluster name's processes by their recorded PIDs
 // (its objects stay in etcd, under its prefix, for a later StartCluster).
 func (s *Stack) StopCluster(name string) error {
-	unlock, err := s.lock()
+	unlock, err := s.clusterLock(name)
 	if err != nil {
 		return err
 	}

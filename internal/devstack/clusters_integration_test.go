@@ -15,10 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/worker/testenv"
 )
 
@@ -30,8 +32,8 @@ import (
 func TestAnExtraClusterRunsPodsAndSharesNothing(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := context.Background()
-	const name = "devstack-test"
-	c, err := env.Stack.StartCluster(ctx, name, 9)
+	n, name := reserveCluster(t, env.Stack, "devstack-test")
+	c, err := env.Stack.StartCluster(ctx, name, n)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = env.Stack.StopCluster(name) })
 
@@ -98,13 +100,13 @@ func TestAnExtraClusterRunsPodsAndSharesNothing(t *testing.T) {
 // cache did not already know deployflow's CRDs: kubectl's apply wrote the
 // cache before the CRDs existed, and a category is expanded from the cache
 // alone. hack/install-crds.sh, which the demo installs the CRDs with,
-// leaves kubectl knowing the category: run here on a cluster that never
-// had the CRDs (a new name: its own etcd prefix), with an empty cache, as
-// on a fresh machine.
+// leaves kubectl knowing the category: run here on a cluster without the
+// CRDs, with an empty cache, as on a fresh machine.
 func TestKubectlKnowsTheDeployflowCategoryRightAfterTheCRDsAreInstalled(t *testing.T) {
 	env := testenv.Get(t)
-	name := testenv.ShortName("crds") // never started before: no CRDs
-	_, err := env.Stack.StartCluster(context.Background(), name, 9)
+	ctx := context.Background()
+	n, name := reserveCluster(t, env.Stack, "crds")
+	c, err := env.Stack.StartCluster(ctx, name, n)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = env.Stack.StopCluster(name) })
 
@@ -113,14 +115,44 @@ func TestKubectlKnowsTheDeployflowCategoryRightAfterTheCRDsAreInstalled(t *testi
 		"KUBECONFIG="+env.Stack.Kubeconfig(),
 		"KUBECACHEDIR="+t.TempDir(), // a fresh machine's: empty
 		"PATH="+filepath.Dir(kubectl)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	kubectlIn := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(kubectl, append([]string{"--context", name}, args...)...)
+		cmd.Env = cmdEnv
+		return cmd
+	}
+	// The cluster keeps its objects from an earlier start: the CRDs go
+	// first, so that they are new to it.
+	del := kubectlIn("delete", "--ignore-not-found", "--wait", "-f", filepath.Join(env.Stack.RepoDir, "deploy", "helm", "deployflow", "crds"))
+	del.Env = append(del.Env, "KUBECACHEDIR="+t.TempDir()) // not the cache the test starts with
+	out, err := del.CombinedOutput()
+	require.NoError(t, err, "delete the CRDs:\n%s", out)
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	require.NoError(t, err)
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	require.NoError(t, err)
+	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the CRDs' group is still served", func() (bool, string) {
+		_, err := disco.ServerResourcesForGroupVersion("deployflow.dev/v1alpha1")
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+
 	install := exec.Command(filepath.Join(env.Stack.RepoDir, "hack", "install-crds.sh"), name)
 	install.Env = cmdEnv
-	out, err := install.CombinedOutput()
+	out, err = install.CombinedOutput()
 	require.NoError(t, err, "hack/install-crds.sh %s:\n%s", name, out)
 
-	get := exec.Command(kubectl, "--context", name, "get", "deployflow")
-	get.Env = cmdEnv
-	out, err = get.CombinedOutput()
+	out, err = kubectlIn("get", "deployflow").CombinedOutput()
 	require.NoError(t, err, "kubectl get deployflow, right after the install:\n%s", out)
 	assert.Contains(t, string(out), "No resources found")
+}
+
+// reserveCluster takes an extra cluster number for the test (held until
+// it ends) and names the cluster prefix-N.
+func reserveCluster(t *testing.T, s *devstack.Stack, prefix string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	n, release, err := s.ReserveCluster(ctx)
+	require.NoError(t, err)
+	t.Cleanup(release)
+	return n, fmt.Sprintf("%s-%d", prefix, n)
 }

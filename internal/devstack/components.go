@@ -279,15 +279,11 @@ func temporalReady(ctx context.Context) error {
 // Clientset is an admin client of the local cluster.
 func (s *Stack) Clientset() (kubernetes.Interface, error) { return clientsetOf(s.Kubeconfig()) }
 
-func (s *Stack) writeKubeconfig() error {
-	return s.writeKubeconfigFor(s.Kubeconfig(), "deployflow-dev", APIServerURL)
-}
-
-// writeKubeconfigFor writes an admin kubeconfig of the API server at url,
-// its cluster and context named name.
-func (s *Stack) writeKubeconfigFor(path, name, url string) error {
+// kubeconfigFor is an admin kubeconfig of the API server at url, its
+// cluster and context named name.
+func (s *Stack) kubeconfigFor(name, url string) []byte {
 	pki := filepath.Join(s.RunDir, "pki")
-	cfg := fmt.Sprintf(`apiVersion: v1
+	return []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
 - name: %[1]s
@@ -306,8 +302,17 @@ contexts:
     user: deployflow-admin
     namespace: default
 current-context: %[1]s
-`, name, url, filepath.Join(pki, "ca.crt"), filepath.Join(pki, "admin.crt"), filepath.Join(pki, "admin.key"))
-	return os.WriteFile(path, []byte(cfg), 0o600)
+`, name, url, filepath.Join(pki, "ca.crt"), filepath.Join(pki, "admin.crt"), filepath.Join(pki, "admin.key")))
+}
+
+// replaceFile replaces path's content in one rename: a reader (kubectl, a
+// test binary starting beside) never sees half of it, nor an empty file.
+func replaceFile(path string, data []byte) error {
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // KCMAPIQPSEnv lifts kube-controller-manager's own client rate limit (its

@@ -38,26 +38,22 @@ const kwokStarts = 3
 // errKwokExited: the cluster's kwok process is gone.
 var errKwokExited = errors.New("kwok exited")
 
-// bootstrapCluster registers the stack's own cluster's kwok nodes and
-// waits until it runs pods.
-func (s *Stack) bootstrapCluster(ctx context.Context) error {
-	cs, err := s.Clientset()
-	if err != nil {
-		return err
-	}
-	return s.bootstrapWithKwok(ctx, cs, s.component(Kwok))
-}
-
-// bootstrapWithKwok is bootstrap, with kwok started again each time it
-// died at start-up.
-func (s *Stack) bootstrapWithKwok(ctx context.Context, cs kubernetes.Interface, kwok component) error {
+// bootstrapWithKwok is bootstrap, with kwok started again, under lock,
+// each time it died at start-up. The caller does not hold lock.
+func (s *Stack) bootstrapWithKwok(ctx context.Context, cs kubernetes.Interface, kwok component, lock func() (func(), error)) error {
 	for attempt := 1; ; attempt++ {
 		err := s.bootstrap(ctx, cs, kwok.name)
 		if !errors.Is(err, errKwokExited) || attempt == kwokStarts {
 			return err
 		}
 		s.Logf("%-24s exited at start-up (%v): starting it again", kwok.name, err)
-		if _, err := s.upComponent(ctx, kwok); err != nil {
+		unlock, err := lock()
+		if err != nil {
+			return err
+		}
+		_, err = s.upComponent(ctx, kwok)
+		unlock()
+		if err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -43,8 +44,13 @@ func runningStack(t *testing.T) *Stack {
 func TestAClusterWhoseKwokIsGoneIsNotReady(t *testing.T) {
 	s := runningStack(t)
 	ctx := context.Background()
-	const name = "kwok-gone"
-	_, err := s.StartCluster(ctx, name, 9) // the devstack package's number
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	n, release, err := s.ReserveCluster(rctx)
+	require.NoError(t, err)
+	t.Cleanup(release)
+	name := fmt.Sprintf("kwok-gone-%d", n)
+	_, err = s.StartCluster(ctx, name, n)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.StopCluster(name) })
 
@@ -58,7 +64,7 @@ func TestAClusterWhoseKwokIsGoneIsNotReady(t *testing.T) {
 	assert.ErrorIs(t, err, errKwokExited, "a cluster without its kwok is not ready")
 	assert.Less(t, time.Since(start), 10*time.Second, "said at once, not at the minute's timeout")
 
-	_, err = s.StartCluster(ctx, name, 9)
+	_, err = s.StartCluster(ctx, name, n)
 	require.NoError(t, err, "a cluster started again starts its kwok again")
 	_, ok := s.running(kwok)
 	assert.True(t, ok, "kwok runs")

@@ -227,10 +227,56 @@ func (s *Stack) lock() (func(), error) {
 	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
+// clusterLock serialises the start and stop of extra cluster name across
+// processes, and keeps Up and Down (the stack's lock) out meanwhile;
+// other clusters start and stop side by side (a test's cluster waited
+// minutes behind every other test's when each start took the stack's
+// lock).
+func (s *Stack) clusterLock(name string) (func(), error) {
+	dir := filepath.Join(s.CacheDir, "cluster-locks")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	stack, err := os.OpenFile(filepath.Join(s.CacheDir, "stack.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(stack.Fd()), syscall.LOCK_SH); err != nil {
+		stack.Close()
+		return nil, err
+	}
+	one, err := os.OpenFile(filepath.Join(dir, name+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err == nil {
+		err = syscall.Flock(int(one.Fd()), syscall.LOCK_EX)
+		if err != nil {
+			one.Close()
+		}
+	}
+	if err != nil {
+		stack.Close()
+		return nil, err
+	}
+	return func() { one.Close(); stack.Close() }, nil
+}
+
 // Up starts every component that is not running, reusing those that are,
 // and returns once the cluster schedules pods onto a Ready kwok node and the
 // Temporal server answers. It reports whether it started anything.
 func (s *Stack) Up(ctx context.Context) (started bool, err error) {
+	if started, err = s.upProcesses(ctx); err != nil {
+		return started, err
+	}
+	// Outside the stack's lock: a test binary waiting here for the cluster
+	// to run a pod does not hold up another's start.
+	cs, err := s.Clientset()
+	if err != nil {
+		return started, err
+	}
+	return started, s.bootstrapWithKwok(ctx, cs, s.component(Kwok), s.lock)
+}
+
+// upProcesses is Up's part under the stack's lock: the files and processes.
+func (s *Stack) upProcesses(ctx context.Context) (started bool, err error) {
 	unlock, err := s.lock()
 	if err != nil {
 		return false, err
@@ -248,9 +294,6 @@ func (s *Stack) Up(ctx context.Context) (started bool, err error) {
 		return false, fmt.Errorf("certificates: %w", err)
 	}
 	if err := s.writeKubeconfig(); err != nil {
-		return false, err
-	}
-	if err := s.nameClusterContexts(); err != nil {
 		return false, err
 	}
 	if err := os.WriteFile(s.auditPolicy(), []byte(auditPolicy), 0o644); err != nil {
@@ -274,9 +317,6 @@ func (s *Stack) Up(ctx context.Context) (started bool, err error) {
 			return started, err
 		}
 		started = started || ok
-	}
-	if err := s.bootstrapCluster(ctx); err != nil {
-		return started, err
 	}
 	return started, nil
 }
