@@ -97,10 +97,14 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		}
 	}
 	if err == nil {
-		for _, o := range applied.Applied.Changed {
+		// What the plan said it would change, and anything more the apply
+		// found: a local activity that ran in a workflow task that then
+		// failed (a signal arriving meanwhile: UnhandledCommand) runs again
+		// and finds its objects applied already.
+		for _, o := range union(plan.Objects, applied.Applied.Changed) {
 			did(planpkg.ApplyObject(o))
 		}
-		for _, o := range applied.Applied.Pruned {
+		for _, o := range union(plan.Prune, applied.Applied.Pruned) {
 			did(planpkg.DeleteObject(o))
 		}
 	}
@@ -168,6 +172,12 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	// 8. Healthy: release hostnames and IPs the manifest no longer declares.
 	released, err := w.finish(m)
 	ran = nil
+	if err == nil {
+		// Released by now: what the plan said, whatever this attempt found
+		// left to release (see the apply's above), and anything more.
+		released.Hostnames = union(plan.ReleaseHostnames, released.Hostnames)
+		released.IPs = union(plan.ReleaseIPs, released.IPs)
+	}
 	for _, h := range released.Hostnames {
 		did(planpkg.ReleaseHostname(h))
 	}
@@ -180,6 +190,17 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	}
 	res.operations = append(res.operations, texts(ran)...)
 	return res, nil
+}
+
+// union is a, then what of b a lacks, in their order.
+func union(a, b []string) []string {
+	out := append([]string(nil), a...)
+	for _, x := range b {
+		if !contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 func contains(list []string, s string) bool {

@@ -53,3 +53,39 @@ func TestTheExecutedTreeDoesNotDependOnTheWording(t *testing.T) {
 	})
 	assert.Equal(t, nodes, got, "the executed tree is the planned one, node for node:\n%s", executed)
 }
+
+// Found by make test with the live tests side by side: a deploy's
+// executed operations lacked the hostname and IP it released (and could
+// lack the objects it applied). A local activity run in a workflow task
+// that then fails (a signal arriving meanwhile: UnhandledCommand) runs
+// again in the next task and finds its work done: nothing left to apply
+// or release. What the plan said is recorded as done once the step
+// succeeded, with anything more the activities found.
+func TestAStepRunAgainAfterAFailedTaskRecordsWhatItsPlanSaid(t *testing.T) {
+	m := oneService("l")
+	objects := []string{"Ingress/lease-ingress"}
+	web := activities.Classification{Service: "web", Class: activities.ChangeNone}
+	p := activities.DeployPlan{Lease: "l", Fingerprint: "fp1", Objects: objects, Prune: []string{"Service/api-ip-public"},
+		ReleaseHostnames: []string{"old.example.com"}, ReleaseIPs: []string{"public"}, Services: []activities.Classification{web}}
+	env := newDeployEnv(t, func(env *deployEnv) {
+		env.OnActivity(env.a.PrepareDeploy, mock.Anything, mock.Anything).Return(&activities.PrepareDeployResult{
+			Lease: activities.LeaseInfo{ID: "l", Owner: "acme", State: "Active"}, Plan: p}, nil)
+		// As run again: everything applied and released already.
+		env.OnActivity(env.a.ApplyDeploy, mock.Anything, mock.Anything).Return(&activities.ApplyDeployResult{
+			IPs:       map[string]string{},
+			Hostnames: &activities.HostnamesResult{Reserved: []string{"web.example.com"}},
+			Applied:   &activities.ApplyObjectsResult{Kept: objects},
+			Classes:   []activities.Classification{web},
+		}, nil)
+		env.OnActivity(env.a.FinishDeploy, mock.Anything, mock.Anything).Return(&activities.FinishDeployResult{}, nil)
+	})
+	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: m, Trigger: "test"})
+	require.True(t, env.IsWorkflowCompleted())
+	in := continuedWith(t, env.GetWorkflowError())
+	require.NotEmpty(t, in.Carry.History)
+	ran := in.Carry.History[len(in.Carry.History)-1].Operations
+	for _, want := range []string{plan.ApplyObject("Ingress/lease-ingress").Text, plan.DeleteObject("Service/api-ip-public").Text,
+		plan.ReleaseHostname("old.example.com").Text, plan.ReleaseIP("public").Text} {
+		assert.Contains(t, ran, want)
+	}
+}
