@@ -30,6 +30,9 @@ type globals struct {
 	cfg    config.Config
 	output string
 	wide   bool // -o wide: text with more columns
+	// temporalRetry bounds how long a call keeps retrying Temporal's
+	// transient errors (--temporal-retry).
+	temporalRetry time.Duration
 }
 
 func newFlags(name string, g *globals) *flag.FlagSet {
@@ -37,7 +40,7 @@ func newFlags(name string, g *globals) *flag.FlagSet {
 	g.cfg.RegisterFlags(fs)
 	fs.StringVar(&g.output, "o", "text", "output: text, json, yaml or wide (text with more columns)")
 	fs.StringVar(&g.output, "output", "text", "output: text, json, yaml or wide (same as -o)")
-	fs.DurationVar(&temporalRetry, "temporal-retry", defaultTemporalRetry, "how long to retry Temporal's transient errors (unavailable, overloaded, namespace not found yet)")
+	fs.DurationVar(&g.temporalRetry, "temporal-retry", defaultTemporalRetry, "how long to retry Temporal's transient errors (unavailable, overloaded, namespace not found yet)")
 	return fs
 }
 
@@ -107,10 +110,6 @@ func workflowURL(cfg config.Config, id, runID string) string {
 	return url
 }
 
-// temporalRetry bounds how long a CLI call keeps retrying Temporal's
-// transient errors (--temporal-retry).
-var temporalRetry = defaultTemporalRetry
-
 const defaultTemporalRetry = time.Minute
 
 // transient reports whether err is one of Temporal's transient errors: the
@@ -141,15 +140,31 @@ func transient(err error) bool {
 	return false
 }
 
-// progress is where the CLI says what it is waiting for (its stderr).
-var progress io.Writer = os.Stderr
+// retrying is how a command retries Temporal's transient errors: for how
+// long (--temporal-retry), and where it says what it waits for (its
+// stderr). A command's context carries it (withRetrying): settings of one
+// run of the command line, never the process's.
+type retrying struct {
+	bound    time.Duration
+	progress io.Writer
+}
+
+type retryingKey struct{}
+
+func withRetrying(ctx context.Context, r retrying) context.Context {
+	return context.WithValue(ctx, retryingKey{}, r)
+}
 
 // retryTemporal runs call until it succeeds, fails with a non-transient
-// error, or temporalRetry passes, backing off exponentially (0.25 s to 5 s);
-// it says on stderr what it is waiting for.
+// error, or the context's retry bound passes, backing off exponentially
+// (0.25 s to 5 s); it says on stderr what it is waiting for.
 func retryTemporal(ctx context.Context, what string, call func() error) error {
+	r, ok := ctx.Value(retryingKey{}).(retrying)
+	if !ok {
+		r = retrying{bound: defaultTemporalRetry, progress: os.Stderr}
+	}
 	backoff := wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 5, Cap: 5 * time.Second}
-	deadline := time.Now().Add(temporalRetry)
+	deadline := time.Now().Add(r.bound)
 	for attempt := 1; ; attempt++ {
 		err := call()
 		if err == nil || !transient(err) {
@@ -157,9 +172,9 @@ func retryTemporal(ctx context.Context, what string, call func() error) error {
 		}
 		delay := backoff.Step()
 		if time.Now().Add(delay).After(deadline) {
-			return fmt.Errorf("%w (gave up after %s: set --temporal-retry to wait longer)", err, temporalRetry)
+			return fmt.Errorf("%w (gave up after %s: set --temporal-retry to wait longer)", err, r.bound)
 		}
-		fmt.Fprintf(progress, "deployflow: waiting for Temporal to %s (attempt %d): %v\n", what, attempt, err)
+		fmt.Fprintf(r.progress, "deployflow: waiting for Temporal to %s (attempt %d): %v\n", what, attempt, err)
 		select {
 		case <-ctx.Done():
 			return err

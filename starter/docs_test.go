@@ -23,9 +23,6 @@ import (
 // CLI's synopsis (a plain block of "deployflow <command> ..." lines) has
 // its flags checked against each command it names.
 func TestEveryCommandInTheDocsParses(t *testing.T) {
-	saved, savedRetry := timeout, temporalRetry // flags bound to package variables
-	t.Cleanup(func() { timeout, temporalRetry = saved, savedRetry })
-
 	files, err := filepath.Glob("../docs/*.md")
 	require.NoError(t, err)
 	files = append([]string{"../README.md"}, files...)

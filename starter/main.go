@@ -25,7 +25,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/api/serviceerror"
@@ -100,7 +99,6 @@ func main() {
 
 // run runs the command line and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	progress = stderr
 	root := newRootCommand(stdout, stderr)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
@@ -122,9 +120,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	return 1
 }
-
-// timeout is --timeout, on every command.
-var timeout time.Duration
 
 func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
@@ -149,7 +144,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.PersistentFlags().DurationVar(&timeout, "timeout", 0, "give up after this long (e.g. 5m) with exit code 1; 0: no limit")
+	root.PersistentFlags().Duration("timeout", 0, "give up after this long (e.g. 5m) with exit code 1; 0: no limit")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	for _, c := range commands {
 		root.AddCommand(c.cobra())
@@ -173,7 +168,11 @@ func (c command) cobra() *cobra.Command {
 			if err := g.validate(); err != nil {
 				return err
 			}
-			ctx := cmd.Context()
+			timeout, err := cmd.Flags().GetDuration("timeout") // the root's, on every command
+			if err != nil {
+				return err
+			}
+			ctx := withRetrying(cmd.Context(), retrying{bound: g.temporalRetry, progress: cmd.ErrOrStderr()})
 			if timeout > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -185,7 +184,7 @@ func (c command) cobra() *cobra.Command {
 				defer y.Close()
 				g.output, out = "json", y
 			}
-			err := r(ctx, pos, out)
+			err = r(ctx, pos, out)
 			if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && timeout > 0 {
 				return fmt.Errorf("timed out after %s (--timeout): %w", timeout, err)
 			}
