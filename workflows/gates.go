@@ -100,14 +100,25 @@ var gates = []gateInfo{
 // gate reports whether this run takes change id (version 1): runs that
 // started before it replay without it. Only legacy.go asks.
 func gate(ctx workflow.Context, id string) bool {
-	if newPathForReplay[id] {
-		return true
+	if r, ok := ctx.Value(replayGatesKey{}).(replayGates); ok {
+		r.asked(id)
+		if r.newPath[id] {
+			return true
+		}
 	}
 	return workflow.GetVersion(ctx, id, workflow.DefaultVersion, 1) == 1
 }
 
-// newPathForReplay is set only by tests (gates_test.go): gate then takes
-// the new path of these changes without asking, and replaying a history
-// that needs an old path fails. That is how the table's Needing is
-// checked, and how one sees which recordings a retirement drops.
-var newPathForReplay map[string]bool
+// replayGates is set only by a test's replayer (gates_test.go), in the
+// context of the workflows it replays (under replayGatesKey): gate tells
+// asked each change it is asked, and takes the new path of the changes in
+// newPath without asking, so replaying a history that needs an old path
+// fails. That is how the table's Needing is checked, and how one sees
+// which recordings a retirement drops. (A context value, not a variable:
+// the replays run beside workflows that must ask.)
+type replayGates struct {
+	newPath map[string]bool
+	asked   func(id string)
+}
+
+type replayGatesKey struct{}

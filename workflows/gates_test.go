@@ -17,8 +17,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 )
 
 // Issue 21.2: version gates have one home. Outside legacy.go (and gates.go,
@@ -56,7 +58,7 @@ func TestGatesAreAskedOnlyInTheLegacyFile(t *testing.T) {
 						}
 						what = "names " + n.Name
 					}
-					if n.Name == "gate" || n.Name == "newPathForReplay" {
+					if n.Name == "gate" || n.Name == "replayGatesKey" {
 						what = "asks a gate"
 					}
 				case *ast.SelectorExpr:
@@ -113,7 +115,7 @@ func TestEveryGateIsInTheTableOnce(t *testing.T) {
 // drops, and a new recording that reaches an old path shows here.
 func TestTheGateTableNamesTheRecordingsEachGateNeeds(t *testing.T) {
 	if testing.Short() {
-		t.Skip("replays every recording once per gate (about 30s)")
+		t.Skip("replays every recording, and again with each gate it asks forced (about 15s)")
 	}
 	var files []string
 	require.NoError(t, filepath.WalkDir(historiesDir, func(p string, d fs.DirEntry, err error) error {
@@ -123,31 +125,34 @@ func TestTheGateTableNamesTheRecordingsEachGateNeeds(t *testing.T) {
 		return err
 	}))
 	require.NotEmpty(t, files)
-	t.Cleanup(func() { newPathForReplay = nil })
-	logger := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	// CPU-bound, and needing nothing of the package's other tests: it runs
+	// beside them.
+	t.Parallel()
+
+	// Each recording once as it is, noting the gates its replay asks: a
+	// gate forced to its new path changes nothing in a replay that never
+	// asks it, so only the replays that ask a gate run again with it
+	// forced.
+	asked := make([]map[string]bool, len(files))
+	failed := replayAll(t, files, func(i int) replayGates {
+		asked[i] = map[string]bool{}
+		return replayGates{asked: func(id string) { asked[i][id] = true }}
+	})
+	for i, f := range files {
+		require.False(t, failed[i], "%s does not replay on the current code (TestRecordedHistoriesReplay says why)", f)
+	}
 	for _, g := range gates {
-		newPathForReplay = map[string]bool{g.ID: true}
-		// The replays are independent and CPU-bound: one per CPU at a time
-		// (the map above is only read until they are all done).
-		fails := make([]bool, len(files))
-		var wg sync.WaitGroup
-		slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+		var asking []string
 		for i, f := range files {
-			slots <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-slots }()
-				r := worker.NewWorkflowReplayer()
-				r.RegisterWorkflow(DeployWorkflow)
-				r.RegisterWorkflow(RolloutWorkflow)
-				r.RegisterWorkflow(ScheduledDeployWorkflow)
-				r.RegisterWorkflow(PlanWorkflow)
-				r.RegisterWorkflow(PlacementWorkflow)
-				fails[i] = r.ReplayWorkflowHistoryFromJSONFile(logger, f) != nil
-			})
+			if asked[i][g.ID] {
+				asking = append(asking, f)
+			}
 		}
-		wg.Wait()
+		fails := replayAll(t, asking, func(int) replayGates {
+			return replayGates{newPath: map[string]bool{g.ID: true}, asked: func(string) {}}
+		})
 		var failing []string
-		for i, f := range files {
+		for i, f := range asking {
 			if fails[i] {
 				rel, _ := filepath.Rel(historiesDir, f)
 				set, _, _ := strings.Cut(rel, string(filepath.Separator))
@@ -162,7 +167,58 @@ func TestTheGateTableNamesTheRecordingsEachGateNeeds(t *testing.T) {
 	}
 }
 
+// replayAll replays files, one per CPU at a time (independent and
+// CPU-bound), each with the replayGates gates(i) gives its workflows, and
+// reports which failed.
+func replayAll(t *testing.T, files []string, gates func(i int) replayGates) []bool {
+	logger := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	fails := make([]bool, len(files))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i, f := range files {
+		slots <- struct{}{}
+		g := gates(i)
+		wg.Go(func() {
+			defer func() { <-slots }()
+			r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{
+				Interceptors: []interceptor.WorkerInterceptor{&withGates{gates: g}}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			r.RegisterWorkflow(DeployWorkflow)
+			r.RegisterWorkflow(RolloutWorkflow)
+			r.RegisterWorkflow(ScheduledDeployWorkflow)
+			r.RegisterWorkflow(PlanWorkflow)
+			r.RegisterWorkflow(PlacementWorkflow)
+			fails[i] = r.ReplayWorkflowHistoryFromJSONFile(logger, f) != nil
+		})
+	}
+	wg.Wait()
+	return fails
+}
+
 const historiesDir = "../testdata/histories"
+
+// withGates is a replayer's interceptor that puts gates in the context of
+// the workflows it replays (replayGatesKey).
+type withGates struct {
+	interceptor.WorkerInterceptorBase
+	gates replayGates
+}
+
+func (w *withGates) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &withGatesInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, gates: w.gates}
+}
+
+type withGatesInbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+	gates replayGates
+}
+
+func (i *withGatesInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteWorkflowInput) (any, error) {
+	return i.Next.ExecuteWorkflow(workflow.WithValue(ctx, replayGatesKey{}, i.gates), in)
+}
 
 // The gate table of docs/upgrading.md ("Changing workflow code") is the
 // table in gates.go.

@@ -46,7 +46,7 @@ import (
 // checks the same hand-over against real histories, with a small budget.
 func TestAWeekLongPauseWithTheFastestAnalysisKeepsEveryRunUnderTheHistoryLimit(t *testing.T) {
 	// The SDK's test environment only, no server: it runs beside the
-	// package's long live tests once the sequential ones are done (CI time).
+	// package's other tests (CI time).
 	t.Parallel()
 	// A week takes about a minute and a half here; -short (make unit)
 	// takes a day of it.

@@ -25,6 +25,7 @@ const historiesDir = "../testdata/histories"
 // new recordings beside the old ones, never a rewrite of old ones. No stack
 // is needed.
 func TestRecordedHistoriesReplay(t *testing.T) {
+	t.Parallel() // CPU-bound, needing nothing of the package's other tests
 	var files []string
 	require.NoError(t, filepath.WalkDir(historiesDir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".json") {
