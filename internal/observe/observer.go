@@ -142,9 +142,14 @@ type Observer struct {
 	changed      map[string]chan struct{} // per namespace: closed at its next ReplicaSet event
 	state        map[string]*leaseState
 	failingSince time.Time // the first watch error since the last event
-	unknown      bool      // failing for longer than UnknownAfter
-	live         []string  // the group's live members at the last tick
-	now          func() time.Time
+	// rsStale: a request of the observer's failed since the ReplicaSet
+	// informer last delivered an event, so its cache may be behind the
+	// cluster (after an outage its reflector waits out a backoff of up to
+	// a minute before it lists again): rollouts do not wait on it.
+	rsStale bool
+	unknown bool     // failing for longer than UnknownAfter
+	live    []string // the group's live members at the last tick
+	now     func() time.Time
 
 	metrics observerMetrics
 }
@@ -385,6 +390,10 @@ func (o *Observer) ReplicaSetsOf(namespace, service string) ([]*appsv1.ReplicaSe
 		return nil, nil, false
 	}
 	o.mu.Lock()
+	if o.rsStale {
+		o.mu.Unlock()
+		return nil, nil, false // a rollout reads and watches the API server itself
+	}
 	ch := o.changed[namespace]
 	if ch == nil {
 		ch = make(chan struct{})
@@ -408,6 +417,7 @@ func (o *Observer) replicaSetEvent(obj any) {
 		return
 	}
 	o.mu.Lock()
+	o.rsStale = false // the informer lists and watches again
 	if ch := o.changed[rs.Namespace]; ch != nil {
 		close(ch)
 		delete(o.changed, rs.Namespace)
@@ -441,6 +451,15 @@ func (o *Observer) reachable() {
 func (o *Observer) watchFailed(err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if !o.rsStale {
+		// The rollouts waiting on the cache wake up and wait on the API
+		// server instead (ReplicaSetsOf).
+		o.rsStale = true
+		for ns, ch := range o.changed {
+			close(ch)
+			delete(o.changed, ns)
+		}
+	}
 	if o.failingSince.IsZero() {
 		o.failingSince = o.now()
 		o.log.Warn("watch failed; leases turn Unknown if it lasts", "after", o.opts.UnknownAfter, "error", err)

@@ -2,6 +2,7 @@ package observe
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"
@@ -309,4 +310,30 @@ func TestObserverReportsAMalformedLeaseRecordUnknownNotClosed(t *testing.T) {
 	require.True(t, ok)
 	assert.True(t, obs.Unknown)
 	assert.False(t, obs.Closed)
+}
+
+// Found by make chaos: after a 30 s outage of the API server, rollouts
+// waiting on the shared cache went on a minute after it came back (worst
+// recovery 1m33s), for the cache's reflector waits out a backoff of up to
+// a minute before it lists again. Once a request of the observer fails,
+// the cache no longer serves rollouts (they read and watch the API server
+// themselves), and those waiting on it wake up; it serves them again once
+// the ReplicaSet informer delivers again.
+func TestTheCacheStopsServingRolloutsOnceARequestFails(t *testing.T) {
+	ot := newObserverTest(t, nil)
+	_, changed, ok := ot.o.ReplicaSetsOf("lease-a", "web")
+	require.True(t, ok, "a synced cache serves")
+
+	ot.o.watchFailed(errors.New("connection refused"))
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a rollout waiting on the cache was not woken")
+	}
+	_, _, ok = ot.o.ReplicaSetsOf("lease-a", "web")
+	assert.False(t, ok, "the cache may be behind: it does not serve")
+
+	ot.scale(t, 3, 2) // an event: the informer lists and watches again
+	require.Eventually(t, func() bool { _, _, ok := ot.o.ReplicaSetsOf("lease-a", "web"); return ok }, 10*time.Second, 10*time.Millisecond,
+		"the cache serves again once its informer delivers")
 }
