@@ -372,6 +372,26 @@ func TestChaos(t *testing.T) {
 	var failures []string // repeated under the report: a CI log's tail shows it
 	report := map[string]*result{}
 	var keys []string
+	// record is one run's outcome in the report.
+	record := func(t *testing.T, sc scenario, f fault, pr plannedRun, took time.Duration, msgs []string, lease string) {
+		mu.Lock()
+		defer mu.Unlock()
+		res := report[sc.name+"\t"+f.name]
+		res.runs++
+		res.worst = max(res.worst, took)
+		if len(msgs) == 0 {
+			res.passed++
+			return
+		}
+		msg := fmt.Sprintf("%s, %s, after boundary %d/%d (lease %s, seed %d): %s", sc.name, f.name, pr.k, pr.n, lease, pr.seed, strings.Join(msgs, "; "))
+		failures = append(failures, msg)
+		t.Error(msg)
+	}
+	type faultRuns struct {
+		f    fault
+		runs []plannedRun
+	}
+	var own, global []faultRuns
 	for _, f := range fs {
 		var runs []plannedRun
 		for i := range scs {
@@ -389,42 +409,50 @@ func TestChaos(t *testing.T) {
 				runs = append(runs, plannedRun{sc: i, k: k, n: bounds[i], seed: rng.Uint64()})
 			}
 		}
+		if f.global() {
+			global = append(global, faultRuns{f, runs})
+		} else {
+			own = append(own, faultRuns{f, runs})
+		}
+	}
+
+	// A fault of a run's own (its worker killed, its API server proxy
+	// failing, a writer at odds with it) breaks that run alone: the runs of
+	// every such fault go side by side, as many at a time as -parallel
+	// allows, with no batch waiting for another.
+	t.Run("faults of a run's own", func(t *testing.T) {
+		for _, fr := range own {
+			for _, pr := range fr.runs {
+				sc, f := scs[pr.sc], fr.f
+				t.Run(fmt.Sprintf("%s/%s/boundary %d of %d", f.name, sc.name, pr.k, pr.n), func(t *testing.T) {
+					t.Parallel()
+					took, msgs, lease := runOne(t, env, sc, f, pr, nil)
+					record(t, sc, f, pr, took, msgs, lease)
+				})
+			}
+		}
+	})
+	// A fault of the whole stack (an API server, etcd, Temporal stopped)
+	// breaks every run at once: its runs go in batches of -parallel, each
+	// run held at its boundary until the batch is there.
+	for _, fr := range global {
+		f, runs := fr.f, fr.runs
 		for b := 0; b*batch < len(runs); b++ {
 			part := runs[b*batch : min(len(runs), (b+1)*batch)]
-			var bar *barrier
-			if f.global() {
-				bar = newBarrier(t, env, f)
-			}
+			bar := newBarrier(t, env, f)
 			t.Run(fmt.Sprintf("%s/batch %d", f.name, b+1), func(t *testing.T) {
-				if bar != nil {
-					defer bar.seal() // every run of the batch that runs has joined (a -run filter may skip some)
-				}
+				defer bar.seal() // every run of the batch that runs has joined (a -run filter may skip some)
 				for _, pr := range part {
 					sc := scs[pr.sc]
 					t.Run(fmt.Sprintf("%s/boundary %d of %d", sc.name, pr.k, pr.n), func(t *testing.T) {
-						if bar != nil {
-							bar.join()
-						}
+						bar.join()
 						t.Parallel()
 						took, msgs, lease := runOne(t, env, sc, f, pr, bar)
-						mu.Lock()
-						defer mu.Unlock()
-						res := report[sc.name+"\t"+f.name]
-						res.runs++
-						res.worst = max(res.worst, took)
-						if len(msgs) == 0 {
-							res.passed++
-							return
-						}
-						msg := fmt.Sprintf("%s, %s, after boundary %d/%d (lease %s, seed %d): %s", sc.name, f.name, pr.k, pr.n, lease, pr.seed, strings.Join(msgs, "; "))
-						failures = append(failures, msg)
-						t.Error(msg)
+						record(t, sc, f, pr, took, msgs, lease)
 					})
 				}
 			})
-			if bar != nil {
-				bar.wait()
-			}
+			bar.wait()
 		}
 	}
 	var b strings.Builder
