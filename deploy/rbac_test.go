@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -308,10 +309,14 @@ func tokenKubeconfig(t *testing.T, adminKubeconfig, token string) string {
 	return path
 }
 
+// shop is the test's manifest. web's progress deadline is 5s when its
+// pods never turn Ready (the deploy fails, soon), and two minutes
+// otherwise: with the rest of the suite beside it, pods may take longer
+// than 5s to turn Ready.
 func shop(lease, webImage string, broken bool) string {
-	never := ""
+	never, deadline := "", "120"
 	if broken {
-		never = "\n    podLabels: {deployflow.dev/never-ready: \"true\"}"
+		never, deadline = "\n    podLabels: {deployflow.dev/never-ready: \"true\"}", "5"
 	}
 	return `lease: ` + lease + `
 services:
@@ -324,7 +329,7 @@ services:
           http:
             hostnames: [` + lease + `.apps.example.com]
     rollout:
-      progressDeadlineSeconds: 5
+      progressDeadlineSeconds: ` + deadline + `
   - name: api
     image: ghcr.io/acme/api:1.0
     replicas: 1
@@ -343,6 +348,9 @@ func run(bin string, args []string, stdin string) (string, error) {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
+	if err != nil {
+		err = fmt.Errorf("%s %s: %w\n%s", filepath.Base(bin), strings.Join(args, " "), err, out)
+	}
 	return string(out), err
 }
 

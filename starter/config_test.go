@@ -22,7 +22,7 @@ import (
 // cluster through kubectl's loading rules: KUBECONFIG and --context over a
 // kubeconfig of two contexts. What it cannot reach exits 3.
 func TestCLIFindsTemporalByProfileAndTheClusterByContext(t *testing.T) {
-	env := testenv.Get(t)
+	env := testenv.GetSerial(t) // it sets the environment
 	dir := t.TempDir()
 
 	toml := filepath.Join(dir, "temporal.toml")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,15 +74,16 @@ func TestScheduledRestartGoesThroughTheLeaseWorkflow(t *testing.T) {
 	require.NoError(t, err, "temporal schedule trigger: %s", b)
 
 	var st workflows.DeployStatus
-	var failed string // (cli's require, in Eventually's goroutine, would hang it: the CLI's failure is kept instead)
-	require.Eventually(t, func() bool {
+	testenv.Eventually(t, 3*time.Minute, 250*time.Millisecond, "the scheduled restart never ran", func() (bool, string) {
 		code, out, stderr := runCLI("status", lease, "-o", "json", "--temporal-address", devstack.TemporalAddress, "--task-queue", tq, "--kubeconfig", env.Stack.Kubeconfig())
 		if code != 0 {
-			failed = stderr
-			return false
+			return false, "the CLI failed: " + stderr
 		}
-		return json.Unmarshal([]byte(out), &st) == nil && st.Revision >= 3 && st.Phase == workflows.PhaseActive && !st.Pending
-	}, 60*time.Second, 250*time.Millisecond, "the scheduled restart never ran (last %+v; the CLI's last failure: %s)", st, failed)
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			return false, err.Error()
+		}
+		return st.Revision >= 3 && st.Phase == workflows.PhaseActive && !st.Pending, fmt.Sprintf("revision %d, %s, pending %v", st.Revision, st.Phase, st.Pending)
+	})
 	last := st.History[len(st.History)-1]
 	assert.Equal(t, "schedule", last.Trigger)
 	assert.Equal(t, "rollout", st.Classes["web"], "a restart is a new revision")

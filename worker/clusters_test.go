@@ -40,8 +40,8 @@ import (
 func TestAWorkerDeploysALeaseToAnotherClusterOnly(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := context.Background()
-	const cluster = "it-eu"
-	eu := env.Cluster(t, cluster, 7) // extra cluster 7: this package's
+	eu := env.Cluster(t, "it-eu") // named it-eu-N
+	cluster := eu.Name
 	tq := testenv.Name(t, "tq")
 	metricsAddr := freeAddr(t)
 	// Reached through a kubeconfig of its own, as the chart mounts one
@@ -52,8 +52,8 @@ func TestAWorkerDeploysALeaseToAnotherClusterOnly(t *testing.T) {
 	// second, unlabelled set would clash with the first in the registry).
 	testenv.Eventually(t, 30*time.Second, 200*time.Millisecond, "/metrics lacks an observer per cluster", func() (bool, string) {
 		metrics := get("http://" + metricsAddr + "/metrics")
-		for _, want := range []string{`deployflow_observer_members{cluster="local"}`, `deployflow_observer_members{cluster="it-eu"}`,
-			`deployflow_observer_sends_total{cluster="it-eu",result="accepted"}`} {
+		for _, want := range []string{`deployflow_observer_members{cluster="local"}`, `deployflow_observer_members{cluster="` + cluster + `"}`,
+			`deployflow_observer_sends_total{cluster="` + cluster + `",result="accepted"}`} {
 			if !strings.Contains(metrics, want) {
 				return false, "no " + want
 			}
@@ -86,7 +86,7 @@ func TestAWorkerDeploysALeaseToAnotherClusterOnly(t *testing.T) {
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	assert.Equal(t, workflows.ErrInvalidInput, appErr.Type())
-	assert.Contains(t, appErr.Error(), "task queue <worker's task queue>@it-eu")
+	assert.Contains(t, appErr.Error(), "task queue <worker's task queue>@"+cluster)
 
 	st := deployIn(t, env, tq, cluster, m)
 	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
@@ -113,8 +113,8 @@ func TestAWorkerDeploysALeaseToAnotherClusterOnly(t *testing.T) {
 func TestAPlacementSurvivesWorkerSIGKILLMidWave(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := context.Background()
-	const cluster = "it-eu"
-	eu := env.Cluster(t, cluster, 7)
+	eu := env.Cluster(t, "it-eu")
+	cluster := eu.Name
 	tq := testenv.Name(t, "tq")
 	first := startWorker(t, env, tq, freeAddr(t), "--clusters", cluster)
 
@@ -266,7 +266,7 @@ func TestGlobalIPsGiveAnEndpointOneAddressInEveryCluster(t *testing.T) {
 // reservations in both clusters' stores and their namespaces in it-eu go.
 func twoOwnersInTwoClusters(t *testing.T, env *testenv.Env, flags ...string) (eu *app.Cluster, tq, a, b string) {
 	t.Helper()
-	eu = env.Cluster(t, "it-eu", 7)
+	eu = env.Cluster(t, "it-eu")
 	tq = testenv.Name(t, "tq")
 	startWorker(t, env, tq, freeAddr(t), append([]string{"--clusters", eu.Name}, flags...)...)
 	a, b = testenv.ShortName("lease"), testenv.ShortName("lease")

@@ -35,7 +35,7 @@ func TestDeploySurvivesWorkerSIGKILL(t *testing.T) {
 	six, two := int32(6), int32(2)
 	host := id + ".apps.example.com"
 	m := manifest.Manifest{Lease: id, Services: []manifest.Service{
-		{Name: "web", Image: "nginx:1.27", Replicas: &six, PodAnnotations: map[string]string{"deployflow.dev/ready-after": "2s"},
+		{Name: "web", Image: "nginx:1.27", Replicas: &six, PodAnnotations: map[string]string{"deployflow.dev/ready-after": "10s"},
 			Ports: []manifest.Port{{Port: 80, Expose: &manifest.Expose{HTTP: &manifest.HTTPExpose{Hostnames: []string{host}}}}}},
 		{Name: "api", Image: "ghcr.io/acme/api:1.0", Replicas: &two,
 			Ports: []manifest.Port{{Port: 8080, Expose: &manifest.Expose{IP: "public"}}}},
@@ -56,7 +56,7 @@ func TestDeploySurvivesWorkerSIGKILL(t *testing.T) {
 	require.Eventually(t, func() bool {
 		list, err := env.Kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: "deployflow.dev/service=web"})
 		return err == nil && len(list.Items) == 1 && list.Items[0].Status.AvailableReplicas < 6
-	}, 30*time.Second, 20*time.Millisecond, "the web rollout never got under way")
+	}, 90*time.Second, 50*time.Millisecond, "the web rollout never got under way")
 	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
 	<-first.exited
 	addr := freeAddr(t)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/internal/manifest"
@@ -46,14 +47,22 @@ func startDeploys(t *testing.T, env *testenv.Env, tq, base string, n int, readyA
 		startDeploy(t, env, tq, id, readyAfter)
 	}
 	seen := map[string]bool{}
-	testenv.Eventually(t, 90*time.Second, 100*time.Millisecond, "every lease seen mid-rollout", func() (bool, string) {
+	testenv.Eventually(t, 90*time.Second, 250*time.Millisecond, "every lease seen mid-rollout", func() (bool, string) {
+		// One list of every lease's ReplicaSets a round, not one a lease.
+		all, err := env.Kube.AppsV1().ReplicaSets("").List(context.Background(), metav1.ListOptions{LabelSelector: manifest.ServiceLabel + "=web"})
+		if err != nil {
+			return false, err.Error()
+		}
+		byNamespace := map[string][]appsv1.ReplicaSet{}
+		for _, rs := range all.Items {
+			byNamespace[rs.Namespace] = append(byNamespace[rs.Namespace], rs)
+		}
 		var waiting []string
 		for _, id := range leases {
 			if seen[id] {
 				continue
 			}
-			rss, err := env.Kube.AppsV1().ReplicaSets(manifest.Namespace(id)).List(context.Background(), metav1.ListOptions{})
-			if err == nil && len(rss.Items) == 1 && rss.Items[0].Status.AvailableReplicas < 3 {
+			if rss := byNamespace[manifest.Namespace(id)]; len(rss) == 1 && rss[0].Status.AvailableReplicas < 3 {
 				seen[id] = true
 				continue
 			}

@@ -27,7 +27,7 @@ func TestTwentyDeploysSurviveOneOfThreeWorkersSIGKILLed(t *testing.T) {
 		workers = append(workers, startWorker(t, env, tq, addrs[i]))
 	}
 
-	leases := startDeploys(t, env, tq, testenv.ShortName("mw"), 20, "8s")
+	leases := startDeploys(t, env, tq, testenv.ShortName("mw"), 20, "30s")
 	require.NoError(t, workers[0].cmd.Process.Signal(syscall.SIGKILL))
 	<-workers[0].exited
 

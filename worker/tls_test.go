@@ -23,7 +23,7 @@ import (
 // missing client certificate and plaintext are each refused with a message
 // saying what to fix, and TLS never falls back to plaintext.
 func TestWorkerAndClientsUseMutualTLS(t *testing.T) {
-	env := testenv.Get(t)
+	env := testenv.GetSerial(t) // it sets the environment
 	ns := env.Namespace(t)
 	pki := testenv.NewPKI(t)
 	front := testenv.TLSFront(t, pki, devstack.TemporalAddress, true)

@@ -26,7 +26,7 @@ func TestLiveUpgradeInTheMiddleOfTwentyDeploys(t *testing.T) {
 
 	base := testenv.ShortName("upg")
 	// All 20 are mid-rollout on A: their ReplicaSets exist, pods not ready.
-	leases := startDeploys(t, env, tq, base, 20, "10s")
+	leases := startDeploys(t, env, tq, base, 20, "30s")
 
 	// The upgrade: B starts, A stops (SIGTERM: it drains and exits).
 	startWorkerBinary(t, env, binB, tq, freeAddr(t))

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"testing"
 	"time"
@@ -31,10 +32,13 @@ func TestWorkerVersioningPinsRolloutsAndShowsBothBuilds(t *testing.T) {
 	handle := env.Temporal.WorkerDeploymentClient().GetHandle(deployment)
 	setCurrent := func(build string) {
 		t.Helper()
-		require.Eventually(t, func() bool {
+		// The server knows a build once its worker has polled and the
+		// server's own deployment workflows have run: seconds, or a minute
+		// or more with the rest of the suite beside it.
+		testenv.Eventually(t, 3*time.Minute, 500*time.Millisecond, "version "+build+" never became current", func() (bool, string) {
 			_, err := handle.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: build})
-			return err == nil
-		}, 60*time.Second, 500*time.Millisecond, "version %s never became current", build)
+			return err == nil, fmt.Sprint(err)
+		})
 	}
 	setCurrent("build-a")
 

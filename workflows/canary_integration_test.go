@@ -220,9 +220,6 @@ func (dt *deployTest) rolloutActivities() map[string]int {
 // the pause's timer and the analysis's measurements, and promote finishes
 // the rollout.
 func TestCanaryWithAnAnalysisGateIsPromoted(t *testing.T) {
-	// Its own lease, task queue and worker: it runs beside the package's
-	// other long tests once the sequential ones are done (CI time).
-	t.Parallel()
 	hook := newWebhook(t, 0)
 	dt := newDeployTestWith(t, func(a *activities.Activities) { a.Notifier = &activities.Notifier{URL: hook.url} })
 	target := newErrorRateTarget(t, dt.env, manifest.Namespace(dt.lease), 0.01)

@@ -65,10 +65,23 @@ func (dt *deployTest) createLease(id, owner string) {
 	})
 }
 
+// pollQuery is how often a test asks a workflow (a query, an update that
+// may not be taken yet): each question is a workflow task on the Temporal
+// server, which the tests side by side share; four a second is enough to
+// see a state that lasts the seconds a test gives it.
+const pollQuery = 250 * time.Millisecond
+
 // twoServices is web (HTTP on a hostname) and api (on an IP endpoint).
+//
+// web's progress deadline is 5s when its pods never turn Ready (the test
+// wants the deploy to fail, soon), and two minutes otherwise: with the rest
+// of the suite beside it, pods may take longer than 5s to turn Ready.
 func twoServices(lease, host, webImage string, podAnnotations map[string]string, neverReady bool) manifest.Manifest {
 	replicas := int32(3)
-	deadline := int32(5)
+	deadline := int32(120)
+	if neverReady {
+		deadline = 5
+	}
 	web := manifest.Service{
 		Name: "web", Image: webImage, Replicas: &replicas,
 		Ports:          []manifest.Port{{Port: 80, Expose: &manifest.Expose{HTTP: &manifest.HTTPExpose{Hostnames: []string{host}}}}},
@@ -140,7 +153,7 @@ func (dt *deployTest) status(lease string) (workflows.DeployStatus, error) {
 func (dt *deployTest) waitRevision(lease string, rev int64) workflows.DeployStatus {
 	dt.t.Helper()
 	var st workflows.DeployStatus
-	testenv.Eventually(dt.t, 90*time.Second, 100*time.Millisecond, fmt.Sprintf("deploy %d of %s never finished", rev, lease), func() (bool, string) {
+	testenv.Eventually(dt.t, 90*time.Second, pollQuery, fmt.Sprintf("deploy %d of %s never finished", rev, lease), func() (bool, string) {
 		s, err := dt.status(lease)
 		if err != nil {
 			return false, "query: " + err.Error()
@@ -418,7 +431,7 @@ func TestTheSameManifestSentAgainJoinsItsDeploy(t *testing.T) {
 	host := dt.lease + ".apps.example.com"
 	m := twoServices(dt.lease, host, "nginx:1.27", map[string]string{"deployflow.dev/ready-after": "3s"}, false)
 	dt.deploy(m)
-	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "the rollout never began", func() (bool, string) {
+	testenv.Eventually(t, 30*time.Second, pollQuery, "the rollout never began", func() (bool, string) {
 		_, av, _ := dt.available(manifest.Namespace(dt.lease), "web")
 		st, err := dt.status(dt.lease)
 		return err == nil && st.Phase == workflows.PhaseDeploying && av == 0 && dt.rolloutsSeen(dt.lease, st) != "", fmt.Sprint(st.Phase)

@@ -250,7 +250,7 @@ func (dt *deployTest) refusal(m manifest.Manifest) string {
 		return err.Error()
 	}
 	var why string
-	testenv.Eventually(dt.t, 60*time.Second, 100*time.Millisecond, "the deploy was never refused", func() (bool, string) {
+	testenv.Eventually(dt.t, 60*time.Second, pollQuery, "the deploy was never refused", func() (bool, string) {
 		st, err := dt.status(m.Lease)
 		if err != nil {
 			// The workflow ended: its error says why.

@@ -356,9 +356,6 @@ func TestARetriedApplyReportsWhatTheFirstDid(t *testing.T) {
 // closes the window by construction, and this test keeps teardowns at the
 // end of a deploy from regressing.
 func TestTeardownAsTheDeployFinishesIsNeverLost(t *testing.T) {
-	// Its own lease, task queue and worker: it runs beside the package's
-	// other long tests once the sequential ones are done (CI time).
-	t.Parallel()
 	dt := newDeployTest(t)
 	ctx := context.Background()
 	for i := 0; i < 8; i++ {
@@ -367,11 +364,17 @@ func TestTeardownAsTheDeployFinishesIsNeverLost(t *testing.T) {
 		dt.deploy(web(lease, "web", "nginx:1.27", 1))
 		// Wait for the rollout to end, then send the teardown at once:
 		// it lands in the lease workflow's last tasks before continue-as-new.
+		// (Once the rollout exists, its end is waited for with a long poll
+		// of its history, which answers as it ends, not by asking again
+		// and again.)
 		rollout := workflows.RolloutWorkflowID(manifest.Namespace(lease), "web")
-		require.Eventually(t, func() bool {
-			d, err := dt.env.Temporal.DescribeWorkflowExecution(ctx, rollout, "")
-			return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
-		}, 60*time.Second, 5*time.Millisecond)
+		testenv.Eventually(t, 60*time.Second, pollQuery, "the rollout of "+lease+" never started", func() (bool, string) {
+			_, err := dt.env.Temporal.DescribeWorkflowExecution(ctx, rollout, "")
+			return err == nil, fmt.Sprint(err)
+		})
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		require.NoError(t, dt.env.Temporal.GetWorkflow(wctx, rollout, "").Get(wctx, nil), "the rollout of %s", lease)
+		cancel()
 		if i%2 == 0 {
 			require.NoError(t, dt.env.Temporal.SignalWorkflow(ctx, workflows.DeployWorkflowID(lease), "", workflows.SignalTeardown, nil))
 		} else {
@@ -380,10 +383,13 @@ func TestTeardownAsTheDeployFinishesIsNeverLost(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, h.Get(ctx, nil))
 		}
+		// The teardown deletes the lease's namespace: seconds, or tens of
+		// seconds with the rest of the suite beside it. A lost one would
+		// leave the lease's workflow waiting for an hour.
 		require.Eventually(t, func() bool {
 			d, err := dt.env.Temporal.DescribeWorkflowExecution(ctx, workflows.DeployWorkflowID(lease), "")
 			return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
-		}, 60*time.Second, 100*time.Millisecond, "lease %s: the teardown was lost", lease)
+		}, 3*time.Minute, pollQuery, "lease %s: the teardown was lost", lease)
 		_, err := dt.env.Kube.CoreV1().Namespaces().Get(ctx, manifest.Namespace(lease), metav1.GetOptions{})
 		assert.True(t, apierrors.IsNotFound(err), "lease %s is torn down", lease)
 	}

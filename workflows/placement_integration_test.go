@@ -26,13 +26,6 @@ import (
 	"github.com/deployflow/deployflow/workflows"
 )
 
-// Extra clusters 5 and 6 of the stack are this package's (the worker
-// package's tests use 7, the devstack package's 9).
-const (
-	placementEU = "pl-eu"
-	placementUS = "pl-us"
-)
-
 // placementTest is three clusters (the stack's own, named local, and two
 // extra ones), a worker deploying to all of them, and a lease.
 type placementTest struct {
@@ -41,20 +34,21 @@ type placementTest struct {
 	tq       string
 	lease    string
 	clusters map[string]kubernetes.Interface
+	eu, us   string // the extra clusters' names (the test's own: pl-eu-N, pl-us-N)
 }
 
 func newPlacementTest(t *testing.T) *placementTest {
 	env := testenv.Get(t)
-	eu := env.Cluster(t, placementEU, 5)
-	us := env.Cluster(t, placementUS, 6)
+	eu := env.Cluster(t, "pl-eu")
+	us := env.Cluster(t, "pl-us")
 	pt := &placementTest{t: t, env: env, tq: env.PlacementWorker(t, eu, us), lease: testenv.ShortName("lease"),
-		clusters: map[string]kubernetes.Interface{"local": env.Kube, placementEU: eu.Kube, placementUS: us.Kube}}
+		clusters: map[string]kubernetes.Interface{"local": env.Kube, eu.Name: eu.Kube, us.Name: us.Kube}, eu: eu.Name, us: us.Name}
 	acts := env.Activities()
 	_, err := acts.Leases.Create(context.Background(), pt.lease, "acme")
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx := context.Background()
-		for _, c := range []string{"", placementEU, placementUS} {
+		for _, c := range []string{"", pt.eu, pt.us} {
 			_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowIDIn(pt.lease, c), "", "test over")
 		}
 		for _, cl := range []*app.Cluster{eu, us} {
@@ -77,8 +71,8 @@ func (pt *placementTest) manifest(image string, euAnalysis *manifest.Analysis) m
 			PodAnnotations: map[string]string{"deployflow.dev/ready-after": "2s"}}},
 		Placement: &manifest.Placement{Waves: []manifest.Wave{
 			{Clusters: []string{"local"}},
-			{Clusters: []string{placementEU}, Analysis: euAnalysis},
-			{Clusters: []string{placementUS}},
+			{Clusters: []string{pt.eu}, Analysis: euAnalysis},
+			{Clusters: []string{pt.us}},
 		}},
 	}
 }
@@ -160,7 +154,7 @@ func TestAPlacementDeploysWaveByWave(t *testing.T) {
 	m := pt.manifest(image, nil)
 	assert.Equal(t, workflows.PlacementTree(&m).String(), st.Tree.String(), "the printed plan is the executed plan")
 
-	order := []string{"local", placementEU, placementUS}
+	order := []string{"local", pt.eu, pt.us}
 	for i, c := range order {
 		rs, ok := pt.replicaSets(c)[image]
 		require.True(t, ok, "cluster %s runs %s", c, image)
@@ -181,7 +175,7 @@ func TestAFailedWaveAnalysisReturnsEarlierWavesAndNeverTouchesLaterOnes(t *testi
 	const good, bad = "nginx:1.27", "nginx:1.28"
 	_, err := pt.place(pt.manifest(good, nil))
 	require.NoError(t, err)
-	usBefore := pt.replicaSets(placementUS)[good]
+	usBefore := pt.replicaSets(pt.us)[good]
 
 	failing := &manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: "vector(0)"}, SuccessCondition: "result == 1"}
 	st, err := pt.place(pt.manifest(bad, failing))
@@ -191,7 +185,7 @@ func TestAFailedWaveAnalysisReturnsEarlierWavesAndNeverTouchesLaterOnes(t *testi
 	assert.Equal(t, workflows.PlacementFailed, st.Phase)
 	assert.Contains(t, st.Error, "wave 2: analysis failed")
 
-	for _, c := range []string{"local", placementEU} {
+	for _, c := range []string{"local", pt.eu} {
 		rss := pt.replicaSets(c)
 		assert.Equal(t, int32(2), rss[good].Status.AvailableReplicas, "cluster %s runs the last-known-good version again", c)
 		if assert.Contains(t, rss, bad, "cluster %s had moved to %s", c, bad) {
@@ -202,18 +196,18 @@ func TestAFailedWaveAnalysisReturnsEarlierWavesAndNeverTouchesLaterOnes(t *testi
 	assert.Equal(t, workflows.ClusterReverted, st.Waves[1].Clusters[0].Phase)
 	assert.Equal(t, workflows.ClusterWaiting, st.Waves[2].Clusters[0].Phase)
 	assert.Equal(t, plan.Failed, st.Tree.Search(plan.OpAnalysis, "wave 2").State)
-	assert.Equal(t, plan.Skipped, st.Tree.Search(plan.OpDeployCluster, placementUS).State)
+	assert.Equal(t, plan.Skipped, st.Tree.Search(plan.OpDeployCluster, pt.us).State)
 	var reverts []string
 	for _, n := range st.Tree.ByOp(plan.OpRevert) {
 		assert.Equal(t, plan.Done, n.State, n.Text)
 		reverts = append(reverts, n.Target)
 	}
-	assert.Equal(t, []string{placementEU, "local"}, reverts, "returned in reverse wave order")
+	assert.Equal(t, []string{pt.eu, "local"}, reverts, "returned in reverse wave order")
 
-	usAfter := pt.replicaSets(placementUS)
+	usAfter := pt.replicaSets(pt.us)
 	assert.NotContains(t, usAfter, bad, "wave 3 never saw the failed version")
 	assert.Equal(t, usBefore.ResourceVersion, usAfter[good].ResourceVersion, "wave 3's ReplicaSet was never written")
-	v, err := pt.env.Temporal.QueryWorkflow(context.Background(), workflows.DeployWorkflowIDIn(pt.lease, placementUS), "", workflows.QueryDeploy)
+	v, err := pt.env.Temporal.QueryWorkflow(context.Background(), workflows.DeployWorkflowIDIn(pt.lease, pt.us), "", workflows.QueryDeploy)
 	require.NoError(t, err)
 	var us workflows.DeployStatus
 	require.NoError(t, v.Get(&us))
@@ -227,22 +221,22 @@ func TestAWavesJobAnalysisRunsInEachOfItsClusters(t *testing.T) {
 	pt := newPlacementTest(t)
 	m := pt.manifest("nginx:1.27", nil)
 	m.Placement = &manifest.Placement{Waves: []manifest.Wave{
-		{Clusters: []string{"local", placementEU}, Analysis: &manifest.Analysis{Job: &manifest.JobCheck{Image: "busybox:1.36",
+		{Clusters: []string{"local", pt.eu}, Analysis: &manifest.Analysis{Job: &manifest.JobCheck{Image: "busybox:1.36",
 			PodAnnotations: map[string]string{"deployflow.dev/exit-code": "0"}}}}, // the local stack's pods exit with it
-		{Clusters: []string{placementUS}},
+		{Clusters: []string{pt.us}},
 	}}
 	st, err := pt.place(m)
 	require.NoError(t, err)
 	assert.Equal(t, workflows.PlacementSucceeded, st.Phase)
 	assert.Equal(t, plan.Done, st.Tree.Search(plan.OpAnalysis, "wave 1").State)
-	assert.Regexp(t, `^analysis job busybox:1.36: cluster local: job placement-check-\w+ succeeded Successful; cluster pl-eu: job placement-check-\w+ succeeded Successful$`, st.Waves[0].Gate)
-	for _, c := range []string{"local", placementEU} {
+	assert.Regexp(t, `^analysis job busybox:1.36: cluster local: job placement-check-\w+ succeeded Successful; cluster `+pt.eu+`: job placement-check-\w+ succeeded Successful$`, st.Waves[0].Gate)
+	for _, c := range []string{"local", pt.eu} {
 		jobs, err := pt.clusters[c].BatchV1().Jobs(manifest.Namespace(pt.lease)).List(context.Background(), metav1.ListOptions{})
 		require.NoError(t, err)
 		require.Len(t, jobs.Items, 1, "cluster %s ran the wave's Job once", c)
 		assert.Equal(t, int32(1), jobs.Items[0].Status.Succeeded, c)
 	}
-	jobs, err := pt.clusters[placementUS].BatchV1().Jobs(manifest.Namespace(pt.lease)).List(context.Background(), metav1.ListOptions{})
+	jobs, err := pt.clusters[pt.us].BatchV1().Jobs(manifest.Namespace(pt.lease)).List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, jobs.Items, "wave 2 has no analysis")
 	assert.Equal(t, workflows.ClusterActive, st.Waves[1].Clusters[0].Phase)
@@ -258,7 +252,7 @@ func TestAnAbortInterruptsAWaveInFlightAndReturnsItsClusters(t *testing.T) {
 	pt := newPlacementTest(t)
 	const good, bad = "nginx:1.27", "nginx:1.28"
 	twoWaves := func(m manifest.Manifest) manifest.Manifest {
-		m.Placement = &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local", placementEU}}, {Clusters: []string{placementUS}}}}
+		m.Placement = &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local", pt.eu}}, {Clusters: []string{pt.us}}}}
 		return m
 	}
 	_, err := pt.place(twoWaves(pt.manifest(good, nil)))
@@ -276,7 +270,7 @@ func TestAnAbortInterruptsAWaveInFlightAndReturnsItsClusters(t *testing.T) {
 	// Both clusters of wave 1 run the new version's ReplicaSet: the deploys
 	// are in flight.
 	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "wave 1's deploys never reached their clusters", func() (bool, string) {
-		for _, c := range []string{"local", placementEU} {
+		for _, c := range []string{"local", pt.eu} {
 			if rs, ok := pt.replicaSets(c)[bad]; !ok || rs.Spec.Replicas == nil || *rs.Spec.Replicas == 0 {
 				return false, c + " has no " + bad + " pods yet"
 			}
@@ -296,7 +290,7 @@ func TestAnAbortInterruptsAWaveInFlightAndReturnsItsClusters(t *testing.T) {
 	require.ErrorAs(t, err, &appErr, "the placement ends at the abort, not at the ten-minute deadline")
 	require.NoError(t, appErr.Details(&st))
 	assert.Equal(t, workflows.PlacementAborted, st.Phase)
-	for j, c := range []string{"local", placementEU} {
+	for j, c := range []string{"local", pt.eu} {
 		cs := st.Waves[0].Clusters[j]
 		assert.Equal(t, workflows.ClusterReverted, cs.Phase, "%s: %+v", c, cs)
 		rss := pt.replicaSets(c)
@@ -314,26 +308,27 @@ func TestAnAbortInterruptsAWaveInFlightAndReturnsItsClusters(t *testing.T) {
 		assert.True(t, strings.HasSuffix(lease.History[2].Key, ":revert"), c)
 	}
 	assert.Equal(t, workflows.ClusterWaiting, st.Waves[1].Clusters[0].Phase)
-	assert.NotContains(t, pt.replicaSets(placementUS), bad, "wave 2 never saw the stuck version")
+	assert.NotContains(t, pt.replicaSets(pt.us), bad, "wave 2 never saw the stuck version")
 }
 
 // Issue 23.5 and its "Done when": one cluster's API server stopped for 60 s
 // in the middle of a wave delays only that cluster. Its deploy waits (it
 // is never read as failed, and nothing is torn down); the other cluster of
 // the wave finishes meanwhile; the wave, and the placement, complete once
-// it answers again. (Disruptive: it runs alone, after the rest.)
-func TestDisruptivePlacementWaitsForAClusterThatIsDown(t *testing.T) {
+// it answers again. The clusters are the test's own, so it runs beside
+// the others.
+func TestAPlacementWaitsForAClusterThatIsDown(t *testing.T) {
 	env := testenv.Get(t)
-	const down = "pl-down"
-	eu := env.Cluster(t, placementEU, 5)
-	out := env.Cluster(t, down, 8) // this test's own: it is stopped
+	eu := env.Cluster(t, "pl-eu")
+	out := env.Cluster(t, "pl-down")
+	down := out.Name
 	pt := &placementTest{t: t, env: env, tq: env.PlacementWorker(t, eu, out), lease: testenv.ShortName("lease"),
-		clusters: map[string]kubernetes.Interface{"local": env.Kube, placementEU: eu.Kube, down: out.Kube}}
+		clusters: map[string]kubernetes.Interface{"local": env.Kube, eu.Name: eu.Kube, down: out.Kube}, eu: eu.Name}
 	_, err := env.Activities().Leases.Create(context.Background(), pt.lease, "acme")
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx := context.Background()
-		for _, c := range []string{"", placementEU, down} {
+		for _, c := range []string{"", pt.eu, down} {
 			_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowIDIn(pt.lease, c), "", "test over")
 		}
 		for _, kc := range pt.clusters {
@@ -343,12 +338,15 @@ func TestDisruptivePlacementWaitsForAClusterThatIsDown(t *testing.T) {
 	})
 	two := int32(2)
 	const image = "nginx:1.27"
+	// Each cluster's deploy takes 20 s (its pods turn Ready then): time
+	// enough to stop pl-down's API server while its deploy runs, whatever
+	// else the machine is doing.
 	m := manifest.Manifest{Lease: pt.lease,
 		Services: []manifest.Service{{Name: "web", Image: image, Replicas: &two,
-			PodAnnotations: map[string]string{"deployflow.dev/ready-after": "2s"}}},
+			PodAnnotations: map[string]string{"deployflow.dev/ready-after": "20s"}}},
 		Placement: &manifest.Placement{Waves: []manifest.Wave{
 			{Clusters: []string{"local"}},
-			{Clusters: []string{placementEU, down}},
+			{Clusters: []string{pt.eu, down}},
 		}},
 	}
 	ctx := context.Background()
@@ -363,7 +361,7 @@ func TestDisruptivePlacementWaitsForAClusterThatIsDown(t *testing.T) {
 		}
 		return st
 	}
-	testenv.Eventually(t, 2*time.Minute, 50*time.Millisecond, "wave 2 never started", func() (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, pollQuery, "wave 2 never started", func() (bool, string) {
 		st := status()
 		return len(st.Waves) == 2 && st.Waves[1].Phase == workflows.WaveDeploying, fmt.Sprintf("%+v", st.Waves)
 	})
@@ -382,8 +380,7 @@ func TestDisruptivePlacementWaitsForAClusterThatIsDown(t *testing.T) {
 		require.Equal(t, workflows.ClusterDeploying, st.Waves[1].Clusters[1].Phase, "pl-down's deploy waits: %+v", st.Waves[1])
 		time.Sleep(2 * time.Second)
 	}
-	_, err = env.Stack.StartCluster(ctx, down, 8)
-	require.NoError(t, err)
+	env.StartClusterAgain(t, down)
 
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()

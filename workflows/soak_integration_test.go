@@ -14,6 +14,7 @@ import (
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/worker/testenv"
 	"github.com/deployflow/deployflow/workflows"
 )
 
@@ -23,9 +24,6 @@ import (
 // resume and abort sent to some rollouts. Every lease ends as its own inputs
 // say, and nothing of one lease changes another's objects.
 func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
-	// Its own lease, task queue and worker: it runs beside the package's
-	// other long tests once the sequential ones are done (CI time).
-	t.Parallel()
 	dt := newDeployTest(t)
 	ctx := context.Background()
 	type lease struct {
@@ -54,7 +52,7 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 	}
 	manifestOf := func(l lease, image string) manifest.Manifest {
 		if steered[l.id] {
-			return slow(web(l.id, l.svc, image, 2, l.host), "15s")
+			return slow(web(l.id, l.svc, image, 2, l.host), "60s")
 		}
 		return slow(web(l.id, l.svc, image, 2, l.host), "2s")
 	}
@@ -84,7 +82,13 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 	paused := map[string]bool{}
 	for _, p := range []int{1, 7, 13} {
 		l := leases[2*p+1]
-		require.Eventually(t, func() bool { return update(l, workflows.UpdatePause) == nil }, 30*time.Second, 50*time.Millisecond, "pause %s", l.id)
+		// Within its rollout's wait for pods that turn Ready after 60s; the
+		// rollout may take a while to start with 29 other deploys and the
+		// rest of the suite beside it.
+		testenv.Eventually(t, 2*time.Minute, pollQuery, "pause "+l.id, func() (bool, string) {
+			err := update(l, workflows.UpdatePause)
+			return err == nil, fmt.Sprint(err)
+		})
 		paused[l.id] = true
 	}
 
@@ -131,7 +135,7 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 	for _, p := range []int{3, 9, 11} {
 		l := leases[2*p+1]
 		require.True(t, active[l.id])
-		require.Eventually(t, func() bool { return update(l, workflows.UpdateAbort) == nil }, 30*time.Second, 50*time.Millisecond, "abort %s", l.id)
+		require.Eventually(t, func() bool { return update(l, workflows.UpdateAbort) == nil }, 30*time.Second, pollQuery, "abort %s", l.id)
 		aborted[l.id] = true
 	}
 	for _, l := range leases {

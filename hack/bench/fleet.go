@@ -468,7 +468,7 @@ func (f *fleet) spawnWorker(identity string) (*exec.Cmd, string, error) {
 	addr := l.Addr().String()
 	_ = l.Close()
 	cmd := exec.Command(bin, "--kubeconfig", f.stack.Kubeconfig(), "--task-queue", f.tq, "--metrics-address", addr,
-		"--temporal-address", devstack.TemporalAddress, "--log-level", "warn", "--allow-pod-keys", strings.Join(devstack.KwokKnobs, ","),
+		"--temporal-address", devstack.TemporalAddress, "--temporal-namespace", temporalNamespace, "--log-level", "warn", "--allow-pod-keys", strings.Join(devstack.KwokKnobs, ","),
 		"--observer-identity", identity)
 	logFile, err := os.CreateTemp("", "bench-worker-*.log")
 	if err != nil {

@@ -74,6 +74,7 @@ func main() {
 	fleetSizes := flag.String("fleet", "10,100,500", "fleet benchmark: comma-separated numbers of concurrent lease deploys; empty: skip it")
 	idle := flag.Int("idle", 1000, "fleet benchmark: idle leases measured (deployed beyond the fleets if needed)")
 	idleFor := flag.Duration("idle-for", 10*time.Minute, "fleet benchmark: how long the idle leases are measured")
+	flag.StringVar(&temporalNamespace, "temporal-namespace", temporalNamespace, "the Temporal namespace the bench's workflows and workers use")
 	flag.Parse()
 	var sizes []int
 	for _, f := range strings.Split(*fleetSizes, ",") {
@@ -93,6 +94,10 @@ func main() {
 	}
 }
 
+// temporalNamespace is the Temporal namespace of the bench's workflows and
+// workers (-temporal-namespace).
+var temporalNamespace = "default"
+
 func run(replicas int32, readyAfter time.Duration, runs int, sizes []int, idle int, idleFor time.Duration) error {
 	ctx := context.Background()
 	wd, _ := os.Getwd()
@@ -111,7 +116,7 @@ func run(replicas int32, readyAfter time.Duration, runs int, sizes []int, idle i
 	if err != nil {
 		return err
 	}
-	tc, err := client.Dial(client.Options{HostPort: devstack.TemporalAddress,
+	tc, err := client.Dial(client.Options{HostPort: devstack.TemporalAddress, Namespace: temporalNamespace,
 		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/observe"
 )
 
 // observerShare (issue 22.4) makes the same change of the same idle
@@ -90,10 +91,15 @@ func (f *fleet) observerShare(ctx context.Context, kc kubernetes.Interface, leas
 
 var sendsLine = regexp.MustCompile(`(?m)^deployflow_observer_sends_total\{result="([a-z_]+)"\} (\d+)$`)
 
-// observerSends sums the workers' observations sent, and those accepted.
+// observerSends sums the workers' observations sent to a workflow of a
+// lease (not those to a lease with none in the bench's Temporal
+// namespace: another user's of the cluster), and those accepted.
 func observerSends(addrs []string) (sent, accepted int) {
 	for _, a := range addrs {
 		for _, m := range sendsLine.FindAllStringSubmatch(scrape(a), -1) {
+			if m[1] == observe.SentNoWorkflow {
+				continue
+			}
 			n, _ := strconv.Atoi(m[2])
 			sent += n
 			if m[1] == "accepted" {

@@ -2,9 +2,10 @@ package testenv
 
 import (
 	"context"
-	"github.com/deployflow/deployflow/internal/devstack"
+	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,29 +13,54 @@ import (
 
 	"github.com/deployflow/deployflow/activities/fleet"
 	"github.com/deployflow/deployflow/internal/config"
+	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/k8s/kube"
 	"github.com/deployflow/deployflow/worker/app"
 )
 
-// Cluster starts (or reuses) extra cluster number n (1-9) of the stack,
-// named name, and returns it as a worker's --clusters would have it: its
-// clients and deployflow's activities on it, its CRDs checked or installed
-// as the worker does at start. It is stopped when the test ends (its
-// objects stay in etcd for the next start, a few seconds): an idle cluster
-// would take CPU from every other test. Each test binary uses numbers of
-// its own, so tests running side by side share none: 2 the starter's, 3
-// make chaos's, 4 make demo's, 5 and 6 the workflows package's, 7 the
-// worker package's, 8 the workflows package's outage test, 9 the
-// devstack package's.
-func (e *Env) Cluster(t testing.TB, name string, n int) *app.Cluster {
+// Cluster starts an extra cluster of the test's own and returns it as a
+// worker's --clusters would have it: its clients and deployflow's
+// activities on it, its CRDs checked or installed as the worker does at
+// start. It is named prefix-N, N its number (its ports), taken with
+// Stack.ReserveCluster, so tests side by side, in this test binary or
+// another, never share a cluster. It is stopped when the test ends (its
+// objects stay in etcd for the next start of that name, a few seconds): an
+// idle cluster would take CPU from every other test.
+func (e *Env) Cluster(t testing.TB, prefix string) *app.Cluster {
 	t.Helper()
-	cl := e.SharedCluster(t, name, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	n, release, err := e.Stack.ReserveCluster(ctx)
+	if err != nil {
+		t.Fatalf("extra cluster %s: %v", prefix, err)
+	}
+	t.Cleanup(release)
+	name := fmt.Sprintf("%s-%d", prefix, n)
+	clusterNumbers.Store(name, n)
 	t.Cleanup(func() {
 		if err := e.Stack.StopCluster(name); err != nil {
 			t.Logf("stop extra cluster %s: %v", name, err)
 		}
 	})
-	return cl
+	return e.SharedCluster(t, name, n)
+}
+
+// clusterNumbers are the numbers of the clusters Cluster started.
+var clusterNumbers sync.Map // name -> int
+
+// StartClusterAgain starts the processes of a cluster of the test's
+// (Cluster) again, after the test stopped some of them.
+func (e *Env) StartClusterAgain(t testing.TB, name string) {
+	t.Helper()
+	n, ok := clusterNumbers.Load(name)
+	if !ok {
+		t.Fatalf("extra cluster %s: not one of the test's", name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := e.Stack.StartCluster(ctx, name, n.(int)); err != nil {
+		t.Fatalf("extra cluster %s: %v", name, err)
+	}
 }
 
 // SharedCluster is Cluster left running when the test ends, for tests

@@ -17,48 +17,49 @@ import (
 	"github.com/deployflow/deployflow/internal/searchattr"
 )
 
-// IsolatedNamespace is a Temporal namespace no worker but a test's own
-// uses: no observer of another worker on the stack (make demo's, say) can
-// reach a workflow in it. For tests that show what happens when nothing
-// observes a lease.
-const IsolatedNamespace = "deployflow-isolated"
-
-// Isolated returns e with its Temporal client in IsolatedNamespace, which
-// it registers (with deployflow's search attributes) if needed.
+// Isolated returns e with its Temporal client in a Temporal namespace of
+// the test's own (Env.TemporalNamespace), registered with deployflow's search
+// attributes: no worker but the test's uses it, so no observer of another
+// test or worker on the stack (make demo's, say) can reach a workflow in
+// it. For tests that show what happens when nothing else observes a lease,
+// or that count what their own workers send. (One namespace shared by
+// such tests would let one's observers reach another's leases once they
+// run side by side.)
 func (e *Env) Isolated(t testing.TB) *Env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	ns := ShortName("isolated")
 	_, err := e.Temporal.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
-		Namespace: IsolatedNamespace, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
+		Namespace: ns, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
 	})
 	var exists *serviceerror.NamespaceAlreadyExists
 	if err != nil && !errors.As(err, &exists) {
-		t.Fatalf("register Temporal namespace %s: %v", IsolatedNamespace, err)
+		t.Fatalf("register Temporal namespace %s: %v", ns, err)
 	}
 	// A new namespace takes a moment to be served everywhere.
 	for {
-		missing, err := searchattr.Missing(ctx, e.Temporal.OperatorService(), IsolatedNamespace)
+		missing, err := searchattr.Missing(ctx, e.Temporal.OperatorService(), ns)
 		if err == nil && len(missing) == 0 {
 			break
 		}
 		if err == nil {
-			err = searchattr.Register(ctx, e.Temporal.OperatorService(), IsolatedNamespace, missing)
+			err = searchattr.Register(ctx, e.Temporal.OperatorService(), ns, missing)
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("search attributes of Temporal namespace %s: %v", IsolatedNamespace, err)
+			t.Fatalf("search attributes of Temporal namespace %s: %v", ns, err)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	tc, err := client.NewClientFromExisting(e.Temporal, client.Options{
-		Namespace: IsolatedNamespace,
+		Namespace: ns,
 		Logger:    sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 	})
 	if err != nil {
-		t.Fatalf("client of Temporal namespace %s: %v", IsolatedNamespace, err)
+		t.Fatalf("client of Temporal namespace %s: %v", ns, err)
 	}
 	t.Cleanup(tc.Close)
 	isolated := *e
-	isolated.Temporal = tc
+	isolated.Temporal, isolated.TemporalNamespace = tc, ns
 	return &isolated
 }

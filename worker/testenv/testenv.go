@@ -50,6 +50,8 @@ type Env struct {
 	Kube       kubernetes.Interface
 	Dynamic    dynamic.Interface
 	Temporal   client.Client
+	// TemporalNamespace is the Temporal namespace Temporal's client is in.
+	TemporalNamespace string
 }
 
 // Settings of the tests' in-process workers.
@@ -66,12 +68,31 @@ var (
 	sharedErr error
 )
 
-// Get returns the local stack, starting it on first use in this test binary.
+// Get returns the local stack, starting it on first use in this test
+// binary, and runs the test side by side with the package's other live
+// tests (see parallel).
 func Get(t testing.TB) *Env {
 	t.Helper()
 	if testing.Short() && os.Getenv("CI") != "true" {
 		t.Skip("integration test: skipped with -short")
 	}
+	parallel(t)
+	return stack(t)
+}
+
+// GetSerial is Get for a test that does not run beside the others: one
+// that sets the process's environment (t.Setenv), which every test of the
+// binary reads. Go runs it before the parallel ones.
+func GetSerial(t testing.TB) *Env {
+	t.Helper()
+	if testing.Short() && os.Getenv("CI") != "true" {
+		t.Skip("integration test: skipped with -short")
+	}
+	return stack(t)
+}
+
+func stack(t testing.TB) *Env {
+	t.Helper()
 	once.Do(func() { shared, sharedErr = setUp() })
 	if sharedErr != nil {
 		if os.Getenv("CI") == "true" {
@@ -123,7 +144,30 @@ func setUp() (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Env{Stack: s, RESTConfig: cfg, Kube: kc, Dynamic: dyn, Temporal: tc}, nil
+	return &Env{Stack: s, RESTConfig: cfg, Kube: kc, Dynamic: dyn, Temporal: tc, TemporalNamespace: "default"}, nil
+}
+
+// Serial names the tests that run alone (make test's serial phase, with
+// -run): they stop parts of the stack (TestDisruptive*) or need no other
+// test around (TestAlone*). Every other live test runs side by side with
+// its package's others: each has its own lease, namespace, task queue and
+// worker, and most of a live test is waiting (pods turning Ready, timers,
+// a progress deadline), so waiting together is what keeps make test short.
+var Serial = regexp.MustCompile(`^Test(Disruptive|Alone)`)
+
+var parallelTests sync.Map // testing.TB -> struct{}: marked already
+
+// parallel marks a top-level live test parallel (once: Get may be called
+// again in the test). A subtest is left as it is, so its parent's code
+// after t.Run still runs after it; a Serial test runs alone.
+func parallel(t testing.TB) {
+	pt, ok := t.(*testing.T)
+	if !ok || strings.Contains(pt.Name(), "/") || Serial.MatchString(pt.Name()) {
+		return
+	}
+	if _, marked := parallelTests.LoadOrStore(pt, struct{}{}); !marked {
+		pt.Parallel()
+	}
 }
 
 var unsafeChars = regexp.MustCompile(`[^a-z0-9-]+`)
