@@ -3,6 +3,8 @@
 #   make demo        bring up the local stack and run the main job
 #   make test        vet, format check, unit and integration tests (starts
 #                    the local stack if needed and stops what it started)
+#   make unit        the unit tests only (no stack)
+#   make unit-repeat the unit tests five times each, shuffled
 #   make test-postgres   the integration tests on the Temporal server on
 #                    PostgreSQL (DEPLOYFLOW_TEMPORAL=postgres: any target)
 #   make bench       deployflow vs the native Deployment controller, on
@@ -15,13 +17,14 @@
 
 SHELL := bash
 GO ?= go
+include hack/versions.env
 export DEPLOYFLOW_CACHE ?= $(HOME)/.cache/deployflow
 TEST_FLAGS ?= -count=1 -timeout 40m
 PKGS ?= ./...
 # Packages with tests that stop parts of the local stack (run alone).
 DISRUPTIVE_PKGS ?= ./workflows/
 
-.PHONY: all build tools dev-up dev-down dev-status demo test test-postgres unit lint bench chaos clean record-histories
+.PHONY: all build tools dev-up dev-down dev-status demo test test-postgres unit unit-repeat lint bench chaos clean record-histories
 
 all: build
 
@@ -56,28 +59,55 @@ lint:
 unit:
 	$(GO) test $(TEST_FLAGS) -short $(PKGS)
 
-# Two phases: everything in parallel, then, alone, the tests that stop parts
-# of the local stack (TestDisruptive*: an API server outage) or need no
-# other test's worker around (TestAlone*: a change no observer reports).
-# Then the fault-injection suite's reduced sweep: one random boundary per
-# fault (its seed printed; `make chaos` runs every boundary), without the
-# multi-cluster placement scenario (make chaos runs it).
-SERIAL_TESTS ?= Disruptive|Alone
-test: build tools lint
-	hack/with-stack.sh bash -c '$(GO) test $(TEST_FLAGS) -v -skip "$(SERIAL_TESTS)" $(PKGS) && \
-	  $(GO) test $(TEST_FLAGS) -v -p 1 -run "$(SERIAL_TESTS)" $(DISRUPTIVE_PKGS) && \
-	  DEPLOYFLOW_CHAOS_BOUNDARIES=one DEPLOYFLOW_CHAOS_SKIP=placement DEPLOYFLOW_CHAOS_REPORT=$(CURDIR)/bin/chaos-report-reduced.txt \
-	    $(GO) test -tags chaos $(TEST_FLAGS) -parallel $(CHAOS_PARALLEL) -v -run "^TestChaos$$" ./worker/'
+# The unit tests (the SDK test environment's among them) five times each,
+# in a shuffled order (the seed printed): a test that passes alone and
+# fails repeated, or after another, depends on luck. (CI= : -short skips
+# the live tests here even on CI, where make test runs them.)
+unit-repeat:
+	CI= $(GO) test -count=5 -shuffle=on -short -timeout 20m $(PKGS)
 
-# The integration phase again on Temporal's production shape (issue 22.1):
-# the Temporal server on PostgreSQL with 64 history shards instead of the
-# dev server. .ci/run runs it after make test. It skips the long tests that
-# never reach a Temporal server (replays of recorded histories, the SDK's
-# test environment): make test ran them, and their result cannot differ.
+# Three phases, each with a go test -json report in bin/ (the slowest
+# tests are printed after each):
+# 1. live: every package side by side (TEST_P), and in each package its
+#    live tests side by side (TEST_PARALLEL; testenv.Get marks them
+#    parallel): most of a live test is waiting (pods turning Ready,
+#    timers, deadlines), and waiting tests wait together;
+# 2. serial: alone, the tests that stop parts of the local stack
+#    (TestDisruptive*) or need no other test around (TestAlone*);
+# 3. chaos: the fault-injection suite's reduced sweep, one random boundary
+#    per fault (its seed printed; `make chaos` runs every boundary),
+#    without the multi-cluster placement scenario (make chaos runs it).
+SERIAL_TESTS ?= Disruptive|Alone
+TEST_P ?= 4
+TEST_PARALLEL ?= 6
+GOTESTSUM = $(DEPLOYFLOW_CACHE)/gotestsum-$(GOTESTSUM_VERSION)/gotestsum
+# gotest PHASE,ARGS[,ENV]: go test ARGS (with the environment ENV) by
+# gotestsum, its report in bin/test-PHASE.json, then the tests over 20s,
+# slowest first; it fails if a test did.
+gotest = { $(3) $(GOTESTSUM) --format standard-verbose --jsonfile bin/test-$(1).json -- $(2); \
+	rc=$$?; echo "== $(1): the slowest tests"; $(GOTESTSUM) tool slowest --jsonfile bin/test-$(1).json --threshold 20s | head -n 25; [ $$rc = 0 ]; }
+test: build tools lint
+	hack/with-stack.sh bash -c '$(call gotest,live,$(TEST_FLAGS) -p $(TEST_P) -parallel $(TEST_PARALLEL) -skip "$(SERIAL_TESTS)" $(PKGS)) && \
+	  $(call gotest,serial,$(TEST_FLAGS) -p 1 -run "$(SERIAL_TESTS)" $(DISRUPTIVE_PKGS)) && \
+	  $(call gotest,chaos,-tags chaos $(TEST_FLAGS) -parallel $(CHAOS_SLICE_PARALLEL) -run "^TestChaos$$" ./worker/,$(CHAOS_SLICE))'
+
+# make test's slice of the fault-injection suite: one random boundary per
+# fault and scenario, 12 runs side by side (the 24 runs of the faults of a
+# run's own in two goes; each fault of the whole stack's 6 in one batch).
+CHAOS_SLICE = DEPLOYFLOW_CHAOS_BOUNDARIES=one DEPLOYFLOW_CHAOS_SKIP=placement DEPLOYFLOW_CHAOS_REPORT=$(CURDIR)/bin/chaos-report-reduced.txt
+CHAOS_SLICE_PARALLEL ?= 12
+
+# The live phase again on Temporal's production shape (issue 22.1): the
+# Temporal server on PostgreSQL with 64 history shards instead of the dev
+# server. .ci/run runs it after make test. It runs the packages whose
+# tests reach a Temporal server (POSTGRES_PKGS), less the long tests that
+# never do (replays of recorded histories, the SDK's test environment):
+# make test ran them all, and their result cannot differ.
+POSTGRES_PKGS ?= ./workflows/ ./worker/ ./starter/ ./hack/bench/ ./deploy/ ./internal/devstack/
 ENGINE_FREE_TESTS ?= TestTheGateTableNamesTheRecordingsEachGateNeeds|TestRecordedHistoriesReplay|TestAWeekLongPauseWithTheFastestAnalysisKeepsEveryRunUnderTheHistoryLimit
 test-postgres: build
 	DEPLOYFLOW_TEMPORAL=postgres hack/build-tools.sh
-	DEPLOYFLOW_TEMPORAL=postgres hack/with-stack.sh bash -c '$(GO) test $(TEST_FLAGS) -skip "$(SERIAL_TESTS)|$(ENGINE_FREE_TESTS)" $(PKGS)'
+	DEPLOYFLOW_TEMPORAL=postgres hack/with-stack.sh bash -c '$(call gotest,postgres,$(TEST_FLAGS) -p $(TEST_P) -parallel $(TEST_PARALLEL) -skip "$(SERIAL_TESTS)|$(ENGINE_FREE_TESTS)" $(POSTGRES_PKGS))'
 
 # The fault-injection suite (issue 13, worker/chaos_test.go): each scenario
 # x fault x step boundary, invariants checked, a report table printed and

@@ -15,6 +15,7 @@ helm_dir=$cache/helm-$HELM_VERSION
 prometheus_dir=$cache/prometheus-$PROMETHEUS_VERSION
 temporal_server_dir=$cache/temporal-server-$TEMPORAL_SERVER_VERSION
 temporal_ui_dir=$cache/temporal-ui-$TEMPORAL_UI_VERSION
+gotestsum_dir=$cache/gotestsum-$GOTESTSUM_VERSION
 
 if [ "${1:-}" = "--print" ]; then
   printf '%s\n' "$k8s_dir" "$etcd_dir" "$kwok_dir" "$temporal_dir" "$helm_dir" "$prometheus_dir"
@@ -86,6 +87,13 @@ if need "$prometheus_dir" prometheus; then
   # UI's assets: canary analyses use the HTTP API only.
   GOBIN="$prometheus_dir.tmp" go install -trimpath -ldflags "-s -w" "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_VERSION"
   rm -rf "$prometheus_dir"; mv "$prometheus_dir.tmp" "$prometheus_dir"
+fi
+
+if need "$gotestsum_dir" gotestsum; then
+  log "building gotestsum $GOTESTSUM_VERSION into $gotestsum_dir"
+  mkdir -p "$gotestsum_dir.tmp"
+  GOBIN="$gotestsum_dir.tmp" go install -trimpath -ldflags "-s -w" "gotest.tools/gotestsum@$GOTESTSUM_VERSION"
+  rm -rf "$gotestsum_dir"; mv "$gotestsum_dir.tmp" "$gotestsum_dir"
 fi
 
 # DEPLOYFLOW_TEMPORAL=postgres: the Temporal server, its SQL tool with the
