@@ -21,7 +21,8 @@ include hack/versions.env
 export DEPLOYFLOW_CACHE ?= $(HOME)/.cache/deployflow
 TEST_FLAGS ?= -count=1 -timeout 40m
 PKGS ?= ./...
-# Packages with tests that stop parts of the local stack (run alone).
+# Packages with tests that stop parts of the local stack, or need no
+# other test around (run alone).
 DISRUPTIVE_PKGS ?= ./workflows/
 
 .PHONY: all build tools dev-up dev-down dev-status demo test test-postgres unit unit-repeat lint bench chaos clean record-histories
@@ -72,11 +73,13 @@ unit-repeat:
 #    live tests side by side (TEST_PARALLEL; testenv.Get marks them
 #    parallel): most of a live test is waiting (pods turning Ready,
 #    timers, deadlines), and waiting tests wait together;
-# 2. serial: alone, the tests that stop parts of the local stack
-#    (TestDisruptive*) or need no other test around (TestAlone*);
-# 3. chaos: the fault-injection suite's reduced sweep, one random boundary
+# 2. chaos: the fault-injection suite's reduced sweep, one random boundary
 #    per fault (its seed printed; `make chaos` runs every boundary),
-#    without the multi-cluster placement scenario (make chaos runs it).
+#    without the multi-cluster placement scenario (make chaos runs it);
+# 3. serial: alone, the tests that need no other test around (TestAlone*),
+#    then those that stop parts of the local stack (TestDisruptive*), last:
+#    after an outage of the API server the stack's own controllers (their
+#    informers back off) take up to a minute to work at full speed again.
 SERIAL_TESTS ?= Disruptive|Alone
 TEST_P ?= 4
 TEST_PARALLEL ?= 6
@@ -88,8 +91,9 @@ gotest = { $(3) $(GOTESTSUM) --format standard-verbose --jsonfile bin/test-$(1).
 	rc=$$?; echo "== $(1): the slowest tests"; $(GOTESTSUM) tool slowest --jsonfile bin/test-$(1).json --threshold 20s | head -n 25; [ $$rc = 0 ]; }
 test: build tools lint
 	hack/with-stack.sh bash -c '$(call gotest,live,$(TEST_FLAGS) -p $(TEST_P) -parallel $(TEST_PARALLEL) -skip "$(SERIAL_TESTS)" $(PKGS)) && \
-	  $(call gotest,serial,$(TEST_FLAGS) -p 1 -run "$(SERIAL_TESTS)" $(DISRUPTIVE_PKGS)) && \
-	  $(call gotest,chaos,-tags chaos $(TEST_FLAGS) -parallel $(CHAOS_SLICE_PARALLEL) -run "^TestChaos$$" ./worker/,$(CHAOS_SLICE))'
+	  $(call gotest,chaos,-tags chaos $(TEST_FLAGS) -parallel $(CHAOS_SLICE_PARALLEL) -run "^TestChaos$$" ./worker/,$(CHAOS_SLICE)) && \
+	  $(call gotest,serial,$(TEST_FLAGS) -p 1 -run "^TestAlone" $(DISRUPTIVE_PKGS)) && \
+	  $(call gotest,disruptive,$(TEST_FLAGS) -p 1 -run "^TestDisruptive" $(DISRUPTIVE_PKGS))'
 
 # make test's slice of the fault-injection suite: one random boundary per
 # fault and scenario, 12 runs side by side (the 24 runs of the faults of a
@@ -104,7 +108,7 @@ CHAOS_SLICE_PARALLEL ?= 12
 # never do (replays of recorded histories, the SDK's test environment):
 # make test ran them all, and their result cannot differ.
 POSTGRES_PKGS ?= ./workflows/ ./worker/ ./starter/ ./hack/bench/ ./deploy/ ./internal/devstack/
-ENGINE_FREE_TESTS ?= TestTheGateTableNamesTheRecordingsEachGateNeeds|TestRecordedHistoriesReplay|TestAWeekLongPauseWithTheFastestAnalysisKeepsEveryRunUnderTheHistoryLimit
+ENGINE_FREE_TESTS ?= TestTheGateTableNamesTheRecordingsEachGateNeeds|TestRecordedHistoriesReplay|TestALongPauseWithTheFastestAnalysisKeepsEveryRunUnderTheHistoryLimit
 test-postgres: build
 	DEPLOYFLOW_TEMPORAL=postgres hack/build-tools.sh
 	DEPLOYFLOW_TEMPORAL=postgres hack/with-stack.sh bash -c '$(call gotest,postgres,$(TEST_FLAGS) -p $(TEST_P) -parallel $(TEST_PARALLEL) -skip "$(SERIAL_TESTS)|$(ENGINE_FREE_TESTS)" $(POSTGRES_PKGS))'
@@ -118,7 +122,11 @@ CHAOS_REPORT ?= $(CURDIR)/bin/chaos-report.txt
 # queue and workers; a fault of the whole stack hits a batch at once).
 CHAOS_BOUNDARIES ?= every
 CHAOS_PARALLEL ?= 6
+# It also runs the long sweep make test runs a slice of: a canary paused for
+# a week, not a day, with a measurement every second (the SDK's test
+# environment; a CPU for 2-3 minutes).
 chaos: build tools
+	DEPLOYFLOW_LONG_SWEEPS=1 $(GO) test -count=1 -v -run '^TestALongPauseWithTheFastestAnalysisKeepsEveryRunUnderTheHistoryLimit$$' ./workflows/
 	DEPLOYFLOW_CHAOS_REPORT=$(CHAOS_REPORT) DEPLOYFLOW_CHAOS_BOUNDARIES=$(CHAOS_BOUNDARIES) \
 	  hack/with-stack.sh $(GO) test -tags chaos -count=1 -timeout 180m -parallel $(CHAOS_PARALLEL) -v -run '^TestChaos$$' ./worker/
 
