@@ -149,11 +149,13 @@ func (dt *deployTest) status(lease string) (workflows.DeployStatus, error) {
 	return st, v.Get(&st)
 }
 
-// waitRevision waits until deploy number rev of the lease has finished.
+// waitRevision waits until deploy number rev of the lease has finished:
+// within three minutes, whatever the rest of the suite beside it does
+// (no test's deploy takes a minute alone).
 func (dt *deployTest) waitRevision(lease string, rev int64) workflows.DeployStatus {
 	dt.t.Helper()
 	var st workflows.DeployStatus
-	testenv.Eventually(dt.t, 90*time.Second, pollQuery, fmt.Sprintf("deploy %d of %s never finished", rev, lease), func() (bool, string) {
+	testenv.Eventually(dt.t, 3*time.Minute, pollQuery, fmt.Sprintf("deploy %d of %s never finished", rev, lease), func() (bool, string) {
 		s, err := dt.status(lease)
 		if err != nil {
 			return false, "query: " + err.Error()

@@ -52,7 +52,7 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 	}
 	manifestOf := func(l lease, image string) manifest.Manifest {
 		if steered[l.id] {
-			return slow(web(l.id, l.svc, image, 2, l.host), "60s")
+			return slow(web(l.id, l.svc, image, 2, l.host), "40s")
 		}
 		return slow(web(l.id, l.svc, image, 2, l.host), "2s")
 	}
@@ -82,7 +82,7 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 	paused := map[string]bool{}
 	for _, p := range []int{1, 7, 13} {
 		l := leases[2*p+1]
-		// Within its rollout's wait for pods that turn Ready after 60s; the
+		// Within its rollout's wait for pods that turn Ready after 40s; the
 		// rollout may take a while to start with 29 other deploys and the
 		// rest of the suite beside it.
 		testenv.Eventually(t, 2*time.Minute, pollQuery, "pause "+l.id, func() (bool, string) {
