@@ -32,10 +32,8 @@ import (
 func TestAnExtraClusterRunsPodsAndSharesNothing(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := context.Background()
-	n, name := reserveCluster(t, env.Stack, "devstack-test")
-	c, err := env.Stack.StartCluster(ctx, name, n)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = env.Stack.StopCluster(name) })
+	c := startCluster(t, env.Stack, "devstack-test")
+	name := c.Name
 
 	raw, err := clientcmd.LoadFromFile(c.Kubeconfig)
 	require.NoError(t, err)
@@ -104,11 +102,8 @@ func TestAnExtraClusterRunsPodsAndSharesNothing(t *testing.T) {
 // CRDs, with an empty cache, as on a fresh machine.
 func TestKubectlKnowsTheDeployflowCategoryRightAfterTheCRDsAreInstalled(t *testing.T) {
 	env := testenv.Get(t)
-	ctx := context.Background()
-	n, name := reserveCluster(t, env.Stack, "crds")
-	c, err := env.Stack.StartCluster(ctx, name, n)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = env.Stack.StopCluster(name) })
+	c := startCluster(t, env.Stack, "crds")
+	name := c.Name
 
 	kubectl := env.Stack.Bin("kubectl")
 	cmdEnv := append(os.Environ(),
@@ -145,14 +140,19 @@ func TestKubectlKnowsTheDeployflowCategoryRightAfterTheCRDsAreInstalled(t *testi
 	assert.Contains(t, string(out), "No resources found")
 }
 
-// reserveCluster takes an extra cluster number for the test (held until
-// it ends) and names the cluster prefix-N.
-func reserveCluster(t *testing.T, s *devstack.Stack, prefix string) (int, string) {
+// startCluster starts an extra cluster for the test, on a number of its
+// own (held until the test ends), named prefix-N, and stops it when the
+// test ends.
+func startCluster(t *testing.T, s *devstack.Stack, prefix string) *devstack.Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	n, release, err := s.ReserveCluster(ctx)
 	require.NoError(t, err)
 	t.Cleanup(release)
-	return n, fmt.Sprintf("%s-%d", prefix, n)
+	name := fmt.Sprintf("%s-%d", prefix, n)
+	c, err := s.StartCluster(ctx, name, n)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.StopCluster(name) })
+	return c
 }
