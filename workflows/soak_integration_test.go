@@ -14,7 +14,6 @@ import (
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/worker/testenv"
 	"github.com/deployflow/deployflow/workflows"
 )
 
@@ -69,27 +68,45 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 	}
 
 	rolloutOf := func(l lease) string { return workflows.RolloutWorkflowID(manifest.Namespace(l.id), l.svc) }
+	// update sends a control to a lease's rollout; an attempt the server
+	// does not answer within 15s (its workflow's worker busy with the
+	// rest of the suite) is given up, to be tried again.
 	update := func(l lease, name string) error {
-		h, err := dt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		actx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		h, err := dt.env.Temporal.UpdateWorkflow(actx, client.UpdateWorkflowOptions{
 			WorkflowID: rolloutOf(l), UpdateName: name, WaitForStage: client.WorkflowUpdateStageCompleted})
 		if err == nil {
-			err = h.Get(ctx, nil)
+			err = h.Get(actx, nil)
 		}
 		return err
 	}
 	// Pause the second lease of pairs 1, 7 and 13 (distinct hostnames): its
-	// partner, whose rollout had the same ID before, is not paused.
+	// partner, whose rollout had the same ID before, is not paused. The
+	// three at once: each within its rollout's wait for pods that turn
+	// Ready after 40s (the rollouts may take a while to start with 29 other
+	// deploys and the rest of the suite beside them).
 	paused := map[string]bool{}
-	for _, p := range []int{1, 7, 13} {
+	pauseErrs := make([]string, 3)
+	var pausing sync.WaitGroup
+	for i, p := range []int{1, 7, 13} {
 		l := leases[2*p+1]
-		// Within its rollout's wait for pods that turn Ready after 40s; the
-		// rollout may take a while to start with 29 other deploys and the
-		// rest of the suite beside it.
-		testenv.Eventually(t, 2*time.Minute, pollQuery, "pause "+l.id, func() (bool, string) {
-			err := update(l, workflows.UpdatePause)
-			return err == nil, fmt.Sprint(err)
-		})
 		paused[l.id] = true
+		pausing.Go(func() {
+			seen := map[string]bool{}
+			for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(pollQuery) {
+				err := update(l, workflows.UpdatePause)
+				if err == nil {
+					return
+				}
+				seen[err.Error()] = true
+			}
+			pauseErrs[i] = fmt.Sprintf("pause %s: not within 2m (errors seen: %v)", l.id, seen)
+		})
+	}
+	pausing.Wait()
+	for _, e := range pauseErrs {
+		require.Empty(t, e)
 	}
 
 	winners := map[int]string{}
@@ -135,7 +152,7 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 	for _, p := range []int{3, 9, 11} {
 		l := leases[2*p+1]
 		require.True(t, active[l.id])
-		require.Eventually(t, func() bool { return update(l, workflows.UpdateAbort) == nil }, 30*time.Second, pollQuery, "abort %s", l.id)
+		require.Eventually(t, func() bool { return update(l, workflows.UpdateAbort) == nil }, 2*time.Minute, pollQuery, "abort %s", l.id)
 		aborted[l.id] = true
 	}
 	for _, l := range leases {
