@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -424,4 +426,32 @@ func TestARolloutTypedByHandCannotTakeALeasesService(t *testing.T) {
 	list, err := dt.env.Kube.AppsV1().ReplicaSets(other).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, list.Items, "no ReplicaSet was written for the privileged template")
+}
+
+// Issue 35.1 on the real stack: a deploy started by hand (the Temporal UI,
+// `temporal workflow start --input-file`) whose condition is 900,000 "!"
+// before "true". Its decode overflowed the worker's stack, a fatal error
+// no recover catches: here the test's own worker, and so the test binary,
+// died. It is refused, typed, naming the field, and the worker goes on:
+// the same lease deploys next.
+func TestAStackOverflowingConditionTypedByHandIsRefusedAndTheWorkerGoesOn(t *testing.T) {
+	dt := newDeployTest(t)
+	ctx := context.Background()
+	input := json.RawMessage(`{"manifest": {"lease": "` + dt.lease + `", "services": [{"name": "web", "image": "nginx:1.27",` +
+		` "rollout": {"strategy": "Canary", "steps": [{"setWeight": 50}], "analysis": {"prometheus": {"query": "vector(1)"},` +
+		` "successCondition": "` + strings.Repeat("!", 900000) + `true"}}}]}}`)
+	run, err := dt.env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.DeployWorkflowID(dt.lease), TaskQueue: dt.tq},
+		"DeployWorkflow", input) // by name, as typed by hand
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	err = run.Get(wctx, nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr, "the deploy is refused, typed")
+	assert.Equal(t, workflows.ErrInvalidManifest, appErr.Type())
+	assert.Contains(t, appErr.Error(), "manifest.services[0].rollout.analysis.successCondition")
+	assert.Contains(t, appErr.Error(), "a condition is at most 256")
+
+	dt.deploy(web(dt.lease, "web", "nginx:1.27", 1))
+	assert.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase, "the worker goes on")
 }

@@ -111,3 +111,27 @@ func (r *ScaleRequest) problem() error        { return r.invalid }
 func (r *UndoRequest) problem() error         { return r.invalid }
 func (r *PromoteRequest) problem() error      { return r.invalid }
 func (r *ApproveRequest) problem() error      { return r.invalid }
+
+// Issue 35.1: a condition of some hundred thousand "(" typed by hand
+// into a deploy's input (a start, the deploy update, a placement) ended
+// in "fatal error: stack overflow" in the workflow task that decoded it:
+// the worker died, and every worker that took the task again. It is
+// refused, naming the field, and the worker carries on.
+func TestADeeplyNestedConditionTypedByHandIsRefusedNotAStackOverflow(t *testing.T) {
+	for _, cond := range []string{
+		strings.Repeat("!", 900000) + "true",                                     // a stack overflow, before
+		strings.Repeat("(", 300000) + "result < 1" + strings.Repeat(")", 300000), // seconds of a CPU, before
+	} {
+		input := `{"manifest": {"lease": "shop", "services": [{"name": "web", "image": "nginx:1.27", "rollout": {"strategy": "Canary",` +
+			`"steps": [{"setWeight": 50}], "analysis": {"prometheus": {"query": "vector(1)"}, "successCondition": "` + cond + `"}}}]}}`
+		var in DeployInput
+		require.NoError(t, json.Unmarshal([]byte(input), &in))
+		require.Error(t, in.invalid)
+		assert.Contains(t, in.invalid.Error(), "manifest.services[0].rollout.analysis.successCondition")
+		assert.Contains(t, in.invalid.Error(), "bytes long: a condition is at most 256")
+		assert.Less(t, len(in.invalid.Error()), 2000, "the refusal quotes a bounded part of the input")
+		var req DeployRequest
+		require.NoError(t, json.Unmarshal([]byte(input), &req))
+		require.Error(t, req.invalid)
+	}
+}

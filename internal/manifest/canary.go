@@ -157,11 +157,25 @@ func CompileCondition(cond string) error {
 }
 
 // legacyCompileCondition is CompileCondition before issue 20: any expr
-// expression over result that yields a boolean (ValidateLenient).
+// expression over result that yields a boolean (ValidateLenient), at most
+// legacyConditionLength bytes.
 func legacyCompileCondition(cond string) error {
+	if len(cond) > legacyConditionLength {
+		return fmt.Errorf("is %d bytes long: a condition is at most %d (a comparison over result, like \"result < 0.05\")", len(cond), condition.MaxLength)
+	}
 	_, err := expr.Compile(cond, expr.Env(map[string]any{"result": 0.0}), expr.AsBool())
 	return err
 }
+
+// legacyConditionLength bounds a condition before expr's parser reads it
+// in the lenient parse, which every input typed by hand goes through. The
+// parser recurses once per nesting level, and a condition of some hundred
+// thousand "(" or "!" overflowed the worker's stack: a fatal error, which
+// no recover catches, and every worker that took the task again died too
+// (found in issue 35's review). Conditions of before issue 20, which the
+// lenient parse is for, were a comparison or two; today's are at most
+// condition.MaxLength.
+const legacyConditionLength = 16 * condition.MaxLength
 
 func (v *validator) canarySteps(path string, steps []CanaryStep) {
 	if len(steps) == 0 {
