@@ -55,18 +55,6 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 		}
 		return slow(web(l.id, l.svc, image, 2, l.host), "2s")
 	}
-	// The deploys start together; the test's own goroutines only record.
-	var wg sync.WaitGroup
-	errs := make([]error, len(leases))
-	for i, l := range leases {
-		wg.Add(1)
-		go func() { defer wg.Done(); _, errs[i] = dt.tryDeploy(manifestOf(l, "nginx:1.26")) }()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		require.NoError(t, err)
-	}
-
 	rolloutOf := func(l lease) string { return workflows.RolloutWorkflowID(manifest.Namespace(l.id), l.svc) }
 	// update sends a control to a lease's rollout; an attempt the server
 	// does not answer within 15s (its workflow's worker busy with the
@@ -81,32 +69,43 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 		}
 		return err
 	}
-	// Pause the second lease of pairs 1, 7 and 13 (distinct hostnames): its
-	// partner, whose rollout had the same ID before, is not paused. The
-	// three at once: each within its rollout's wait for pods that turn
-	// Ready after 40s (the rollouts may take a while to start with 29 other
-	// deploys and the rest of the suite beside them).
+	// The second lease of pairs 1, 7 and 13 (distinct hostnames) is paused:
+	// its partner, whose rollout had the same ID before, is not. Each pause
+	// is sent as soon as its lease's deploy is taken, within its rollout's
+	// wait for pods that turn Ready after 40s. (Sent once every deploy was
+	// taken, as before, a pause met a rollout already complete: with 29
+	// other deploys and the rest of the suite beside it, the last deploy
+	// was taken more than 40s after the first.)
 	paused := map[string]bool{}
-	pauseErrs := make([]string, 3)
-	var pausing sync.WaitGroup
-	for i, p := range []int{1, 7, 13} {
-		l := leases[2*p+1]
-		paused[l.id] = true
-		pausing.Go(func() {
-			seen := map[string]bool{}
-			for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(pollQuery) {
-				err := update(l, workflows.UpdatePause)
-				if err == nil {
-					return
-				}
-				seen[err.Error()] = true
-			}
-			pauseErrs[i] = fmt.Sprintf("pause %s: not within 2m (errors seen: %v)", l.id, seen)
-		})
+	for _, p := range []int{1, 7, 13} {
+		paused[leases[2*p+1].id] = true
 	}
-	pausing.Wait()
-	for _, e := range pauseErrs {
-		require.Empty(t, e)
+	pause := func(l lease) error {
+		seen := map[string]bool{}
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(pollQuery) {
+			err := update(l, workflows.UpdatePause)
+			if err == nil {
+				return nil
+			}
+			seen[err.Error()] = true
+		}
+		return fmt.Errorf("pause %s: not within 2m (errors seen: %v)", l.id, seen)
+	}
+	// The deploys start together; the test's own goroutines only record.
+	var wg sync.WaitGroup
+	errs := make([]error, len(leases))
+	for i, l := range leases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, errs[i] = dt.tryDeploy(manifestOf(l, "nginx:1.26")); errs[i] == nil && paused[l.id] {
+				errs[i] = pause(l)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
 	}
 
 	winners := map[int]string{}
