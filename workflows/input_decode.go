@@ -102,11 +102,24 @@ func inputErrorType(err error, manifestField string) string {
 	return ErrInvalidManifest
 }
 
+// MaxInputSize bounds an input typed by hand (a start, an update's or a
+// signal's argument), checked before it is parsed: room for the largest
+// manifest a continued run may still carry (1 MiB, the rules before issue
+// 20; a manifest typed today is at most manifest.MaxSize) and the input's
+// other fields. A constant, not a worker flag: the decision is replayed,
+// and every worker must take it alike. (Temporal's own limit on a payload,
+// 2 MB by default, is the server's.)
+const MaxInputSize = 1<<20 + 64<<10
+
 // strictly decodes data, a hand-typed input, into *into (a plain struct
 // type, without UnmarshalJSON) as encoding/json does, and returns what is
 // wrong with it: the problems named by field (inputProblems), else
-// encoding/json's error.
+// encoding/json's error. An input over MaxInputSize is refused unparsed.
 func strictly[P any](data []byte, into *P, manifestField string) error {
+	if len(data) > MaxInputSize {
+		return &manifest.ValidationError{Problems: []manifest.Problem{{
+			Message: fmt.Sprintf("the input is %d bytes, more than the %d an input may have: a manifest is at most %d bytes (send a smaller one)", len(data), MaxInputSize, manifest.MaxSize)}}}
+	}
 	err := json.Unmarshal(data, into)
 	var zero P
 	if problems := inputProblems(data, zero, manifestField); problems != nil {

@@ -135,3 +135,50 @@ func TestADeeplyNestedConditionTypedByHandIsRefusedNotAStackOverflow(t *testing.
 		require.Error(t, req.invalid)
 	}
 }
+
+func (in *DeployInput) problem() error    { return in.invalid }
+func (r *DeployRequest) problem() error   { return r.invalid }
+func (in *RolloutInput) problem() error   { return in.invalid }
+func (in *PlacementInput) problem() error { return in.invalid }
+
+// Issue 35.1: an input typed by hand is bounded before it is parsed. Before,
+// each was parsed whole (twice: decoded, then checked field by field), at
+// whatever size the Temporal server let through (2 MB by default). Every
+// input a person can type is refused over MaxInputSize, naming the bound and
+// the manifest's, and nothing of it is decoded.
+func TestAnOversizedInputTypedByHandIsRefusedBeforeItIsParsed(t *testing.T) {
+	// Valid JSON, every field known: only its size is wrong.
+	big := `{"manifest": {"lease": "shop", "services": [{"name": "web", "image": "nginx:1.27", "env": {"PAD": "` +
+		strings.Repeat("x", MaxInputSize) + `"}}]}}`
+	for _, v := range []interface{ problem() error }{&DeployInput{}, &DeployRequest{}, &PlacementInput{}} {
+		require.NoError(t, json.Unmarshal([]byte(big), v))
+		require.Error(t, v.problem(), "%T", v)
+		assert.Contains(t, v.problem().Error(), "more than the 1114112 an input may have: a manifest is at most 262144 bytes", "%T", v)
+	}
+	var in DeployInput
+	require.NoError(t, json.Unmarshal([]byte(big), &in))
+	assert.Empty(t, in.Manifest.Services, "nothing of an oversized input is decoded")
+
+	pad := `"` + strings.Repeat("x", MaxInputSize) + `"`
+	for _, c := range []struct {
+		v     interface{ problem() error }
+		input string
+	}{
+		{&RolloutInput{}, `{"namespace": ` + pad + `}`},
+		{&ScaleServiceRequest{}, `{"service": ` + pad + `}`},
+		{&ScaleRequest{}, `{"replicas": ` + pad + `}`},
+		{&UndoRequest{}, `{"toRevision": ` + pad + `}`},
+		{&PromoteRequest{}, `{"full": ` + pad + `}`},
+		{&ApproveRequest{}, `{"fingerprint": ` + pad + `}`},
+	} {
+		require.NoError(t, json.Unmarshal([]byte(c.input), c.v))
+		require.Error(t, c.v.problem(), "%T", c.v)
+		assert.Contains(t, c.v.problem().Error(), "an input may have", "%T", c.v)
+	}
+
+	// Just under the bound, the same input is parsed and checked as ever.
+	var small DeployInput
+	require.NoError(t, json.Unmarshal([]byte(`{"manifest": {"lease": "shop", "services": [{"name": "web", "image": "nginx:1.27"}]}}`), &small))
+	assert.NoError(t, small.invalid)
+	assert.Len(t, small.Manifest.Services, 1)
+}
