@@ -94,6 +94,9 @@ func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error)
 	if err := checkCluster(ctx, in); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
 	}
+	if err := checkLeaseWorkflowID(ctx, in); err != nil {
+		return nil, err
+	}
 	w := newDeployRun(ctx, in)
 	w.behaviour = newBehaviour(ctx, in.Carry != nil && in.Carry.FewerEvents)
 	if err := w.registerControls(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -48,6 +49,8 @@ func newDeployEnv(t *testing.T, setup func(*deployEnv)) *deployEnv {
 	env.a = a
 	env.RegisterActivity(a)
 	env.RegisterWorkflow(RolloutWorkflow)
+	// A lease's workflow runs under its lease's ID (the tests' lease is "l").
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: DeployWorkflowID("l")})
 	setup(env)
 	env.OnActivity(a.PrepareDeploy, mock.Anything, mock.Anything).Return(&activities.PrepareDeployResult{
 		Lease: activities.LeaseInfo{ID: "l", Owner: "acme", State: "Active"}, Plan: activities.DeployPlan{Fingerprint: "fp1"}}, nil).Maybe()

@@ -30,6 +30,7 @@ const (
 	versionPlacementLimits       = "placement-limits"
 	versionPlacementInterrupts   = "placement-interrupts"
 	versionIdempotentKeys        = "idempotent-keys"
+	versionOwnWorkflowID         = "own-workflow-id"
 )
 
 // gateInfo is one change of what a running workflow does.
@@ -95,6 +96,8 @@ var gates = []gateInfo{
 		[]string{"interruptsWaves"}, "20261126-placement-interrupts", nil, false},
 	{versionIdempotentKeys, "a deploy request whose key is the deploy's in progress, pending or recorded changes nothing (it superseded that deploy with the same manifest); asked only then",
 		[]string{"deployRun.ignoresRepeatedKey"}, "20261126-idempotent-keys", nil, false},
+	{versionOwnWorkflowID, "a lease's workflow runs only under its lease's ID (deploy-<lease>, or deploy-<lease>@<cluster>): under another it acted for that lease beside the lease's own, and one failing early released hostnames and IPs the lease still used (issue 35.2); asked only then",
+		[]string{"refusesForeignWorkflowID"}, "20261127-own-workflow-id", nil, false},
 }
 
 // gate reports whether this run takes change id (version 1): runs that

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/deployflow/deployflow/internal/recordings"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/interceptor"
@@ -191,7 +192,7 @@ func replayAll(t *testing.T, files []string, gates func(i int) replayGates) []bo
 			r.RegisterWorkflow(ScheduledDeployWorkflow)
 			r.RegisterWorkflow(PlanWorkflow)
 			r.RegisterWorkflow(PlacementWorkflow)
-			fails[i] = r.ReplayWorkflowHistoryFromJSONFile(logger, f) != nil
+			fails[i] = recordings.Replay(r, logger, f) != nil
 		})
 	}
 	wg.Wait()

@@ -455,3 +455,47 @@ func TestAStackOverflowingConditionTypedByHandIsRefusedAndTheWorkerGoesOn(t *tes
 	dt.deploy(web(dt.lease, "web", "nginx:1.27", 1))
 	assert.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase, "the worker goes on")
 }
+
+// Issue 35.2: a lease's workflow started by hand under another ID than
+// its lease's (here the ID of another lease the caller holds) acted for
+// that lease beside the lease's own workflow: it deployed over it (here it
+// would roll web to nginx:1.27), and one that failed early released the
+// hostnames and IPs the lease's Ingress and Services still used. It is
+// refused, typed, naming the ID to use, before it reads or writes anything;
+// the lease keeps its workload, its hostname and its IP.
+func TestALeaseWorkflowTypedByHandUnderAnotherIDIsRefused(t *testing.T) {
+	dt := newDeployTest(t)
+	ctx := context.Background()
+	host := dt.lease + ".apps.example.com"
+	dt.deploy(twoServices(dt.lease, host, "nginx:1.26", nil, false))
+	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	attacker := testenv.ShortName("lease")
+	dt.createLease(attacker, "globex")
+
+	forged, err := json.Marshal(map[string]any{"manifest": twoServices(dt.lease, host, "nginx:1.27", nil, false)})
+	require.NoError(t, err)
+	for _, id := range []string{workflows.DeployWorkflowID(attacker), "deploy-" + dt.lease + "-2", "anything"} {
+		dt.temporalCLI("workflow", "start", "--type", "DeployWorkflow", "--task-queue", dt.tq, "--workflow-id", id, "--input", string(forged))
+		err := dt.env.Temporal.GetWorkflow(ctx, id, "").Get(ctx, nil)
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr, id)
+		assert.Equal(t, workflows.ErrInvalidInput, appErr.Type(), appErr.Error())
+		assert.Contains(t, appErr.Error(), "workflow ID: lease "+dt.lease+"'s deploys run as workflow "+workflows.DeployWorkflowID(dt.lease)+", not "+id)
+		dt.noFailedWorkflowTask(id)
+	}
+
+	desired, available, images := dt.available(manifest.Namespace(dt.lease), "web")
+	assert.Equal(t, int32(3), desired, "the lease's web is untouched")
+	assert.Equal(t, int32(3), available)
+	assert.Equal(t, map[string]int32{"nginx:1.26": 3}, images)
+	held, err := dt.acts.Hostnames.Held(ctx, dt.lease)
+	require.NoError(t, err)
+	assert.Equal(t, []string{host}, held, "the lease keeps its hostname")
+	ips, err := dt.acts.IPs.Declared(ctx, dt.lease)
+	require.NoError(t, err)
+	assert.NotEmpty(t, ips, "the lease keeps its IP")
+	st, err := dt.status(dt.lease)
+	require.NoError(t, err)
+	assert.Equal(t, workflows.PhaseActive, st.Phase)
+	assert.Equal(t, int64(1), st.Revision, "nothing deployed over it")
+}

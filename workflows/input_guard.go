@@ -138,3 +138,22 @@ func continued(ctx workflow.Context) bool { return continuedRun(workflow.GetInfo
 func continuedRun(info *workflow.Info) bool {
 	return info.ContinuedExecutionRunID != "" && info.CronSchedule == "" && info.Attempt <= 1
 }
+
+// checkLeaseWorkflowID refuses a lease workflow started under another ID
+// than its lease's (issue 35.2): under any other ID it acted for that lease
+// beside the lease's own workflow, deploying over it, and, failing early,
+// released hostnames and IPs the lease's Ingress and Services still used.
+// Temporal keeps one workflow per ID open, so under its own ID a lease has
+// one workflow at a time. The SDK's replayer runs a recorded history under
+// an ID of its own: let through while replaying. Asked only when the ID is
+// another (versionOwnWorkflowID), so runs that pass record no marker.
+func checkLeaseWorkflowID(ctx workflow.Context, in DeployInput) error {
+	id := workflow.GetInfo(ctx).WorkflowExecution.ID
+	want := DeployWorkflowIDIn(in.Manifest.Lease, in.Cluster)
+	if id == want || (id == replayerWorkflowID && workflow.IsReplaying(ctx)) || !refusesForeignWorkflowID(ctx) {
+		return nil
+	}
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		"workflow ID: lease %s's deploys run as workflow %s, not %s: start it under that ID (deployflow deploy does), or send the deploy update to it",
+		in.Manifest.Lease, want, id), ErrInvalidInput, nil)
+}

@@ -5,7 +5,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deployflow/deployflow/internal/manifest"
@@ -75,4 +78,34 @@ func TestACarriedManifestIsValidatedByTheRulesOfItsDay(t *testing.T) {
 	require.Error(t, m.Validate(), "today's rules refuse it")
 	assert.NoError(t, m.ValidateLenient(), "the rules of its day took it")
 	assert.NoError(t, DeployInput{Manifest: m, Carry: &DeployCarry{Phase: PhaseActive, LastGood: &m}}.guard(true))
+}
+
+// Issue 35.2: a lease's workflow runs only under its lease's ID. Under
+// another (another lease's, a lookalike, any), it acted for the lease in
+// its manifest; it is refused, typed, before any activity runs.
+func TestALeaseWorkflowRunsOnlyUnderItsLeasesID(t *testing.T) {
+	for _, id := range []string{DeployWorkflowID("other"), DeployWorkflowID("l") + "-2", DeployWorkflowID("l") + "@eu", "anything"} {
+		env := newDeployEnv(t, func(env *deployEnv) {
+			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id})
+		})
+		env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Trigger: "test"})
+		require.True(t, env.IsWorkflowCompleted(), id)
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, env.GetWorkflowError(), &appErr, id)
+		assert.Equal(t, ErrInvalidInput, appErr.Type(), id)
+		if !strings.Contains(id, "@") { // deploy-l@eu: checkCluster names the cluster first
+			assert.Contains(t, appErr.Error(), "workflow ID: lease l's deploys run as workflow deploy-l, not "+id)
+		}
+		env.AssertNotCalled(t, "PrepareDeploy", mock.Anything, mock.Anything)
+		env.AssertNotCalled(t, "ApplyDeploy", mock.Anything, mock.Anything)
+	}
+	env := newDeployEnv(t, func(env *deployEnv) {
+		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).Return(&RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil)
+	})
+	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Trigger: "test"})
+	require.True(t, env.IsWorkflowCompleted())
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, env.GetWorkflowError(), &can, "under deploy-l it deploys, and continues as new")
+	in := continuedWith(t, env.GetWorkflowError())
+	assert.Equal(t, PhaseActive, in.Carry.Phase)
 }

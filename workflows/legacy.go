@@ -62,6 +62,10 @@ func refusesMalformedInput(ctx workflow.Context) bool { return gate(ctx, version
 // refusesGuarded: see refuseGuarded (input_guard.go).
 func refusesGuarded(ctx workflow.Context) bool { return gate(ctx, versionGuardedInput) }
 
+// refusesForeignWorkflowID: see checkLeaseWorkflowID (input_guard.go);
+// runs before it went on under any ID.
+func refusesForeignWorkflowID(ctx workflow.Context) bool { return gate(ctx, versionOwnWorkflowID) }
+
 // refusesLenientManifest: a fresh start whose manifest passes only the
 // rules before issue 20 is refused (runs before it went on).
 func refusesLenientManifest(ctx workflow.Context) bool { return gate(ctx, versionStrictAnalyses) }

@@ -11,6 +11,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/deployflow/deployflow/internal/recordings"
 	"github.com/deployflow/deployflow/workflows"
 )
 
@@ -47,7 +48,7 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 			r.RegisterWorkflow(workflows.ScheduledDeployWorkflow)
 			r.RegisterWorkflow(workflows.PlanWorkflow)
 			r.RegisterWorkflow(workflows.PlacementWorkflow)
-			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(logger, f))
+			require.NoError(t, recordings.Replay(r, logger, f))
 		})
 	}
 	for _, typ := range []string{"DeployWorkflow", "RolloutWorkflow", "ScheduledDeployWorkflow", "PlanWorkflow", "PlacementWorkflow"} {

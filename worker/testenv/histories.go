@@ -16,6 +16,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/deployflow/deployflow/internal/recordings"
 )
 
 // RecordHistoriesEnv names the directory `make record-histories` has the
@@ -105,6 +107,10 @@ func (e *Env) writeHistories(dir, tq string) error {
 			return err
 		}
 		if err := os.WriteFile(path, b, 0o644); err != nil {
+			return err
+		}
+		// The ID it ran as: a lease's workflow checks its own (issue 35.2).
+		if err := os.WriteFile(recordings.IDFile(path), []byte(r.id+"\n"), 0o644); err != nil {
 			return err
 		}
 	}
