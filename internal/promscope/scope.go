@@ -22,6 +22,19 @@ const MaxLength = 2048
 // subquery, or an offset.
 const MaxRange = time.Hour
 
+// A subquery evaluates its inner query once per step over its range, and
+// one inside another multiplies: [1h:1ms] is 3.6 million evaluations, and
+// nested, a shared Prometheus is pinned (issue 35.5). MinSubqueryStep is
+// the finest step; MaxSubqueryPoints bounds the evaluations of a query's
+// subqueries together (the product of range/step down each nesting), an
+// hour at one a second. A subquery without a step takes Prometheus'
+// evaluation interval, counted as defaultSubqueryStep (its default).
+const (
+	MinSubqueryStep     = time.Second
+	MaxSubqueryPoints   = 3600
+	defaultSubqueryStep = time.Minute
+)
+
 // DefaultLabel is the label that carries a series' Kubernetes namespace
 // (what Prometheus' Kubernetes service discovery is usually relabelled to).
 const DefaultLabel = "namespace"
@@ -93,6 +106,13 @@ func Scope(query, label, value string) (string, error) {
 			if n.OriginalOffset > MaxRange || n.OriginalOffset < -MaxRange {
 				refuse("offset %s: at most %s", dur(n.OriginalOffset), dur(MaxRange))
 			}
+			if n.Step != 0 && n.Step < MinSubqueryStep {
+				refuse("subquery step [%s:%s]: at least %s", dur(n.Range), dur(n.Step), dur(MinSubqueryStep))
+				break
+			}
+			if points := subqueryPoints(n, path); points > MaxSubqueryPoints {
+				refuse("subqueries evaluate their query %d times in all (range/step, multiplied down each nesting): at most %d; use a coarser step or a shorter range", points, MaxSubqueryPoints)
+			}
 		}
 		return nil
 	})
@@ -104,6 +124,35 @@ func Scope(query, label, value string) (string, error) {
 		return "", errors.New("cannot be scoped to the lease's series")
 	}
 	return out, nil
+}
+
+// subqueryPoints is how many times subquery n, inside the subqueries on
+// its path, evaluates its inner query: range/step for each, multiplied
+// (saturating at MaxSubqueryPoints+1).
+func subqueryPoints(n *parser.SubqueryExpr, path []parser.Node) int64 {
+	points := int64(1)
+	for _, s := range append(subqueries(path), n) {
+		step := s.Step
+		if step == 0 {
+			step = defaultSubqueryStep
+		}
+		step = max(step, MinSubqueryStep) // a finer one is refused on its own
+		points *= max(int64(s.Range/step), 1)
+		if points > MaxSubqueryPoints {
+			return MaxSubqueryPoints + 1
+		}
+	}
+	return points
+}
+
+func subqueries(path []parser.Node) []*parser.SubqueryExpr {
+	var out []*parser.SubqueryExpr
+	for _, a := range path {
+		if s, ok := a.(*parser.SubqueryExpr); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func dur(d time.Duration) string { return model.Duration(d).String() }

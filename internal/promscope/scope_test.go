@@ -21,6 +21,10 @@ func TestScopeConfinesEverySelectorToTheLease(t *testing.T) {
 		{`up or on() vector(1)`, `up{namespace="lease-a"} or on () vector(1)`},
 		{`label_replace(up, "namespace", "lease-b", "", "")`, `label_replace(up{namespace="lease-a"}, "namespace", "lease-b", "", "")`},
 		{`1`, `1`},
+		// Within the subquery bounds: an hour at one a second; nested, 60 x 59.
+		{`max_over_time(up[1h:1s])`, `max_over_time(up{namespace="lease-a"}[1h:1s])`},
+		{`max_over_time(rate(up[1m])[30m:])`, `max_over_time(rate(up{namespace="lease-a"}[1m])[30m:])`},
+		{`max_over_time(max_over_time(up[1m:1s])[59m:1m])`, `max_over_time(max_over_time(up{namespace="lease-a"}[1m:1s])[59m:1m])`},
 	} {
 		got, err := Scope(tc.query, "namespace", "lease-a")
 		require.NoError(t, err, tc.query)
@@ -42,6 +46,15 @@ func TestQueriesThatCannotBeScopedAreRefused(t *testing.T) {
 		{`max_over_time(rate(x[40m])[30m:1m])`, "looks back 1h10m in all"},
 		{`sum(`, "does not parse"},
 		{strings.Repeat("up+", 700) + "up", "at most 2048"},
+		// Issue 35.5: a subquery's evaluations are bounded, with or
+		// without a selector (vector(1) has none). Before, [1h:1ms] was
+		// 3.6 million evaluations, and nested ones multiplied.
+		{`max_over_time(up[1h:1ms])`, "subquery step [1h:1ms]: at least 1s"},
+		{`sum_over_time(vector(1)[1h:1ms])`, "subquery step"},
+		{`max_over_time(up[1h:500ms])`, "subquery step"},
+		{`max_over_time(max_over_time(up[10m:1s])[30m:1s])`, "subqueries evaluate their query 3601 times in all"},
+		{`max_over_time(max_over_time(vector(1)[10m:1s])[30m:1s])`, "at most 3600"},
+		{`max_over_time(max_over_time(max_over_time(up[5m:10s])[5m:10s])[5m:10s])`, "at most 3600"},
 	} {
 		_, err := Scope(tc.query, "namespace", "lease-a")
 		if assert.Error(t, err, tc.query) {
