@@ -75,6 +75,24 @@ func (rt *rolloutTest) replicaSets() map[string]appsv1.ReplicaSet {
 	return out
 }
 
+// readyPods counts the Ready pods of a ReplicaSet (by its
+// pod-template-hash) that are not being deleted.
+func (rt *rolloutTest) readyPods(hash string) int {
+	rt.t.Helper()
+	pods, err := rt.env.Kube.CoreV1().Pods(rt.ns).List(context.Background(), metav1.ListOptions{
+		LabelSelector: appsv1.DefaultDeploymentUniqueLabelKey + "=" + hash})
+	require.NoError(rt.t, err)
+	n := 0
+	for _, p := range pods.Items {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 func (rt *rolloutTest) query(run client.WorkflowRun) workflows.RolloutStatus {
 	rt.t.Helper()
 	v, err := rt.env.Temporal.QueryWorkflow(context.Background(), run.GetID(), run.GetRunID(), workflows.QueryStatus)
@@ -351,9 +369,15 @@ func TestUndoReusesTheOldReplicaSet(t *testing.T) {
 	// ended. (The rollout judges completion by the ReplicaSets' status, as
 	// upstream's controller does; a loaded machine's ReplicaSet controller
 	// writes that status late: seen with the rest of the suite beside it.)
+	// Its four pods Ready too: the status alone once read 4 from a
+	// controller whose pod cache still held the pod the rollout had scaled
+	// away, then 3 until the undo's new pod turned Ready, and the next
+	// rollout, started in between, had no fully available revision to
+	// abort to (CI, on the PostgreSQL server: a race in the test).
 	testenv.Eventually(t, time.Minute, pollQuery, "revision 1's ReplicaSet never fully available again", func() (bool, string) {
-		got := rt.replicaSets()[v1.NewReplicaSet].Status.AvailableReplicas
-		return got == 4, fmt.Sprintf("%d available", got)
+		rs := rt.replicaSets()[v1.NewReplicaSet]
+		ready := rt.readyPods(rs.Labels[appsv1.DefaultDeploymentUniqueLabelKey])
+		return rs.Status.AvailableReplicas == 4 && ready == 4, fmt.Sprintf("%d available, %d pods Ready", rs.Status.AvailableReplicas, ready)
 	})
 
 	// Bad undo requests are refused before they reach the history.
