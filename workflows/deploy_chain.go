@@ -277,7 +277,7 @@ func (w *deployRun) rollOut(rollouts map[string]RolloutInput) (map[string]Rollou
 		}
 		if o := w.observation; o != nil {
 			w.observation = nil
-			w.Teardown = w.Teardown || o.Closed
+			w.Teardown = w.Teardown || o.Closed && w.closeConfirmed()
 		}
 		if !woken && interrupted == nil {
 			if active, err := w.leaseActive(); err == nil && !active {

@@ -164,9 +164,12 @@ func (w *deployRun) recheckAfter(o *observe.Observation) time.Duration {
 }
 
 // takeObservation acts on an observation: a closed lease is torn down (or,
-// with nothing deployed, its workflow ends); Unknown is never Degraded.
+// with nothing deployed, its workflow ends) once its record says so;
+// Unknown is never Degraded.
 func (w *deployRun) takeObservation(o *observe.Observation) {
 	switch {
+	case o.Closed && !w.closeConfirmed():
+		// A hint that did not hold: nothing changes.
 	case o.Closed && w.LastGood == nil && w.current == nil:
 		w.leaseGone = true
 	case o.Closed:
@@ -180,6 +183,25 @@ func (w *deployRun) takeObservation(o *observe.Observation) {
 		}
 		w.observe(true, healthy)
 	}
+}
+
+// closeConfirmed reads the lease's record when an observation says it
+// closed (issue 35.2): an observation is a hint, the observer's or one
+// typed by hand into the "observe" update, and nothing is torn down on a
+// hint. Closed, or gone, it is; Active, or a record that cannot be read
+// (never "closed"), it is not.
+func (w *deployRun) closeConfirmed() bool {
+	if !w.confirmsClose() {
+		return true
+	}
+	active, err := w.leaseActive()
+	switch {
+	case err != nil:
+		workflow.GetLogger(w.ctx).Warn("an observation says the lease closed; its record could not be read: nothing is torn down", "lease", w.lease, "error", err)
+	case active:
+		workflow.GetLogger(w.ctx).Warn("an observation says the lease closed; its record says it is active: nothing is torn down", "lease", w.lease)
+	}
+	return err == nil && !active
 }
 
 // monitor is the health monitor's tick: a closed lease tears down; fewer

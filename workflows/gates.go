@@ -31,6 +31,7 @@ const (
 	versionPlacementInterrupts   = "placement-interrupts"
 	versionIdempotentKeys        = "idempotent-keys"
 	versionOwnWorkflowID         = "own-workflow-id"
+	versionConfirmedClose        = "confirmed-close"
 )
 
 // gateInfo is one change of what a running workflow does.
@@ -98,6 +99,8 @@ var gates = []gateInfo{
 		[]string{"deployRun.ignoresRepeatedKey"}, "20261126-idempotent-keys", nil, false},
 	{versionOwnWorkflowID, "a lease's workflow runs only under its lease's ID (deploy-<lease>, or deploy-<lease>@<cluster>): under another it acted for that lease beside the lease's own, and one failing early released hostnames and IPs the lease still used (issue 35.2); asked only then",
 		[]string{"refusesForeignWorkflowID"}, "20261127-own-workflow-id", nil, false},
+	{versionConfirmedClose, "an observation that the lease closed is a hint: the lease is torn down only once its record is read closed, or gone, from the API server; before, an observe update saying closed, typed by hand, tore an Active lease down (issue 35.2)",
+		[]string{"deployRun.confirmsClose"}, "20261127-confirmed-close", []string{"20261124-0848", "20261124-1215-fewer-events", "20261124-1535-plan-tree-bluegreen", "20261125-0515-judge-where-measured", "20261125-0600-hostile-tenants", "20261126-quick-wait"}, false},
 }
 
 // gate reports whether this run takes change id (version 1): runs that

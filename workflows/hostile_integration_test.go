@@ -499,3 +499,63 @@ func TestALeaseWorkflowTypedByHandUnderAnotherIDIsRefused(t *testing.T) {
 	assert.Equal(t, workflows.PhaseActive, st.Phase)
 	assert.Equal(t, int64(1), st.Revision, "nothing deployed over it")
 }
+
+// Issue 35.2: an "observe" update typed by hand saying the lease closed
+// tore an Active lease down (namespace deleted, status TornDown), though
+// teardown was to follow only the lease's record read closed. An
+// observation is a hint: the workflow reads the record, finds it Active,
+// and nothing changes; when the lease really closes, it is torn down.
+func TestAClosedObservationTypedByHandTearsNothingDown(t *testing.T) {
+	dt := newDeployTest(t)
+	ctx := context.Background()
+	dt.deploy(web(dt.lease, "web", "nginx:1.27", 2))
+	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	id := workflows.DeployWorkflowID(dt.lease)
+
+	// The workflow may be between two waits just after its deploy: an
+	// observation is deferred for a moment then (ObservationDeferred);
+	// send it again until it is taken.
+	testenv.Eventually(t, time.Minute, pollQuery, "the observation was never taken", func() (bool, string) {
+		out, err := exec.Command(dt.env.Stack.Bin(devstack.Temporal), "workflow", "update", "execute", "--address", devstack.TemporalAddress,
+			"--workflow-id", id, "--name", workflows.UpdateObserve, "--input", `{"lease": "`+dt.lease+`", "closed": true}`).CombinedOutput()
+		return err == nil, string(out)
+	})
+	// Taken: its workflow task ran the read of the record.
+	testenv.Eventually(t, 30*time.Second, pollQuery, "the lease's record was never read", func() (bool, string) {
+		return dt.ranLocalActivity(id, "CheckLease"), "no CheckLease yet"
+	})
+	st, err := dt.status(dt.lease)
+	require.NoError(t, err)
+	assert.Equal(t, workflows.PhaseActive, st.Phase, "the lease is not torn down on a hint")
+	_, err = dt.env.Kube.CoreV1().Namespaces().Get(ctx, manifest.Namespace(dt.lease), metav1.GetOptions{})
+	require.NoError(t, err, "the namespace is kept")
+	_, available, _ := dt.available(manifest.Namespace(dt.lease), "web")
+	assert.Equal(t, int32(2), available)
+
+	// Closed for real: torn down, as ever.
+	_, err = dt.acts.Leases.Close(ctx, dt.lease)
+	require.NoError(t, err)
+	testenv.Eventually(t, 2*time.Minute, pollQuery, "the closed lease was never torn down", func() (bool, string) {
+		_, err := dt.env.Kube.CoreV1().Namespaces().Get(ctx, manifest.Namespace(dt.lease), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		ns, _ := dt.env.Kube.CoreV1().Namespaces().Get(ctx, manifest.Namespace(dt.lease), metav1.GetOptions{})
+		return ns != nil && ns.DeletionTimestamp != nil, "namespace still there"
+	})
+}
+
+// ranLocalActivity reports whether the latest run of workflow id recorded
+// a local activity of type typ (a marker naming it).
+func (dt *deployTest) ranLocalActivity(id, typ string) bool {
+	dt.t.Helper()
+	it := dt.env.Temporal.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(dt.t, err)
+		if m := ev.GetMarkerRecordedEventAttributes(); m != nil && strings.Contains(m.String(), typ) {
+			return true
+		}
+	}
+	return false
+}

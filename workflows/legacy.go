@@ -62,6 +62,11 @@ func refusesMalformedInput(ctx workflow.Context) bool { return gate(ctx, version
 // refusesGuarded: see refuseGuarded (input_guard.go).
 func refusesGuarded(ctx workflow.Context) bool { return gate(ctx, versionGuardedInput) }
 
+// confirmsClose: an observation that the lease closed is confirmed by
+// reading the lease's record before anything is torn down (runs before it
+// tore down on the observation).
+func (w *deployRun) confirmsClose() bool { return gate(w.ctx, versionConfirmedClose) }
+
 // refusesForeignWorkflowID: see checkLeaseWorkflowID (input_guard.go);
 // runs before it went on under any ID.
 func refusesForeignWorkflowID(ctx workflow.Context) bool { return gate(ctx, versionOwnWorkflowID) }
