@@ -30,6 +30,8 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 		pair                 int
 		second               bool
 	}
+	began := time.Now()
+	phase := func(what string) { t.Logf("%s: %s in", what, time.Since(began).Round(time.Second)) }
 	var leases []lease
 	for p := 0; p < 15; p++ {
 		a := lease{id: fmt.Sprintf("%s-%d", dt.lease, p), svc: "x-y", owner: fmt.Sprintf("a%d", p), pair: p}
@@ -43,14 +45,20 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 	for _, l := range leases {
 		dt.createLease(l.id, l.owner)
 	}
-	// The leases paused or aborted below get pods slow enough to be caught
-	// mid-rollout.
-	steered := map[string]bool{}
-	for _, p := range []int{1, 7, 13, 3, 9, 11} {
-		steered[leases[2*p+1].id] = true
+	// The second lease of pairs 1, 7 and 13 (distinct hostnames) is paused
+	// in the first round, and of pairs 3, 9 and 11 aborted in the second:
+	// its partner, whose rollout had the same ID before, is not. In that
+	// round only, its pods are slow enough to be caught mid-rollout (slow
+	// in both, as before, the test waited 40s more three times).
+	paused, aborted := map[string]bool{}, map[string]bool{}
+	for _, p := range []int{1, 7, 13} {
+		paused[leases[2*p+1].id] = true
 	}
-	manifestOf := func(l lease, image string) manifest.Manifest {
-		if steered[l.id] {
+	for _, p := range []int{3, 9, 11} {
+		aborted[leases[2*p+1].id] = true
+	}
+	manifestOf := func(l lease, image string, slowed map[string]bool) manifest.Manifest {
+		if slowed[l.id] {
 			return slow(web(l.id, l.svc, image, 2, l.host), "40s")
 		}
 		return slow(web(l.id, l.svc, image, 2, l.host), "2s")
@@ -69,27 +77,24 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 		}
 		return err
 	}
-	// The second lease of pairs 1, 7 and 13 (distinct hostnames) is paused:
-	// its partner, whose rollout had the same ID before, is not. Each pause
-	// is sent as soon as its lease's deploy is taken, within its rollout's
-	// wait for pods that turn Ready after 40s. (Sent once every deploy was
-	// taken, as before, a pause met a rollout already complete: with 29
-	// other deploys and the rest of the suite beside it, the last deploy
-	// was taken more than 40s after the first.)
-	paused := map[string]bool{}
-	for _, p := range []int{1, 7, 13} {
-		paused[leases[2*p+1].id] = true
-	}
-	pause := func(l lease) error {
+	// Each pause (and abort) is sent as soon as its lease's deploy is
+	// taken, within its rollout's wait for pods that turn Ready after 40s.
+	// (Sent once every deploy was taken, as before, a pause met a rollout
+	// already complete: with 29 other deploys and the rest of the suite
+	// beside it, the last deploy was taken more than 40s after the first.)
+	// control sends a pause or an abort to a lease's rollout until it is
+	// taken (the rollout may not have started yet, or, in the second
+	// round, the first round's may still be the one under its ID).
+	control := func(l lease, name string) error {
 		seen := map[string]bool{}
 		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(pollQuery) {
-			err := update(l, workflows.UpdatePause)
+			err := update(l, name)
 			if err == nil {
 				return nil
 			}
 			seen[err.Error()] = true
 		}
-		return fmt.Errorf("pause %s: not within 2m (errors seen: %v)", l.id, seen)
+		return fmt.Errorf("%s %s: not within 2m (errors seen: %v)", name, l.id, seen)
 	}
 	// The deploys start together; the test's own goroutines only record.
 	var wg sync.WaitGroup
@@ -98,8 +103,8 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, errs[i] = dt.tryDeploy(manifestOf(l, "nginx:1.26")); errs[i] == nil && paused[l.id] {
-				errs[i] = pause(l)
+			if _, errs[i] = dt.tryDeploy(manifestOf(l, "nginx:1.26", paused)); errs[i] == nil && paused[l.id] {
+				errs[i] = control(l, workflows.UpdatePause)
 			}
 		}()
 	}
@@ -108,6 +113,7 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 		require.NoError(t, err)
 	}
 
+	phase("the first deploys taken, three paused")
 	winners := map[int]string{}
 	for _, l := range leases {
 		if paused[l.id] {
@@ -133,27 +139,51 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, workflows.PhaseDeploying, st.Phase, "%s is paused", id)
 	}
+	phase("the first deploys ended, but the paused")
+	// The three resumed at once, then waited for: a pause taken before its
+	// rollout created anything leaves its pods 40s from Ready at the resume
+	// (one resume and wait after another took two minutes).
 	for _, p := range []int{1, 7, 13} {
 		require.NoError(t, update(leases[2*p+1], workflows.UpdateResume))
+	}
+	for _, p := range []int{1, 7, 13} {
 		st := dt.waitRevision(leases[2*p+1].id, 1)
 		assert.Equal(t, workflows.PhaseActive, st.Phase, "%s after resume: %s", leases[2*p+1].id, st.LastError)
 	}
 
-	// Every Active lease updates to 1.27; three second leases abort theirs.
+	phase("the paused resumed and ended")
+	// Every Active lease updates to 1.27, the deploys at once, as in the
+	// first round; the second leases of pairs 3, 9 and 11 abort theirs,
+	// each as soon as its deploy is taken, within its pods' 40s. (One
+	// deploy after another, then the aborts, took minutes under load.)
 	active := map[string]bool{}
 	for _, l := range leases {
 		if st, err := dt.status(l.id); err == nil && st.Phase == workflows.PhaseActive {
 			active[l.id] = true
-			dt.deploy(manifestOf(l, "nginx:1.27"))
 		}
 	}
-	aborted := map[string]bool{}
 	for _, p := range []int{3, 9, 11} {
 		l := leases[2*p+1]
-		require.True(t, active[l.id])
-		require.Eventually(t, func() bool { return update(l, workflows.UpdateAbort) == nil }, 2*time.Minute, pollQuery, "abort %s", l.id)
-		aborted[l.id] = true
+		require.True(t, active[l.id], "%s is Active", l.id)
 	}
+	errs = make([]error, len(leases))
+	for i, l := range leases {
+		if !active[l.id] {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, errs[i] = dt.tryDeploy(manifestOf(l, "nginx:1.27", aborted)); errs[i] == nil && aborted[l.id] {
+				errs[i] = control(l, workflows.UpdateAbort)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	phase("the second deploys taken, three aborted")
 	for _, l := range leases {
 		if !active[l.id] {
 			continue
@@ -171,6 +201,7 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 		assert.Equal(t, int32(2), available, l.id)
 		assert.Equal(t, int32(2), images[want], "lease %s runs %s", l.id, want)
 	}
+	phase("the second deploys ended")
 	// Nothing of one lease is in another's namespace.
 	for _, l := range leases {
 		rss, err := dt.env.Kube.AppsV1().ReplicaSets(manifest.Namespace(l.id)).List(ctx, metav1.ListOptions{})

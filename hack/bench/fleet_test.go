@@ -44,17 +44,24 @@ func TestFleetBenchmarkSlice(t *testing.T) {
 	row := regexp.MustCompile(`(?m)^3\s+\S+\s+\S+\s+\S+\s+(\d+)\s`).FindStringSubmatch(table)
 	require.NotNil(t, row, "a row for 3 concurrent deploys:\n%s", table)
 	assert.Equal(t, "0", row[1], "errors among 3 concurrent deploys")
-	events := regexp.MustCompile(`history events per single-service deploy\s+(\d+)`).FindStringSubmatch(table)
+	events := regexp.MustCompile(`history events per single-service deploy\s+(\d+) .*, (\d+) besides workflow tasks`).FindStringSubmatch(table)
 	require.NotNil(t, events, table)
 	n, _ := strconv.Atoi(events[1])
-	// Issue 11.3: a one-service first deploy wrote 58 events (36 + 22)
-	// before the chain and the rollout's syncs were batched; then 22 + 13,
-	// or 22 + 19 when the rollout waited twice (pods created, then ready).
-	// Issue 22: 22 + 8 when the rollout's quick wait sees the pod ready;
-	// 22 + 14 when the machine is too loaded for that and it waits once in
-	// an activity (the pod created is folded into that wait).
-	assert.LessOrEqual(t, n, 36, "history events per single-service deploy")
+	own, _ := strconv.Atoi(events[2])
 	assert.Positive(t, n)
+	// Issue 11.3: a one-service first deploy wrote 58 events (36 + 22)
+	// before the chain and the rollout's syncs were batched. Issue 22: 22 +
+	// 8 on an idle machine (18 besides workflow tasks: the rollout's quick
+	// wait sees the pod ready). How many workflow tasks a deploy takes is
+	// the server's timing: on the PostgreSQL server with the suite beside
+	// it, 28 + 14 = 42 (CI). So the slice bounds the events besides tasks
+	// (workflows' TestAOneServiceFirstDeployWritesAtMostEighteenEventsBesidesItsTasks
+	// has the exact count): 18, plus the rollout's wait in an activity
+	// where the machine is too loaded for the quick wait (scheduled,
+	// started, completed: 3), plus the timer that settles an update
+	// accepted in the task that ends the run (started, fired: 2). make
+	// bench reports the totals.
+	assert.LessOrEqual(t, own, 18+3+2, "history events per single-service deploy besides workflow tasks")
 	// Issue 22.2: the native Deployment controller's side, in the same run.
 	native := regexp.MustCompile(`(?m)^3\s+\S+\s+\S+\s+\S+\s+(\d+) \|\s+\S+\s+\S+\s+\S+\s+(\d+) \| [\d.]+$`).FindStringSubmatch(table)
 	require.NotNil(t, native, "a side-by-side row for 3 concurrent deploys:\n%s", table)
