@@ -43,7 +43,7 @@ func (w *deployRun) awaitApproval(m *manifest.Manifest, plan *activities.DeployP
 	previous := w.Phase
 	w.approved = false
 	w.setPhase(PhaseAwaitingApproval)
-	timeout := time.Duration(w.in.ApprovalTimeoutSeconds) * time.Second
+	timeout := inputSeconds(w.in.ApprovalTimeoutSeconds)
 	if timeout <= 0 {
 		timeout = defaultApprovalTimeout
 	}

@@ -84,8 +84,8 @@ func (w *deployRun) base() *manifest.Manifest {
 func newDeployRun(ctx workflow.Context, in DeployInput) *deployRun {
 	w := &deployRun{
 		ctx: ctx, in: in, lease: in.Manifest.Lease, trigger: in.Trigger,
-		healthInterval: time.Duration(in.HealthIntervalSeconds) * time.Second,
-		degradedAfter:  time.Duration(in.DegradedAfterSeconds) * time.Second,
+		healthInterval: inputSeconds(in.HealthIntervalSeconds),
+		degradedAfter:  inputSeconds(in.DegradedAfterSeconds),
 	}
 	if w.trigger == "" {
 		w.trigger = "api"

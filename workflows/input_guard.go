@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -156,4 +157,23 @@ func checkLeaseWorkflowID(ctx workflow.Context, in DeployInput) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 		"workflow ID: lease %s's deploys run as workflow %s, not %s: start it under that ID (deployflow deploy does), or send the deploy update to it",
 		in.Manifest.Lease, want, id), ErrInvalidInput, nil)
+}
+
+// maxInputDuration bounds a duration typed into a lease's workflow input in
+// seconds (healthIntervalSeconds, degradedAfterSeconds,
+// approvalTimeoutSeconds).
+const maxInputDuration = 7 * 24 * time.Hour
+
+// inputSeconds is n seconds, saturating: 0 for n <= 0 (the default), at
+// most maxInputDuration (issue 35.2). Multiplied as it was,
+// "healthIntervalSeconds": 18446744074 wrapped round to 0.29s: an idle
+// lease checking itself three times a second, forever.
+func inputSeconds(n int) time.Duration {
+	switch {
+	case n <= 0:
+		return 0
+	case int64(n) > int64(maxInputDuration/time.Second):
+		return maxInputDuration
+	}
+	return time.Duration(n) * time.Second
 }

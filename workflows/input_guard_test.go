@@ -1,8 +1,11 @@
 package workflows
 
 import (
+	"context"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
@@ -12,6 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/observe"
 )
 
 // Issue 20.7: what a workflow carries across continue-as-new is its own;
@@ -108,4 +112,31 @@ func TestALeaseWorkflowRunsOnlyUnderItsLeasesID(t *testing.T) {
 	require.ErrorAs(t, env.GetWorkflowError(), &can, "under deploy-l it deploys, and continues as new")
 	in := continuedWith(t, env.GetWorkflowError())
 	assert.Equal(t, PhaseActive, in.Carry.Phase)
+}
+
+// Issue 35.2: a duration typed into a lease's input in seconds saturates.
+// Multiplied as it was, "healthIntervalSeconds": 18446744074 wrapped round
+// to 0.29s: the idle lease read its observation three times a second.
+func TestInputSecondsSaturate(t *testing.T) {
+	for n, want := range map[int]time.Duration{
+		-5: 0, 0: 0, 1: time.Second, 3600: time.Hour,
+		604800: 7 * 24 * time.Hour, 604801: 7 * 24 * time.Hour,
+		18446744074: 7 * 24 * time.Hour, math.MaxInt: 7 * 24 * time.Hour,
+	} {
+		assert.Equal(t, want, inputSeconds(n), "%d", n)
+	}
+
+	var reads int
+	env := idleLease(t, func(env *deployEnv) {
+		env.OnActivity(env.a.ObserveLease, mock.Anything, "l").Return(func(context.Context, string) (*observe.Observation, error) {
+			reads++
+			o := web(2)
+			return &o, nil
+		}).Maybe()
+	})
+	env.in.HealthIntervalSeconds = 18446744074
+	env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
+	env.ExecuteWorkflow(DeployWorkflow, env.in)
+	require.True(t, env.IsWorkflowCompleted())
+	assert.Zero(t, reads, "an idle lease whose safety net is a week reads nothing in a minute")
 }
