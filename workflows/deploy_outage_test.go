@@ -82,6 +82,11 @@ func TestDisruptiveAPIServerOutage(t *testing.T) {
 	mu.Unlock()
 	require.NoError(t, dt.env.Stack.Start(context.Background(), devstack.APIServer))
 	restarted = true
+	// The stack as it was for the tests after this one: the PostgreSQL
+	// phase, which followed at once, found the controller-manager's
+	// informers still backing off (a namespace's default ServiceAccount
+	// took more than 30s: CI).
+	t.Cleanup(func() { dt.env.WaitForControllers(t, 3*time.Minute) })
 
 	require.Eventually(t, func() bool {
 		st, err := dt.status(dt.lease)

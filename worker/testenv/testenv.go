@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -383,4 +384,43 @@ func Eventually(t testing.TB, within, tick time.Duration, what string, cond func
 		}
 		time.Sleep(tick)
 	}
+}
+
+// WaitForControllers waits, up to timeout, until the stack's own
+// controllers work again: a new namespace gets its default ServiceAccount
+// (kube-controller-manager) and a one-replica ReplicaSet there its pod
+// available (the ReplicaSet controller, the scheduler and kwok). After an
+// outage of the API server their informers back off for up to a minute; a
+// test that stops it calls this before it ends, so the tests after it (the
+// PostgreSQL phase follows make test's last) find the stack as it was.
+func (e *Env) WaitForControllers(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	name := Name(t, "recovered")
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := e.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+	defer func() { _ = e.Kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{}) }()
+	one := int32(1)
+	labels := map[string]string{"app": "probe"}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: name},
+		Spec: appsv1.ReplicaSetSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{AutomountServiceAccountToken: new(false), Containers: []corev1.Container{{Name: "probe", Image: "registry.k8s.io/pause:3.10"}}}}},
+	}
+	Eventually(t, timeout, 250*time.Millisecond, "the stack's controllers never worked again", func() (bool, string) {
+		if _, err := e.Kube.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			return false, "no default ServiceAccount: " + err.Error()
+		}
+		got, err := e.Kube.AppsV1().ReplicaSets(name).Get(ctx, "probe", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			got, err = e.Kube.AppsV1().ReplicaSets(name).Create(ctx, rs, metav1.CreateOptions{})
+		}
+		if err != nil {
+			return false, "probe ReplicaSet: " + err.Error()
+		}
+		return got.Status.AvailableReplicas == 1, fmt.Sprintf("probe ReplicaSet: %d available", got.Status.AvailableReplicas)
+	})
 }
