@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	appsv1 "k8s.io/api/apps/v1"
@@ -104,11 +105,25 @@ func (rt *rolloutTest) query(run client.WorkflowRun) workflows.RolloutStatus {
 
 func (rt *rolloutTest) update(run client.WorkflowRun, name string, args ...any) workflows.RolloutStatus {
 	rt.t.Helper()
-	h, err := rt.env.Temporal.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{
-		WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: name, Args: args,
-		WaitForStage: client.WorkflowUpdateStageCompleted,
+	var h client.WorkflowUpdateHandle
+	// The server refuses an update while the workflow's last task failed
+	// (WorkflowNotReady) until the task is retried: on the PostgreSQL
+	// server under load, a task failed with "history_events: premature
+	// end of stream" (the server's history read, retried by the SDK), and
+	// the update sent then was refused (CI). Sent again, as a person would.
+	testenv.Eventually(rt.t, time.Minute, pollQuery, "the "+name+" update was never taken", func() (bool, string) {
+		var err error
+		h, err = rt.env.Temporal.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{
+			WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: name, Args: args,
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		var notReady *serviceerror.WorkflowNotReady
+		if errors.As(err, &notReady) {
+			return false, err.Error()
+		}
+		require.NoError(rt.t, err)
+		return true, ""
 	})
-	require.NoError(rt.t, err)
 	var st workflows.RolloutStatus
 	require.NoError(rt.t, h.Get(context.Background(), &st))
 	return st
