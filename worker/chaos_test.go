@@ -655,13 +655,26 @@ func (r *chaosRun) deploy(m manifest.Manifest) {
 		ID: workflows.DeployWorkflowID(r.lease), TaskQueue: r.tq,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "chaos", DegradedAfterSeconds: 30})
-	h, err := r.env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: start,
-		UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: workflows.DeployWorkflowID(r.lease), UpdateName: workflows.UpdateDeploy,
-			Args: []any{workflows.DeployRequest{Manifest: m, Trigger: "chaos"}}, WaitForStage: client.WorkflowUpdateStageAccepted},
-	})
+	// Sent again while the server does not answer in time: with twelve
+	// runs side by side and a fault, one attempt timed out waiting for the
+	// update (CI). The same manifest sent again joins its deploy
+	// (join-same-manifest): it deploys nothing twice.
+	var err error
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		_, err = r.env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: start,
+			UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: workflows.DeployWorkflowID(r.lease), UpdateName: workflows.UpdateDeploy,
+				Args: []any{workflows.DeployRequest{Manifest: m, Trigger: "chaos"}}, WaitForStage: client.WorkflowUpdateStageAccepted},
+		})
+		if err == nil || !strings.Contains(err.Error(), "context deadline exceeded") || time.Now().After(deadline) {
+			break
+		}
+		start = r.env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+			ID: workflows.DeployWorkflowID(r.lease), TaskQueue: r.tq,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "chaos", DegradedAfterSeconds: 30})
+	}
 	require.NoError(r.t, err)
-	_ = h
 }
 
 func (r *chaosRun) teardown() {
