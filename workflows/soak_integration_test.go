@@ -96,22 +96,28 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 		}
 		return fmt.Errorf("%s %s: not within 2m (errors seen: %v)", name, l.id, seen)
 	}
-	// The deploys start together; the test's own goroutines only record.
-	var wg sync.WaitGroup
-	errs := make([]error, len(leases))
-	for i, l := range leases {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, errs[i] = dt.tryDeploy(manifestOf(l, "nginx:1.26", paused)); errs[i] == nil && paused[l.id] {
-				errs[i] = control(l, workflows.UpdatePause)
+	// round deploys image to the leases deploys picks, at once, and sends
+	// the leases in slowed the control update as soon as each one's deploy
+	// is taken; the test's own goroutines only record.
+	round := func(image string, slowed map[string]bool, update string, deploys func(lease) bool) {
+		var wg sync.WaitGroup
+		errs := make([]error, len(leases))
+		for i, l := range leases {
+			if !deploys(l) {
+				continue
 			}
-		}()
+			wg.Go(func() {
+				if _, errs[i] = dt.tryDeploy(manifestOf(l, image, slowed)); errs[i] == nil && slowed[l.id] {
+					errs[i] = control(l, update)
+				}
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
 	}
-	wg.Wait()
-	for _, err := range errs {
-		require.NoError(t, err)
-	}
+	round("nginx:1.26", paused, workflows.UpdatePause, func(lease) bool { return true })
 
 	phase("the first deploys taken, three paused")
 	winners := map[int]string{}
@@ -166,23 +172,7 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 		l := leases[2*p+1]
 		require.True(t, active[l.id], "%s is Active", l.id)
 	}
-	errs = make([]error, len(leases))
-	for i, l := range leases {
-		if !active[l.id] {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, errs[i] = dt.tryDeploy(manifestOf(l, "nginx:1.27", aborted)); errs[i] == nil && aborted[l.id] {
-				errs[i] = control(l, workflows.UpdateAbort)
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		require.NoError(t, err)
-	}
+	round("nginx:1.27", aborted, workflows.UpdateAbort, func(l lease) bool { return active[l.id] })
 	phase("the second deploys taken, three aborted")
 	for _, l := range leases {
 		if !active[l.id] {
