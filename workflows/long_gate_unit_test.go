@@ -176,6 +176,11 @@ const gateMarkers = 20
 type fakeReplicaSets struct {
 	rs     map[string]*appsv1.ReplicaSet
 	writes int
+	// staleOnce: ReplicaSets the next read returns with this many
+	// available (a ReplicaSet controller behind its pods), once.
+	staleOnce map[string]int32
+	// neverAvailable: an image whose pods never become available.
+	neverAvailable string
 }
 
 func newFakeReplicaSets() *fakeReplicaSets {
@@ -190,12 +195,21 @@ func (f *fakeReplicaSets) state() activities.RolloutState {
 	sort.Strings(names)
 	st := activities.RolloutState{Digest: strconv.Itoa(f.writes)}
 	for _, name := range names {
-		st.ReplicaSets = append(st.ReplicaSets, f.rs[name].DeepCopy())
+		rs := f.rs[name].DeepCopy()
+		if n, ok := f.staleOnce[name]; ok {
+			rs.Status.AvailableReplicas, rs.Status.ReadyReplicas = n, n
+			delete(f.staleOnce, name)
+		}
+		st.ReplicaSets = append(st.ReplicaSets, rs)
 	}
 	return st
 }
 
-func available(rs *appsv1.ReplicaSet) {
+func (f *fakeReplicaSets) available(rs *appsv1.ReplicaSet) {
+	if f.neverAvailable != "" && rs.Spec.Template.Spec.Containers[0].Image == f.neverAvailable {
+		rs.Status = appsv1.ReplicaSetStatus{Replicas: *rs.Spec.Replicas, ObservedGeneration: rs.Generation}
+		return
+	}
 	n := *rs.Spec.Replicas
 	rs.Status = appsv1.ReplicaSetStatus{Replicas: n, FullyLabeledReplicas: n, ReadyReplicas: n, AvailableReplicas: n, ObservedGeneration: rs.Generation}
 }
@@ -210,14 +224,14 @@ func (f *fakeReplicaSets) apply(in activities.ApplyPlanInput) *activities.ApplyP
 	if c := in.Create; c != nil {
 		rs := c.DeepCopy()
 		rs.UID = types.UID(rs.Name)
-		available(rs)
+		f.available(rs)
 		f.rs[rs.Name] = rs
 	}
 	var scales []activities.ScaleResult
 	for _, op := range in.Scales {
 		rs := f.rs[op.ReplicaSet]
 		rs.Spec.Replicas = &op.To
-		available(rs)
+		f.available(rs)
 		scales = append(scales, activities.ScaleResult{ReplicaSet: op.ReplicaSet, From: op.From, To: op.To, Wrote: true})
 	}
 	for _, name := range in.Deletes {

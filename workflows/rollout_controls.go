@@ -164,6 +164,9 @@ func (r *rolloutRun) registerControls() error {
 			}},
 		{UpdateAbort, "Stop this rollout and return to the last-known-good revision",
 			func(workflow.Context) (RolloutStatus, error) {
+				// Only where the start read none: an abort refused
+				// before, so no history holds this path (no gate).
+				r.stableRevision = r.abortTarget()
 				r.rollBackToStable(OutcomeAborted)
 				if r.canary != nil && r.canary.Reason == "" {
 					r.canary.Reason = "by an operator"
@@ -178,7 +181,7 @@ func (r *rolloutRun) registerControls() error {
 				if err := r.notFinishing(); err != nil {
 					return err
 				}
-				if !r.canRollBack() {
+				if r.abortTarget() == 0 || r.stableRevision != 0 && !r.canRollBack() {
 					return errors.New("there is no other fully available revision to go back to; use undo or scale instead")
 				}
 				return r.blueGreenControl(UpdateAbort, 0)

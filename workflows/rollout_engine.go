@@ -160,6 +160,28 @@ func stableRevision(rsList []*appsv1.ReplicaSet) int64 {
 	return best
 }
 
+// abortTarget is the revision an abort returns to: the stable revision
+// read at the start or, where that read found none, the newest revision
+// other than the one being rolled out whose replicas are all available
+// now. A ReplicaSet's status can lag its pods (its controller behind, on a
+// loaded machine: seen in CI), and a start that read the last-known-good
+// version one pod short would otherwise leave the whole rollout without an
+// abort: "could not observe" is not "nothing to go back to". A blue-green
+// keeps the one it switched from.
+func (r *rolloutRun) abortTarget() int64 {
+	if r.stableRevision != 0 || r.blueGreen != nil {
+		return r.stableRevision
+	}
+	newRS := rollout.FindNewReplicaSet(r.d, r.state.ReplicaSets)
+	others := make([]*appsv1.ReplicaSet, 0, len(r.state.ReplicaSets))
+	for _, rs := range r.state.ReplicaSets {
+		if rs != newRS {
+			others = append(others, rs)
+		}
+	}
+	return stableRevision(others)
+}
+
 // canRollBack reports whether a stable revision exists that is not the one
 // being rolled out.
 func (r *rolloutRun) canRollBack() bool {

@@ -388,7 +388,10 @@ func TestUndoReusesTheOldReplicaSet(t *testing.T) {
 	// controller whose pod cache still held the pod the rollout had scaled
 	// away, then 3 until the undo's new pod turned Ready, and the next
 	// rollout, started in between, had no fully available revision to
-	// abort to (CI, on the PostgreSQL server: a race in the test).
+	// abort to (CI, on the PostgreSQL server). The same lag once showed
+	// after this wait too, and the abort below was refused: an abort now
+	// looks again at what is fully available (guarded by
+	// TestAnAbortReturnsToAStableRevisionTheStartReadOnePodShort).
 	testenv.Eventually(t, time.Minute, pollQuery, "revision 1's ReplicaSet never fully available again", func() (bool, string) {
 		rs := rt.replicaSets()[v1.NewReplicaSet]
 		ready := rt.readyPods(rs.Labels[appsv1.DefaultDeploymentUniqueLabelKey])

@@ -1,0 +1,62 @@
+package workflows
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/deployflow/deployflow/k8s/rollout"
+)
+
+// Guards the abort of a rollout whose start read the last-known-good
+// ReplicaSet one pod short: its status lagged its pods (the ReplicaSet
+// controller behind, on a loaded machine). Before, the rollout fixed "no
+// stable revision" at its start and refused every abort until it ended
+// ("there is no other fully available revision to go back to"), though
+// revision 1 was up all along: TestUndoReusesTheOldReplicaSet failed so in
+// CI. Now the abort reads again what is fully available, and returns to it.
+func TestAnAbortReturnsToAStableRevisionTheStartReadOnePodShort(t *testing.T) {
+	cluster := newFakeReplicaSets()
+	start := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	env, _ := cluster.env(t, start, "")
+	env.ExecuteWorkflow(RolloutWorkflow, RolloutInput{Namespace: "lease-late", Service: "web", Deployment: weekDeployment("nginx:1.26")})
+	require.NoError(t, env.GetWorkflowError())
+	var v1 RolloutResult
+	require.NoError(t, env.GetWorkflowResult(&v1))
+	require.Equal(t, OutcomeComplete, v1.Outcome)
+
+	// The next rollout's pods never become available, and its first read
+	// finds revision 1 three of four available.
+	cluster.neverAvailable = "nginx:1.27"
+	cluster.staleOnce = map[string]int32{v1.NewReplicaSet: 3}
+	env, _ = cluster.env(t, env.Now(), "")
+	accepted := false
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(UpdateAbort, "", &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { t.Errorf("abort refused: %v", err) },
+			OnAccept:   func() { accepted = true },
+			OnComplete: func(any, error) {},
+		})
+	}, 2*time.Minute)
+	env.ExecuteWorkflow(RolloutWorkflow, RolloutInput{Namespace: "lease-late", Service: "web", Deployment: weekDeployment("nginx:1.27")})
+
+	require.True(t, accepted, "the abort was accepted")
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(env.GetWorkflowError(), &appErr), "got %v", env.GetWorkflowError())
+	assert.Equal(t, ErrRolloutAborted, appErr.Type())
+	for name, rs := range cluster.rs {
+		rev, _ := rollout.Revision(rs)
+		if name == v1.NewReplicaSet {
+			assert.Equal(t, int32(4), rs.Status.AvailableReplicas, "revision 1 is fully available again")
+			assert.Equal(t, int64(3), rev, "revision 1 came back as the newest revision")
+			continue
+		}
+		assert.Equal(t, int32(0), *rs.Spec.Replicas, "%s (revision %d) scaled away", name, rev)
+	}
+	assert.Len(t, cluster.rs, 2, "the abort created no ReplicaSet")
+}
