@@ -414,7 +414,13 @@ func TestUndoReusesTheOldReplicaSet(t *testing.T) {
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "abort ends the rollout with RolloutAborted, got %v", err)
 	assert.Equal(t, workflows.ErrRolloutAborted, appErr.Type())
-	assert.Equal(t, int32(4), rt.replicaSets()[v1.NewReplicaSet].Status.AvailableReplicas, "abort returns to the stable revision")
+	// Fully available again, once its ReplicaSet's status has caught up
+	// (as above: the rollout ended on a status that counted the pod it had
+	// scaled away, and read 3 a moment later: CI, on PostgreSQL).
+	testenv.Eventually(t, time.Minute, pollQuery, "abort never returned to the stable revision", func() (bool, string) {
+		rs := rt.replicaSets()[v1.NewReplicaSet]
+		return rs.Status.AvailableReplicas == 4, fmt.Sprintf("%d available", rs.Status.AvailableReplicas)
+	})
 }
 
 // Restart rolls every pod onto a new revision of the same template.
