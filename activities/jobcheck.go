@@ -33,6 +33,41 @@ type JobCheckInput struct {
 // jobTTL is how long a finished analysis Job stays for inspection.
 const jobTTL = int32(3600)
 
+// analysisJob is the Job of an analysis's smoke test: a tenant's image,
+// hardened (issue 35.4) so that it runs under every Pod Security level,
+// restricted included: as nobody (65534), never root, without privilege
+// escalation or any capability, with the runtime's default seccomp
+// profile; no API credentials, no other Services' addresses in its
+// environment (issue 20.6). Its resources come from the lease namespace's
+// LimitRange.
+func analysisJob(in JobCheckInput) *batchv1.Job {
+	backoff, deadline, ttl, nobody := int32(0), in.Job.Deadline(), jobTTL, int64(65534)
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: in.Name, Namespace: in.Namespace,
+			Labels: map[string]string{ServiceLabel: in.Service, manifest.ManagedByLabel: manifest.ManagedBy}},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: &backoff, ActiveDeadlineSeconds: &deadline, TTLSecondsAfterFinished: &ttl,
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Annotations: in.Job.PodAnnotations},
+				Spec: corev1.PodSpec{
+					AutomountServiceAccountToken: ptr.To(false),
+					EnableServiceLinks:           ptr.To(false),
+					RestartPolicy:                corev1.RestartPolicyNever,
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot: ptr.To(true), RunAsUser: &nobody, RunAsGroup: &nobody,
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Containers: []corev1.Container{{Name: "check", Image: in.Job.Image, Command: in.Job.Command, Args: in.Job.Args,
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: ptr.To(false),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						}}},
+				},
+			},
+		},
+	}
+}
+
 // RunJob runs an analysis's smoke-test Job and waits for its end: the
 // result is 1 when it succeeded, 0 when it failed (or passed its
 // activeDeadlineSeconds). It heartbeats while it waits; a retry finds the
@@ -44,27 +79,7 @@ func (a *Activities) RunJob(ctx context.Context, in JobCheckInput) (*Measurement
 
 func (a *Activities) runJob(ctx context.Context, in JobCheckInput) (*Measurement, error) {
 	jobs := a.Kube.BatchV1().Jobs(in.Namespace)
-	backoff, deadline, ttl := int32(0), in.Job.Deadline(), jobTTL
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: in.Name, Namespace: in.Namespace,
-			Labels: map[string]string{ServiceLabel: in.Service, manifest.ManagedByLabel: manifest.ManagedBy}},
-		Spec: batchv1.JobSpec{
-			BackoffLimit: &backoff, ActiveDeadlineSeconds: &deadline, TTLSecondsAfterFinished: &ttl,
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Annotations: in.Job.PodAnnotations},
-				Spec: corev1.PodSpec{
-					// A tenant's image: no API credentials, no other
-					// Services' addresses in its environment (issue 20.6).
-					// Its resources come from the lease namespace's
-					// LimitRange, its privileges from its Pod Security level.
-					AutomountServiceAccountToken: ptr.To(false),
-					EnableServiceLinks:           ptr.To(false),
-					RestartPolicy:                corev1.RestartPolicyNever,
-					Containers:                   []corev1.Container{{Name: "check", Image: in.Job.Image, Command: in.Job.Command, Args: in.Job.Args}},
-				},
-			},
-		},
-	}
+	job := analysisJob(in)
 	if _, err := jobs.Create(ctx, job, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
 		if apierrors.IsInvalid(err) {
 			return nil, invalidInput("the API server rejects the analysis Job %s: %v", in.Name, err)

@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	psaapi "k8s.io/pod-security-admission/api"
+	psapolicy "k8s.io/pod-security-admission/policy"
 
 	"github.com/deployflow/deployflow/internal/manifest"
 )
@@ -65,4 +67,24 @@ func TestAJobChecksPodMountsNoToken(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no Job was created")
 	}
+}
+
+// Issue 35.4: an analysis Job's pod runs under every Pod Security level,
+// restricted included, judged by Pod Security Admission's own checks (the
+// code the API server runs). Before, its pod set no securityContext (root,
+// privilege escalation, the runtime's capabilities, no seccomp profile),
+// and a lease namespace enforcing restricted refused every analysis Job's
+// pod: the check never ran and the rollout waited out its deadline.
+func TestAnAnalysisJobsPodPassesTheRestrictedPodSecurityLevel(t *testing.T) {
+	job := analysisJob(JobCheckInput{Namespace: "lease-a", Service: "web", Name: "web-check-1",
+		Job: manifest.JobCheck{Image: "busybox:1.36", Command: []string{"wget", "-q", "-O-", "http://web"}}})
+	eval, err := psapolicy.NewEvaluator(psapolicy.DefaultChecks(), nil)
+	require.NoError(t, err)
+	for _, level := range []psaapi.Level{psaapi.LevelBaseline, psaapi.LevelRestricted} {
+		res := psapolicy.AggregateCheckResults(eval.EvaluatePod(psaapi.LevelVersion{Level: level, Version: psaapi.LatestVersion()},
+			&job.Spec.Template.ObjectMeta, &job.Spec.Template.Spec))
+		assert.True(t, res.Allowed, "%s: %s: %s", level, res.ForbiddenReason(), res.ForbiddenDetail())
+	}
+	assert.False(t, *job.Spec.Template.Spec.AutomountServiceAccountToken, "no API token")
+	assert.False(t, *job.Spec.Template.Spec.EnableServiceLinks, "no Service links")
 }
