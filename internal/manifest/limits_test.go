@@ -118,8 +118,49 @@ func TestReservedKeysAreRefusedNamingTheField(t *testing.T) {
 	} {
 		assert.Contains(t, err.Error(), want)
 	}
-	for _, allowed := range []string{"example.com/tier", "app.kubernetes.io/name", "restartedAt", "ready-after"} {
+	for _, allowed := range []string{"app.kubernetes.io/name", "restartedAt", "ready-after"} {
 		assert.NotContains(t, err.Error(), allowed)
 	}
-	assert.NoError(t, m.CheckReservedKeys([]string{"example.org"}, nil), "the operator's list")
+	assert.NoError(t, m.CheckReservedKeys([]string{"example.org"}, []string{"deployflow.dev/", "container.apparmor.security.beta.kubernetes.io/", "sidecar.istio.io/", "example.com/", "seccomp.security.alpha.kubernetes.io/pod"}),
+		"the operator's lists: no reserved prefix but example.org, and these keys and prefixes allowed")
+}
+
+// Issue 35.5: pod keys are an allowlist. Before, any prefix that was not
+// reserved reached the pods: a network plugin's IP pinning and extra
+// attachments, a node agent's eviction pin, a scraper's opt-in. A key
+// without a prefix is the tenant's own; a prefixed one needs the
+// operator's word, by key or by prefix, and a prefix allowed never opens
+// a reserved one.
+func TestPrefixedPodKeysNeedTheOperatorsWord(t *testing.T) {
+	one := int32(1)
+	m := &Manifest{Lease: "a", Services: []Service{{Name: "web", Image: "nginx:1.27", Replicas: &one,
+		PodLabels: map[string]string{"tier": "web", "example.com/team": "shop"},
+		PodAnnotations: map[string]string{
+			"cni.projectcalico.org/ipAddrs":                  `["10.0.0.7"]`,
+			"k8s.v1.cni.cncf.io/networks":                    "host-net",
+			"cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+			"prometheus.io/scrape":                           "true",
+			"owner":                                          "team-a",
+		}}}}
+	err := m.CheckReservedKeys(nil, nil)
+	require.Error(t, err)
+	for _, want := range []string{
+		`services[0].podAnnotations["cni.projectcalico.org/ipAddrs"]: the prefix cni.projectcalico.org is not one tenants may use`,
+		`services[0].podAnnotations["k8s.v1.cni.cncf.io/networks"]: the prefix k8s.v1.cni.cncf.io is not one tenants may use`,
+		`services[0].podAnnotations["cluster-autoscaler.kubernetes.io/safe-to-evict"]: the prefix kubernetes.io is reserved`,
+		`services[0].podAnnotations["prometheus.io/scrape"]: the prefix prometheus.io is not one tenants may use (it may steer the network plugin, a node agent or a scraper): use a key without a prefix, such as scrape, or ask the operator to allow prometheus.io/ (--allow-pod-keys)`,
+		`services[0].podLabels["example.com/team"]`,
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
+	assert.NotContains(t, err.Error(), `"tier"`, "a key without a prefix is the tenant's own")
+	assert.NotContains(t, err.Error(), `"owner"`)
+
+	err = m.CheckReservedKeys(nil, []string{"example.com/", "Prometheus.io/", "kubernetes.io/", "k8s.v1.cni.cncf.io/networks"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "cni.projectcalico.org/ipAddrs", "still not allowed")
+	assert.Contains(t, err.Error(), "cluster-autoscaler.kubernetes.io/safe-to-evict", "a prefix allowed never opens a reserved one")
+	for _, allowed := range []string{"example.com/team", "prometheus.io/scrape", "k8s.v1.cni.cncf.io/networks"} {
+		assert.NotContains(t, err.Error(), allowed)
+	}
 }

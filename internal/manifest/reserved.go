@@ -44,22 +44,45 @@ func reservedBy(key string, prefixes []string) string {
 	return ""
 }
 
+// Pod keys are an allowlist (issue 35.5): a key without a prefix is the
+// tenant's own; a prefixed key only where the operator allows it, by its
+// exact key or by its prefix ("example.com/" in --allow-pod-keys allows
+// every example.com/ key), or where Kubernetes recommends it
+// (AlwaysAllowedKeys). A prefix allowed never opens a reserved one: only
+// an exact key does (the local stack's kwok knobs). Before, only the
+// reserved prefixes were refused, so CNI, node-agent and scraper keys
+// (IP pinning, extra network attachments, eviction pins, scrape opt-ins)
+// reached the pods.
+
 // CheckReservedKeys returns a *ValidationError naming each tenant-set pod
-// label or annotation (and analysis Job pod annotation) under a reserved
-// prefix and not allowed, or nil. Nil prefixes are DefaultReservedPrefixes.
+// label or annotation (and analysis Job pod annotation) that is not the
+// tenant's own or allowed, or nil. Nil prefixes are
+// DefaultReservedPrefixes; allowed holds exact keys and prefixes ending in
+// "/".
 func (m *Manifest) CheckReservedKeys(prefixes, allowed []string) error {
 	if prefixes == nil {
 		prefixes = DefaultReservedPrefixes
 	}
 	ok := map[string]bool{}
+	var okPrefixes []string
 	for _, k := range append(slices.Clone(AlwaysAllowedKeys), allowed...) {
-		ok[strings.TrimSpace(k)] = true
+		k = strings.TrimSpace(k)
+		if p, ok := strings.CutSuffix(k, "/"); ok && p != "" {
+			okPrefixes = append(okPrefixes, strings.ToLower(p))
+			continue
+		}
+		ok[k] = true
 	}
 	var v problems
 	check := func(path string, keys map[string]string) {
 		for _, k := range slices.Sorted(maps.Keys(keys)) {
-			if p := reservedBy(k, prefixes); p != "" && !ok[k] {
-				v.add(key(path, k), "the prefix %s is reserved (it steers the cluster, deployflow or a mesh): use a key of your own domain, such as example.com/%s", p, k[strings.Index(k, "/")+1:])
+			prefix, name, prefixed := strings.Cut(k, "/")
+			switch {
+			case !prefixed || ok[k]:
+			case reservedBy(k, prefixes) != "":
+				v.add(key(path, k), "the prefix %s is reserved (it steers the cluster, deployflow or a mesh): use a key without a prefix, such as %s", reservedBy(k, prefixes), name)
+			case !slices.Contains(okPrefixes, strings.ToLower(prefix)):
+				v.add(key(path, k), "the prefix %s is not one tenants may use (it may steer the network plugin, a node agent or a scraper): use a key without a prefix, such as %s, or ask the operator to allow %s/ (--allow-pod-keys)", prefix, name, prefix)
 			}
 		}
 	}
