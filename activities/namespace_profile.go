@@ -33,8 +33,12 @@ func (a *Activities) profile() config.NamespaceProfile {
 		def string
 	}{
 		{&p.PodSecurity, d.PodSecurity}, {&p.QuotaCPU, d.QuotaCPU}, {&p.QuotaMemory, d.QuotaMemory}, {&p.QuotaPods, d.QuotaPods},
+		{&p.QuotaEphemeralStorage, d.QuotaEphemeralStorage}, {&p.QuotaNodePorts, d.QuotaNodePorts},
+		{&p.QuotaLoadBalancers, d.QuotaLoadBalancers}, {&p.QuotaJobs, d.QuotaJobs},
+		{&p.DefaultLimitEphemeralStorage, d.DefaultLimitEphemeralStorage},
 		{&p.DefaultRequestCPU, d.DefaultRequestCPU}, {&p.DefaultRequestMemory, d.DefaultRequestMemory},
 		{&p.DefaultLimitCPU, d.DefaultLimitCPU}, {&p.DefaultLimitMemory, d.DefaultLimitMemory},
+		{&p.IngressFrom, d.IngressFrom}, {&p.EgressDeny, d.EgressDeny}, {&p.DNS, d.DNS},
 	} {
 		if *f.v == "" {
 			*f.v = f.def
@@ -45,7 +49,8 @@ func (a *Activities) profile() config.NamespaceProfile {
 
 // applyLeaseProfile makes lease namespace ns enforce the operator's
 // profile: its Pod Security level (a label, set on ns if it differs), a
-// ResourceQuota and a LimitRange (server-side applied: idempotent, and
+// ResourceQuota, a LimitRange and a NetworkPolicy (namespace_network.go)
+// (server-side applied: idempotent, and
 // brought to the operator's current profile on every deploy).
 func (a *Activities) applyLeaseProfile(ctx context.Context, ns *corev1.Namespace) error {
 	p := a.profile()
@@ -64,7 +69,11 @@ func (a *Activities) applyLeaseProfile(ctx context.Context, ns *corev1.Namespace
 		WithSpec(corev1ac.ResourceQuotaSpec().WithHard(corev1.ResourceList{
 			corev1.ResourceRequestsCPU: q(p.QuotaCPU), corev1.ResourceLimitsCPU: q(p.QuotaCPU),
 			corev1.ResourceRequestsMemory: q(p.QuotaMemory), corev1.ResourceLimitsMemory: q(p.QuotaMemory),
-			corev1.ResourcePods: q(p.QuotaPods),
+			corev1.ResourcePods:                   q(p.QuotaPods),
+			corev1.ResourceLimitsEphemeralStorage: q(p.QuotaEphemeralStorage),
+			corev1.ResourceServicesNodePorts:      q(p.QuotaNodePorts),
+			corev1.ResourceServicesLoadBalancers:  q(p.QuotaLoadBalancers),
+			"count/jobs.batch":                    q(p.QuotaJobs),
 		}))
 	force := true
 	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: force}
@@ -75,12 +84,17 @@ func (a *Activities) applyLeaseProfile(ctx context.Context, ns *corev1.Namespace
 		WithLabels(map[string]string{"app.kubernetes.io/managed-by": "deployflow"}).
 		WithSpec(corev1ac.LimitRangeSpec().WithLimits(corev1ac.LimitRangeItem().
 			WithType(corev1.LimitTypeContainer).
-			WithDefaultRequest(corev1.ResourceList{corev1.ResourceCPU: q(p.DefaultRequestCPU), corev1.ResourceMemory: q(p.DefaultRequestMemory)}).
-			WithDefault(corev1.ResourceList{corev1.ResourceCPU: q(p.DefaultLimitCPU), corev1.ResourceMemory: q(p.DefaultLimitMemory)})))
+			// No disk request (a LimitRange would copy the limit): the
+			// scheduler places pods as before, the quota and the kubelet
+			// bound what they write.
+			WithDefaultRequest(corev1.ResourceList{corev1.ResourceCPU: q(p.DefaultRequestCPU), corev1.ResourceMemory: q(p.DefaultRequestMemory),
+				corev1.ResourceEphemeralStorage: resource.MustParse("0")}).
+			WithDefault(corev1.ResourceList{corev1.ResourceCPU: q(p.DefaultLimitCPU), corev1.ResourceMemory: q(p.DefaultLimitMemory),
+				corev1.ResourceEphemeralStorage: q(p.DefaultLimitEphemeralStorage)})))
 	if _, err := a.Kube.CoreV1().LimitRanges(ns.Name).Apply(ctx, limits, opts); err != nil {
 		return fmt.Errorf("apply limitrange %s/%s: %w", ns.Name, ProfileName, err)
 	}
-	return nil
+	return a.applyLeaseNetworkPolicy(ctx, ns.Name, p, opts)
 }
 
 // keepTokenUnmounted makes a lease namespace's default ServiceAccount mount

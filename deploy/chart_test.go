@@ -98,6 +98,13 @@ func TestChartRendersTheWorkerAsDocumented(t *testing.T) {
 	}
 	assert.Equal(t, "temporal-frontend.temporal.svc:7233", env["TEMPORAL_ADDRESS"])
 	assert.Equal(t, "deployflow", env["DEPLOYFLOW_TASK_QUEUE"])
+	// A lease's NetworkPolicy lets the worker's own namespace in (its HTTP
+	// checks dial the lease's Services) and denies the private ranges.
+	assert.Equal(t, "ingress-nginx,deployflow-system", env["DEPLOYFLOW_LEASE_INGRESS_FROM"])
+	assert.Equal(t, config.DefaultEgressDeny, env["DEPLOYFLOW_LEASE_EGRESS_DENY"])
+	assert.Equal(t, "kube-system/k8s-app=kube-dns", env["DEPLOYFLOW_LEASE_DNS"])
+	assert.Equal(t, "100Gi", env["DEPLOYFLOW_LEASE_QUOTA_EPHEMERAL_STORAGE"])
+	assert.Equal(t, "16", env["DEPLOYFLOW_LEASE_QUOTA_NODEPORTS"])
 	assert.NotContains(t, env, "TEMPORAL_TLS", "no TLS unless asked")
 	assert.NotContains(t, env, "DEPLOYFLOW_INSTALL_CRDS", "the chart installs the CRDs, not the worker")
 	assert.Contains(t, objs, "PodDisruptionBudget/df-deployflow-worker")
@@ -124,7 +131,8 @@ func TestChartRendersTheWorkerAsDocumented(t *testing.T) {
 	objs = render(t, "--set", "temporal.tls.enabled=true,temporal.tls.secretName=temporal-mtls,temporal.tls.serverName=temporal.internal",
 		"--set", "temporal.apiKey.secretName=temporal-cloud,metrics.serviceMonitor.enabled=true",
 		"--set", "rolloutNamespaces={legacy,batch},blockedHostnames={.internal.example.com}",
-		"--set", "prometheusURL=http://prometheus.monitoring:9090,notifyURL=https://hooks.example.com/deployflow")
+		"--set", "prometheusURL=http://prometheus.monitoring:9090,notifyURL=https://hooks.example.com/deployflow",
+		"--set", "leaseLimits.network.egressDeny=null,leaseLimits.network.ingressFrom={deployflow-system,envoy-gateway-system}")
 	into(t, objs["Deployment/df-deployflow-worker"], &d)
 	c = d.Spec.Template.Spec.Containers[0]
 	env = map[string]string{}
@@ -144,6 +152,8 @@ func TestChartRendersTheWorkerAsDocumented(t *testing.T) {
 	assert.Equal(t, ".internal.example.com", env["DEPLOYFLOW_BLOCKED_HOSTNAMES"])
 	assert.Equal(t, "http://prometheus.monitoring:9090", env["DEPLOYFLOW_PROMETHEUS_URL"])
 	assert.Equal(t, "https://hooks.example.com/deployflow", env["DEPLOYFLOW_NOTIFY_URL"])
+	assert.Equal(t, "deployflow-system,envoy-gateway-system", env["DEPLOYFLOW_LEASE_INGRESS_FROM"], "the release's namespace once")
+	assert.Equal(t, "none", env["DEPLOYFLOW_LEASE_EGRESS_DENY"], "an empty list is none, not the default")
 	require.Len(t, d.Spec.Template.Spec.Volumes, 1)
 	assert.Equal(t, "temporal-mtls", d.Spec.Template.Spec.Volumes[0].Secret.SecretName)
 	assert.Contains(t, objs, "ServiceMonitor/df-deployflow-worker")

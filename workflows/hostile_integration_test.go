@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -124,6 +125,9 @@ func TestHostileTenants(t *testing.T) {
 			`services[0].podLabels["deployflow.dev/owner"]: the prefix deployflow.dev is reserved`},
 		{"a mesh's sidecar skipped by an analysis Job", []manifest.Service{svc(canaryWith(manifest.Analysis{Job: &manifest.JobCheck{Image: "busybox:1.36", PodAnnotations: map[string]string{"sidecar.istio.io/inject": "false"}}}))},
 			`services[0].rollout.steps[1].analysis.job.podAnnotations["sidecar.istio.io/inject"]: the prefix istio.io is reserved`},
+		{"a pod's address pinned through the network plugin", []manifest.Service{svc(func(s *manifest.Service) {
+			s.PodAnnotations = map[string]string{"cni.projectcalico.org/ipAddrs": `["10.96.0.10"]`}
+		})}, `services[0].podAnnotations["cni.projectcalico.org/ipAddrs"]: the prefix cni.projectcalico.org is not one tenants may use`},
 		{"254 IP endpoints (the whole default pool)", []manifest.Service{svc(func(s *manifest.Service) { s.Ports = manyIPs })}, "declared IP endpoints"},
 		{"17 hostnames", []manifest.Service{svc(func(s *manifest.Service) { s.Ports = manyHosts })}, "services[0].ports[0].expose.http.hostnames[16]: 17 hostnames"},
 		{"17 services", manyServices, "services: 17 services"},
@@ -213,8 +217,18 @@ func TestHostileTenants(t *testing.T) {
 	ns, err := dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(bystander), metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "baseline", ns.Labels[activities.PodSecurityEnforceLabel])
-	_, err = dt.env.Kube.CoreV1().ResourceQuotas(ns.Name).Get(context.Background(), activities.ProfileName, metav1.GetOptions{})
-	assert.NoError(t, err, "the lease's ResourceQuota")
+	quota, err := dt.env.Kube.CoreV1().ResourceQuotas(ns.Name).Get(context.Background(), activities.ProfileName, metav1.GetOptions{})
+	require.NoError(t, err, "the lease's ResourceQuota")
+	// Node and cluster resources too (issue 35.5): before, a few leases'
+	// IP endpoints could take a cluster's whole NodePort range, and node
+	// disk and Jobs were not counted.
+	for res, want := range map[corev1.ResourceName]string{
+		corev1.ResourceLimitsEphemeralStorage: "100Gi", corev1.ResourceServicesNodePorts: "16",
+		corev1.ResourceServicesLoadBalancers: "4", "count/jobs.batch": "100",
+	} {
+		got := quota.Spec.Hard[res]
+		assert.Equal(t, want, got.String(), "the lease's quota on %s", res)
+	}
 	_, err = dt.env.Kube.CoreV1().LimitRanges(ns.Name).Get(context.Background(), activities.ProfileName, metav1.GetOptions{})
 	assert.NoError(t, err, "the lease's LimitRange")
 	pods, err := dt.env.Kube.CoreV1().Pods(ns.Name).List(context.Background(), metav1.ListOptions{})
@@ -225,6 +239,8 @@ func TestHostileTenants(t *testing.T) {
 			assert.False(t, v.Projected != nil && strings.HasPrefix(v.Name, "kube-api-access"), "pod %s mounts an API token", p.Name)
 		}
 		assert.NotEmpty(t, p.Spec.Containers[0].Resources.Limits, "pod %s has the LimitRange's defaults", p.Name)
+		disk := p.Spec.Containers[0].Resources.Limits[corev1.ResourceEphemeralStorage]
+		assert.Equal(t, "1Gi", disk.String(), "pod %s's ephemeral-storage limit, the LimitRange's default", p.Name)
 	}
 
 	// The bystander kept deploying meanwhile, on the same worker.

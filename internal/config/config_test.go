@@ -72,3 +72,29 @@ func TestTuningFromFlagsAndEnvironment(t *testing.T) {
 	d.KubeAPIBurst = 10
 	assert.ErrorContains(t, d.Validate(), "--kube-api-qps 1000, --kube-api-burst 10")
 }
+
+// Issue 35.3: the lease NetworkPolicy's flags are checked at start, each
+// naming the flag and the form it wants; none empties a list.
+func TestLeaseNetworkFlagsAreValidated(t *testing.T) {
+	c := FromEnv()
+	assert.NoError(t, c.Validate(), "the defaults are valid")
+	assert.Equal(t, []string{"ingress-nginx"}, c.LeaseLimits.Namespace.IngressNamespaces())
+	assert.Contains(t, c.LeaseLimits.Namespace.EgressDenied(), "169.254.0.0/16", "metadata addresses are denied by default")
+
+	c.LeaseLimits.Namespace.IngressFrom = "ingress-nginx,Bad_NS"
+	c.LeaseLimits.Namespace.EgressDeny = "10.0.0.0/8,10.0.0.0"
+	c.LeaseLimits.Namespace.EgressAllow = "proxy.example.com"
+	c.LeaseLimits.Namespace.DNS = "kube-system"
+	err := c.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `--lease-ingress-from "Bad_NS": want namespace names`)
+	assert.Contains(t, err.Error(), `--lease-egress-deny "10.0.0.0": want address ranges`)
+	assert.Contains(t, err.Error(), `--lease-egress-allow "proxy.example.com": want address ranges`)
+	assert.Contains(t, err.Error(), `--lease-dns "kube-system": want namespace/label=value`)
+
+	c = FromEnv()
+	c.LeaseLimits.Namespace.IngressFrom, c.LeaseLimits.Namespace.EgressDeny = None, None
+	assert.NoError(t, c.Validate())
+	assert.Empty(t, c.LeaseLimits.Namespace.IngressNamespaces())
+	assert.Empty(t, c.LeaseLimits.Namespace.EgressDenied())
+}

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/deployflow/deployflow/internal/manifest"
 )
@@ -39,6 +41,15 @@ type NamespaceProfile struct {
 	QuotaCPU    string `json:"quotaCPU"`    // requests.cpu and limits.cpu of the namespace
 	QuotaMemory string `json:"quotaMemory"` // requests.memory and limits.memory
 	QuotaPods   string `json:"quotaPods"`   // pods
+	// Node and cluster resources (issue 35.5): limits.ephemeral-storage
+	// (node disk: logs, writable layers, emptyDir), services.nodeports
+	// (a cluster's NodePort range is shared by every lease; each port of
+	// a declared IP endpoint takes one), services.loadbalancers, and Jobs
+	// (analysis checks).
+	QuotaEphemeralStorage string `json:"quotaEphemeralStorage"`
+	QuotaNodePorts        string `json:"quotaNodePorts"`
+	QuotaLoadBalancers    string `json:"quotaLoadBalancers"`
+	QuotaJobs             string `json:"quotaJobs"`
 	// DefaultRequestCPU/Memory and DefaultLimitCPU/Memory are the
 	// LimitRange's per-container defaults (a pod that sets none gets them,
 	// so the quota can count it).
@@ -46,6 +57,56 @@ type NamespaceProfile struct {
 	DefaultRequestMemory string `json:"defaultRequestMemory"`
 	DefaultLimitCPU      string `json:"defaultLimitCPU"`
 	DefaultLimitMemory   string `json:"defaultLimitMemory"`
+	// DefaultLimitEphemeralStorage is a container's ephemeral-storage
+	// limit when its manifest sets none (the kubelet evicts a pod past it).
+	DefaultLimitEphemeralStorage string `json:"defaultLimitEphemeralStorage"`
+	// The lease's NetworkPolicy (issue 35.3), comma-separated lists:
+	// IngressFrom, the namespaces whose pods may reach a lease's pods
+	// besides its own (ingress controllers, gateways, the worker's for its
+	// HTTP checks); EgressDeny, the address ranges a lease's pods may not
+	// reach (the cluster's pod, service and node ranges, metadata
+	// addresses); EgressAllow, ranges inside those they may reach anyway;
+	// DNS, the cluster DNS pods they may ask, as namespace/label=value.
+	IngressFrom string `json:"ingressFrom"`
+	EgressDeny  string `json:"egressDeny"`
+	EgressAllow string `json:"egressAllow"`
+	DNS         string `json:"dns"`
+}
+
+// DefaultEgressDeny is what a lease's pods may not reach unless the
+// operator says otherwise: every private, shared, loopback and link-local
+// range (where clusters put their pods, Services and nodes, and clouds
+// their metadata endpoints, 169.254.169.254 and fd00:ec2::254).
+const DefaultEgressDeny = "0.0.0.0/8,10.0.0.0/8,100.64.0.0/10,127.0.0.0/8,169.254.0.0/16,172.16.0.0/12,192.168.0.0/16,fc00::/7,fe80::/10"
+
+// None, as --lease-ingress-from or --lease-egress-deny, is an empty list
+// (an empty value is the default).
+const None = "none"
+
+// IngressNamespaces is IngressFrom as a list.
+func (p NamespaceProfile) IngressNamespaces() []string { return listOrNone(p.IngressFrom) }
+
+// EgressDenied is EgressDeny as a list.
+func (p NamespaceProfile) EgressDenied() []string { return listOrNone(p.EgressDeny) }
+
+func listOrNone(s string) []string {
+	if strings.TrimSpace(s) == None {
+		return nil
+	}
+	return list(s)
+}
+
+// EgressAllowed is EgressAllow as a list.
+func (p NamespaceProfile) EgressAllowed() []string { return list(p.EgressAllow) }
+
+// DNSPeer is DNS split: the cluster DNS pods' namespace, and their label.
+func (p NamespaceProfile) DNSPeer() (namespace, key, value string, err error) {
+	ns, sel, ok := strings.Cut(p.DNS, "/")
+	k, v, ok2 := strings.Cut(sel, "=")
+	if !ok || !ok2 || ns == "" || k == "" || v == "" {
+		return "", "", "", fmt.Errorf("--lease-dns %q: want namespace/label=value, e.g. kube-system/k8s-app=kube-dns", p.DNS)
+	}
+	return ns, k, v, nil
 }
 
 // DefaultNamespaceProfile is a lease namespace's profile unless the
@@ -53,7 +114,10 @@ type NamespaceProfile struct {
 func DefaultNamespaceProfile() NamespaceProfile {
 	return NamespaceProfile{
 		PodSecurity: "baseline", QuotaCPU: "16", QuotaMemory: "32Gi", QuotaPods: "200",
+		QuotaEphemeralStorage: "100Gi", QuotaNodePorts: "16", QuotaLoadBalancers: "4", QuotaJobs: "100",
 		DefaultRequestCPU: "100m", DefaultRequestMemory: "128Mi", DefaultLimitCPU: "1", DefaultLimitMemory: "512Mi",
+		DefaultLimitEphemeralStorage: "1Gi",
+		IngressFrom:                  "ingress-nginx", EgressDeny: DefaultEgressDeny, DNS: "kube-system/k8s-app=kube-dns",
 	}
 }
 
@@ -94,7 +158,7 @@ func (l *LeaseLimits) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&l.Manifest.MinInterval, "min-analysis-interval", interval, "worker: an analysis measures at most this often (env DEPLOYFLOW_MIN_ANALYSIS_INTERVAL)")
 
 	fs.StringVar(&l.ReservedKeyPrefixes, "reserved-key-prefixes", env("DEPLOYFLOW_RESERVED_KEY_PREFIXES", strings.Join(manifest.DefaultReservedPrefixes, ",")), "worker: comma-separated label/annotation prefixes (and their subdomains) a tenant's pods and analysis Jobs may not use (env DEPLOYFLOW_RESERVED_KEY_PREFIXES)")
-	fs.StringVar(&l.AllowPodKeys, "allow-pod-keys", os.Getenv("DEPLOYFLOW_ALLOW_POD_KEYS"), "worker: comma-separated reserved keys a tenant may use anyway, e.g. the local stack's kwok knobs deployflow.dev/ready-after (env DEPLOYFLOW_ALLOW_POD_KEYS)")
+	fs.StringVar(&l.AllowPodKeys, "allow-pod-keys", os.Getenv("DEPLOYFLOW_ALLOW_POD_KEYS"), "worker: comma-separated prefixed pod keys a tenant may use, exact (a reserved one too, e.g. the local stack's kwok knobs deployflow.dev/ready-after) or by prefix ending in / (example.com/); keys without a prefix are always the tenant's (env DEPLOYFLOW_ALLOW_POD_KEYS)")
 	fs.BoolVar(&l.MountServiceAccountToken, "mount-service-account-token", os.Getenv("DEPLOYFLOW_MOUNT_SERVICE_ACCOUNT_TOKEN") == "true", "worker: let lease pods mount their namespace's service account token (default off: a lease namespace's default ServiceAccount mounts none) (env DEPLOYFLOW_MOUNT_SERVICE_ACCOUNT_TOKEN)")
 	p := DefaultNamespaceProfile()
 	for _, k := range []struct {
@@ -106,10 +170,19 @@ func (l *LeaseLimits) RegisterFlags(fs *flag.FlagSet) {
 		{&l.Namespace.QuotaCPU, "lease-quota-cpu", "DEPLOYFLOW_LEASE_QUOTA_CPU", p.QuotaCPU, "CPU (requests and limits) one lease namespace may take (its ResourceQuota)"},
 		{&l.Namespace.QuotaMemory, "lease-quota-memory", "DEPLOYFLOW_LEASE_QUOTA_MEMORY", p.QuotaMemory, "memory (requests and limits) one lease namespace may take (its ResourceQuota)"},
 		{&l.Namespace.QuotaPods, "lease-quota-pods", "DEPLOYFLOW_LEASE_QUOTA_PODS", p.QuotaPods, "pods one lease namespace may run (its ResourceQuota)"},
+		{&l.Namespace.QuotaEphemeralStorage, "lease-quota-ephemeral-storage", "DEPLOYFLOW_LEASE_QUOTA_EPHEMERAL_STORAGE", p.QuotaEphemeralStorage, "node disk (limits.ephemeral-storage: logs, writable layers, emptyDir) one lease namespace may take"},
+		{&l.Namespace.QuotaNodePorts, "lease-quota-nodeports", "DEPLOYFLOW_LEASE_QUOTA_NODEPORTS", p.QuotaNodePorts, "NodePorts one lease namespace may take from the cluster's range (each port of a declared IP endpoint's LoadBalancer Service takes one)"},
+		{&l.Namespace.QuotaLoadBalancers, "lease-quota-loadbalancers", "DEPLOYFLOW_LEASE_QUOTA_LOADBALANCERS", p.QuotaLoadBalancers, "LoadBalancer Services one lease namespace may have (one per declared IP endpoint)"},
+		{&l.Namespace.QuotaJobs, "lease-quota-jobs", "DEPLOYFLOW_LEASE_QUOTA_JOBS", p.QuotaJobs, "Jobs (analysis checks) one lease namespace may hold at once"},
+		{&l.Namespace.DefaultLimitEphemeralStorage, "lease-default-limit-ephemeral-storage", "DEPLOYFLOW_LEASE_DEFAULT_LIMIT_EPHEMERAL_STORAGE", p.DefaultLimitEphemeralStorage, "a container's ephemeral-storage limit when its manifest sets none"},
 		{&l.Namespace.DefaultRequestCPU, "lease-default-request-cpu", "DEPLOYFLOW_LEASE_DEFAULT_REQUEST_CPU", p.DefaultRequestCPU, "a container's CPU request when its manifest sets none (the namespace's LimitRange)"},
 		{&l.Namespace.DefaultRequestMemory, "lease-default-request-memory", "DEPLOYFLOW_LEASE_DEFAULT_REQUEST_MEMORY", p.DefaultRequestMemory, "a container's memory request when its manifest sets none"},
 		{&l.Namespace.DefaultLimitCPU, "lease-default-limit-cpu", "DEPLOYFLOW_LEASE_DEFAULT_LIMIT_CPU", p.DefaultLimitCPU, "a container's CPU limit when its manifest sets none"},
 		{&l.Namespace.DefaultLimitMemory, "lease-default-limit-memory", "DEPLOYFLOW_LEASE_DEFAULT_LIMIT_MEMORY", p.DefaultLimitMemory, "a container's memory limit when its manifest sets none"},
+		{&l.Namespace.IngressFrom, "lease-ingress-from", "DEPLOYFLOW_LEASE_INGRESS_FROM", p.IngressFrom, "comma-separated namespaces whose pods may reach a lease's pods besides its own: ingress controllers, gateways, and the worker's own where it runs in the cluster (its HTTP checks); none for none (the lease's NetworkPolicy)"},
+		{&l.Namespace.EgressDeny, "lease-egress-deny", "DEPLOYFLOW_LEASE_EGRESS_DENY", p.EgressDeny, "comma-separated address ranges a lease's pods may not reach: add the cluster's pod, service and node ranges where they are public addresses; none for none"},
+		{&l.Namespace.EgressAllow, "lease-egress-allow", "DEPLOYFLOW_LEASE_EGRESS_ALLOW", p.EgressAllow, "comma-separated address ranges inside --lease-egress-deny a lease's pods may reach anyway (a proxy, a shared database)"},
+		{&l.Namespace.DNS, "lease-dns", "DEPLOYFLOW_LEASE_DNS", p.DNS, "the cluster DNS pods a lease's pods may ask, as namespace/label=value"},
 	} {
 		fs.StringVar(k.v, k.name, env(k.env, k.def), fmt.Sprintf("worker: %s (env %s)", k.usage, k.env))
 	}
@@ -138,12 +211,33 @@ func (l LeaseLimits) validate() []error {
 	n := l.Namespace
 	for _, q := range []struct{ name, v string }{
 		{"--lease-quota-cpu", n.QuotaCPU}, {"--lease-quota-memory", n.QuotaMemory}, {"--lease-quota-pods", n.QuotaPods},
+		{"--lease-quota-ephemeral-storage", n.QuotaEphemeralStorage}, {"--lease-quota-nodeports", n.QuotaNodePorts},
+		{"--lease-quota-loadbalancers", n.QuotaLoadBalancers}, {"--lease-quota-jobs", n.QuotaJobs},
+		{"--lease-default-limit-ephemeral-storage", n.DefaultLimitEphemeralStorage},
 		{"--lease-default-request-cpu", n.DefaultRequestCPU}, {"--lease-default-request-memory", n.DefaultRequestMemory},
 		{"--lease-default-limit-cpu", n.DefaultLimitCPU}, {"--lease-default-limit-memory", n.DefaultLimitMemory},
 	} {
 		if _, err := resource.ParseQuantity(q.v); err != nil {
 			errs = append(errs, fmt.Errorf("%s %q: want a Kubernetes quantity such as 2, 500m or 1Gi", q.name, q.v))
 		}
+	}
+	for _, ns := range n.IngressNamespaces() {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--lease-ingress-from %q: want namespace names: %s", ns, strings.Join(msgs, "; ")))
+		}
+	}
+	for _, r := range []struct {
+		name  string
+		cidrs []string
+	}{{"--lease-egress-deny", n.EgressDenied()}, {"--lease-egress-allow", n.EgressAllowed()}} {
+		for _, c := range r.cidrs {
+			if _, err := netip.ParsePrefix(c); err != nil {
+				errs = append(errs, fmt.Errorf("%s %q: want address ranges such as 10.0.0.0/8 or fc00::/7", r.name, c))
+			}
+		}
+	}
+	if _, _, _, err := n.DNSPeer(); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
 }
