@@ -167,6 +167,9 @@ func (w *deployRun) registerControls() error {
 				if err := checkKey("ifLast", req.IfLast); err != nil {
 					return err
 				}
+				if err := checkPlanFingerprint("planFingerprint", req.PlanFingerprint); err != nil {
+					return err
+				}
 				if err := w.notLast(req); err != nil {
 					return err
 				}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -393,6 +395,15 @@ func TestHandTypedInputsCannotSkipValidation(t *testing.T) {
 		"--input", `{"manifest": `+m+`, "trigger": "<img src=x onerror=alert(1)>"}`).CombinedOutput()
 	require.Error(t, err, "the update was accepted: %s", out)
 	assert.Contains(t, string(out), "trigger:")
+	// Nor a plan fingerprint no plan has (issue 35.2): 200 KB of it was
+	// carried into the lease's state as it came, and not echoed back now.
+	input := filepath.Join(t.TempDir(), "update.json")
+	require.NoError(t, os.WriteFile(input, []byte(`{"manifest": `+m+`, "planFingerprint": "`+strings.Repeat("f", 200<<10)+`"}`), 0o600))
+	out, err = exec.Command(dt.env.Stack.Bin(devstack.Temporal), "workflow", "update", "execute", "--address", devstack.TemporalAddress,
+		"--workflow-id", workflows.DeployWorkflowID(dt.lease), "--name", workflows.UpdateDeploy, "--input-file", input).CombinedOutput()
+	require.Error(t, err, "the update was accepted")
+	assert.Contains(t, string(out), "planFingerprint: 204800 bytes that are no plan's fingerprint")
+	assert.Less(t, len(out), 4096, "the fingerprint is not echoed")
 	st, err := dt.status(dt.lease)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), st.Revision, "nothing deployed again")

@@ -53,6 +53,20 @@ func checkKey(field, k string) error {
 	return nil
 }
 
+// fingerprintRE is a plan's fingerprint as plan.Node.Fingerprint writes
+// it and `deployflow deploy --plan` prints it.
+var fingerprintRE = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
+// checkPlanFingerprint refuses a plan fingerprint no plan has: typed by
+// hand, it was carried as it came (issue 35.2: a huge one cost the lease
+// failed workflow tasks). The value is not echoed.
+func checkPlanFingerprint(field, f string) error {
+	if f == "" || fingerprintRE.MatchString(f) {
+		return nil
+	}
+	return fmt.Errorf("%s: %d bytes that are no plan's fingerprint: give the 16 hex digits 'deployflow deploy --plan' prints, or leave it out", field, len(f))
+}
+
 // guard is what is wrong with a DeployInput that the workflow itself would
 // never have written; continued says the run continues an earlier one.
 func (in DeployInput) guard(continued bool) error {

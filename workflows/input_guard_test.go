@@ -140,3 +140,17 @@ func TestInputSecondsSaturate(t *testing.T) {
 	require.True(t, env.IsWorkflowCompleted())
 	assert.Zero(t, reads, "an idle lease whose safety net is a week reads nothing in a minute")
 }
+
+// Issue 35.2: a plan fingerprint typed by hand is one a plan could have,
+// or refused without echoing it (TestHandTypedInputsCannotSkipValidation
+// sends one to a running lease).
+func TestAPlanFingerprintIsOnlyOneAPlanCouldHave(t *testing.T) {
+	assert.NoError(t, checkPlanFingerprint("planFingerprint", ""))
+	assert.NoError(t, checkPlanFingerprint("planFingerprint", "0123456789abcdef"))
+	for _, bad := range []string{"0123456789ABCDEF", "0123456789abcde", "0123456789abcdef0", "<img src=x>", strings.Repeat("f", 1<<20)} {
+		err := checkPlanFingerprint("planFingerprint", bad)
+		require.Error(t, err, "%.40s", bad)
+		assert.Contains(t, err.Error(), "planFingerprint:")
+		assert.NotContains(t, err.Error(), bad, "not echoed")
+	}
+}
