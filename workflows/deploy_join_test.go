@@ -74,7 +74,7 @@ func TestTheSameManifestDoesNotJoinADeployBoundToAPlan(t *testing.T) {
 			}, req)
 		}, at)
 	}
-	send(time.Second, DeployRequest{Manifest: m, PlanFingerprint: "fp1"}, nil)
+	send(time.Second, DeployRequest{Manifest: m, PlanFingerprint: "0123456789abcdef"}, nil)
 	send(10*time.Second, DeployRequest{Manifest: m}, &second)
 	env.ExecuteWorkflow(DeployWorkflow, env.in)
 	require.True(t, env.IsWorkflowCompleted())

@@ -30,7 +30,7 @@ func TestTheExecutedTreeDoesNotDependOnTheWording(t *testing.T) {
 	env := newDeployEnv(t, func(env *deployEnv) {
 		env.OnActivity(env.a.PrepareDeploy, mock.Anything, mock.Anything).Return(&activities.PrepareDeployResult{
 			Lease: activities.LeaseInfo{ID: "l", Owner: "acme", State: "Active"},
-			Plan:  activities.DeployPlan{Lease: "l", Fingerprint: "fp1", ReserveHostnames: []string{"web.example.com"}, Objects: objects, Tree: planned}}, nil)
+			Plan:  activities.DeployPlan{Lease: "l", Fingerprint: "0123456789abcdef", ReserveHostnames: []string{"web.example.com"}, Objects: objects, Tree: planned}}, nil)
 		env.OnActivity(env.a.ApplyDeploy, mock.Anything, mock.Anything).Return(&activities.ApplyDeployResult{
 			IPs:       map[string]string{},
 			Hostnames: &activities.HostnamesResult{Reserved: []string{"web.example.com"}},
@@ -65,7 +65,7 @@ func TestAStepRunAgainAfterAFailedTaskRecordsWhatItsPlanSaid(t *testing.T) {
 	m := oneService("l")
 	objects := []string{"Ingress/lease-ingress"}
 	web := activities.Classification{Service: "web", Class: activities.ChangeNone}
-	p := activities.DeployPlan{Lease: "l", Fingerprint: "fp1", Objects: objects, Prune: []string{"Service/api-ip-public"},
+	p := activities.DeployPlan{Lease: "l", Fingerprint: "0123456789abcdef", Objects: objects, Prune: []string{"Service/api-ip-public"},
 		ReleaseHostnames: []string{"old.example.com"}, ReleaseIPs: []string{"public"}, Services: []activities.Classification{web}}
 	env := newDeployEnv(t, func(env *deployEnv) {
 		env.OnActivity(env.a.PrepareDeploy, mock.Anything, mock.Anything).Return(&activities.PrepareDeployResult{

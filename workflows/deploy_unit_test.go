@@ -53,7 +53,7 @@ func newDeployEnv(t *testing.T, setup func(*deployEnv)) *deployEnv {
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: DeployWorkflowID("l")})
 	setup(env)
 	env.OnActivity(a.PrepareDeploy, mock.Anything, mock.Anything).Return(&activities.PrepareDeployResult{
-		Lease: activities.LeaseInfo{ID: "l", Owner: "acme", State: "Active"}, Plan: activities.DeployPlan{Fingerprint: "fp1"}}, nil).Maybe()
+		Lease: activities.LeaseInfo{ID: "l", Owner: "acme", State: "Active"}, Plan: activities.DeployPlan{Fingerprint: "0123456789abcdef"}}, nil).Maybe()
 	env.OnActivity(a.ApplyDeploy, mock.Anything, mock.Anything).Return(&activities.ApplyDeployResult{
 		IPs:       map[string]string{},
 		Hostnames: &activities.HostnamesResult{Reserved: []string{"web.example.com"}},
