@@ -1,12 +1,20 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/mocks"
+
+	"github.com/deployflow/deployflow/workflows"
 )
 
 // Which of Temporal's errors the CLI waits out. A query of a lease whose
@@ -27,4 +35,35 @@ func TestTransientErrors(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, transient(c.err), "%T %v", c.err, c.err)
 	}
+}
+
+// history read the deploy records once and, on any error, printed an
+// empty history with exit 0: on a loaded server (CI, PostgreSQL) the
+// query failed and `deployflow history` showed no deploy of a lease that
+// had three. Now the records are asked as the status is: a transient
+// error is waited out, any other is the command's error.
+func TestHistoryWaitsForItsRecordsAndNeverPrintsAnEmptyHistoryInstead(t *testing.T) {
+	var progress bytes.Buffer
+	ctx := withRetrying(context.Background(), retrying{bound: time.Minute, progress: &progress})
+	records := []workflows.DeployRecord{{Revision: 3, Trigger: "retry", Outcome: "Succeeded"}}
+	answer := &mocks.Value{}
+	answer.On("Get", mock.Anything).Run(func(args mock.Arguments) {
+		*args.Get(0).(*workflows.DeployStatus) = workflows.DeployStatus{History: records}
+	}).Return(nil)
+
+	c := &mocks.Client{}
+	c.On("QueryWorkflow", mock.Anything, workflows.DeployWorkflowID("l"), "", workflows.QueryDeploy).
+		Return(nil, serviceerror.NewDeadlineExceeded("context deadline exceeded")).Once()
+	c.On("QueryWorkflow", mock.Anything, workflows.DeployWorkflowID("l"), "", workflows.QueryDeploy).Return(answer, nil).Once()
+	got, err := deployRecords(ctx, c, "l")
+	require.NoError(t, err)
+	assert.Equal(t, records, got)
+	assert.Contains(t, progress.String(), "waiting for Temporal to answer the status of lease l")
+
+	c = &mocks.Client{}
+	c.On("QueryWorkflow", mock.Anything, workflows.DeployWorkflowID("l"), "", workflows.QueryDeploy).
+		Return(nil, serviceerror.NewInvalidArgument("unknown queryType"))
+	_, err = deployRecords(ctx, c, "l")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "read the deploy records: lease l: unknown queryType")
 }

@@ -49,12 +49,10 @@ func runHistory(g *globals, fs *flag.FlagSet) runner {
 		}
 		sort.Slice(runs, func(i, j int) bool { return runs[i].GetStartTime().AsTime().Before(runs[j].GetStartTime().AsTime()) })
 
-		// The newest run carries the records of the deploys before it.
 		var records []workflows.DeployRecord
-		if v, err := c.QueryWorkflow(ctx, workflows.DeployWorkflowID(lease), "", workflows.QueryDeploy); err == nil {
-			var st workflows.DeployStatus
-			if v.Get(&st) == nil {
-				records = st.History
+		if len(runs) > 0 {
+			if records, err = deployRecords(ctx, c, lease); err != nil {
+				return err
 			}
 		}
 		if g.output == "json" {
@@ -110,6 +108,19 @@ func runHistory(g *globals, fs *flag.FlagSet) runner {
 		fmt.Fprintf(stdout, "\n%d workflow runs of %s (one per finished deploy; continue-as-new)\n", len(runs), workflows.DeployWorkflowID(lease))
 		return nil
 	}
+}
+
+// deployRecords is the lease's deploy records, which the newest run of its
+// workflow carries, asked as the status is (Temporal's transient errors
+// retried). What cannot be read is an error, never an empty history: on a
+// loaded server the query once failed and history printed no deploy at
+// all, exit 0 (CI).
+func deployRecords(ctx context.Context, c client.Client, lease string) ([]workflows.DeployRecord, error) {
+	st, err := queryDeploy(ctx, c, lease, "")
+	if err != nil {
+		return nil, fmt.Errorf("read the deploy records: %w", err)
+	}
+	return st.History, nil
 }
 
 // placementHistory is each placement of the lease, oldest first, as it
