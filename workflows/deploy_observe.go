@@ -224,7 +224,16 @@ func (w *deployRun) observe(observed, healthy bool) {
 		w.setPhase(PhaseUnknown)
 	case healthy:
 		w.unhealthySince = time.Time{}
-		if w.Phase != PhaseFailed {
+		switch {
+		case w.Phase == PhaseFailed:
+		case w.LastFailed != nil:
+			// Observed healthy again after Unknown or Degraded: what runs
+			// is the last-known-good version, and the last deploy still
+			// failed. Before, it turned Active (make chaos: the API server
+			// stopped after a failed update was reverted); the same command
+			// either way, so histories replay.
+			w.setPhase(PhaseFailed)
+		default:
 			w.setPhase(PhaseActive)
 		}
 	default:

@@ -136,6 +136,49 @@ func TestIdleLeaseTakesOnlyObservationsThatChangeSomething(t *testing.T) {
 	env.AssertNumberOfCalls(t, "CheckLease", 2) // once per "closed", to confirm it
 }
 
+// Guards the phase of a lease whose last deploy failed: an observation
+// that could not be made turns it Unknown, and the next healthy one turned
+// it Active, as if the failed deploy had succeeded (make chaos: the API
+// server stopped for 30 s after a failed update was reverted; the lease
+// read "Active #2" for good). It returns to Failed, and so it does after a
+// dip below its replicas.
+func TestAFailedLeaseObservedAgainAfterAnOutageIsStillFailed(t *testing.T) {
+	unknown := observe.Observation{Lease: "l", Unknown: true}
+	env := idleLease(t, func(env *deployEnv) { leaseRecord(env, 0) })
+	failed := oneService("l") // the manifest whose deploy failed
+	failed.Services[0].Image = "nginx:1.28"
+	env.in.Carry.Phase, env.in.Carry.LastFailed, env.in.Carry.Revision = PhaseFailed, &failed, 2
+	steps := []observeStep{
+		{at: time.Second, obs: unknown, phase: PhaseUnknown},
+		{at: 2 * time.Second, obs: web(2), phase: PhaseFailed},
+		{at: 3 * time.Second, obs: web(0), recheck: 10 * time.Second, phase: PhaseFailed},
+		{at: 14 * time.Second, obs: web(0), phase: PhaseDegraded},
+		{at: 15 * time.Second, obs: web(2), phase: PhaseFailed},
+	}
+	// Its own check after a dip, as the observer's fallback.
+	healthy := web(2)
+	env.OnActivity(env.a.ObserveLease, mock.Anything, mock.Anything).Return(&healthy, nil).Maybe()
+	for i, s := range steps {
+		env.RegisterDelayedCallback(func() {
+			env.UpdateWorkflow(UpdateObserve, "", &testsuite.TestUpdateCallback{
+				OnReject: func(err error) { t.Errorf("step %d (%+v): rejected: %v", i, s.obs, err) },
+				OnAccept: func() {}, OnComplete: func(any, error) {},
+			}, s.obs)
+		}, s.at)
+		env.RegisterDelayedCallback(func() {
+			assert.Equal(t, s.phase, env.status(t).Phase, "step %d (%+v)", i, s.obs)
+		}, s.at+500*time.Millisecond)
+	}
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(UpdateObserve, "", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { t.Errorf("closed: rejected: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
+		}, observe.Observation{Lease: "l", Closed: true})
+	}, 30*time.Second)
+	env.ExecuteWorkflow(DeployWorkflow, env.in)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+}
+
 // With no observation the idle lease checks itself once an hour (the
 // safety net), from one observation: a lease that closed while every
 // worker was down is torn down then.
