@@ -101,6 +101,14 @@ func TestHostileTenants(t *testing.T) {
 	for i := range 17 {
 		manyServices = append(manyServices, manifest.Service{Name: fmt.Sprintf("s%d", i), Image: "nginx:1.27", Replicas: &one})
 	}
+	var manyNodePorts []manifest.Service // 3 services, 6 ports each on one IP endpoint, but one
+	for i := range 3 {
+		s := manifest.Service{Name: fmt.Sprintf("n%d", i), Image: "nginx:1.27", Replicas: &one}
+		for j := range 6 - i/2 {
+			s.Ports = append(s.Ports, manifest.Port{Port: int32(2000 + 10*i + j), Expose: &manifest.Expose{IP: "public"}})
+		}
+		manyNodePorts = append(manyNodePorts, s)
+	}
 	var manySteps []manifest.CanaryStep
 	for range 33 {
 		manySteps = append(manySteps, weight(10))
@@ -136,6 +144,7 @@ func TestHostileTenants(t *testing.T) {
 		})}, `services[0].podAnnotations["cni.projectcalico.org/ipAddrs"]: the prefix cni.projectcalico.org is not one tenants may use`},
 		{"254 IP endpoints (the whole default pool)", []manifest.Service{svc(func(s *manifest.Service) { s.Ports = manyIPs })}, "declared IP endpoints"},
 		{"17 hostnames", []manifest.Service{svc(func(s *manifest.Service) { s.Ports = manyHosts })}, "services[0].ports[0].expose.http.hostnames[16]: 17 hostnames"},
+		{"17 NodePorts of the cluster's shared range", manyNodePorts, "17 ports exposed on IP endpoints"},
 		{"17 services", manyServices, "services: 17 services"},
 		{"65 replicas", []manifest.Service{svc(func(s *manifest.Service) { n := int32(65); s.Replicas = &n })}, "services[*].replicas: 65 replicas in all"},
 		{"33 canary steps", []manifest.Service{svc(func(s *manifest.Service) {

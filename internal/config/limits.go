@@ -261,6 +261,18 @@ func envInt(key string, def int) int {
 	return def
 }
 
+// ManifestLimits is what a lease's manifest may ask for: the --max-*
+// limits, and the NodePorts of its namespace's quota
+// (--lease-quota-nodeports), so that a manifest needing more is refused
+// before anything is written.
+func (l LeaseLimits) ManifestLimits() manifest.Limits {
+	m := l.Manifest
+	if q, err := resource.ParseQuantity(l.Namespace.QuotaNodePorts); err == nil {
+		m.NodePorts = int(q.Value())
+	}
+	return m
+}
+
 // ReservedPrefixes is ReservedKeyPrefixes as a list.
 func (l LeaseLimits) ReservedPrefixes() []string { return list(l.ReservedKeyPrefixes) }
 

@@ -22,6 +22,12 @@ type Limits struct {
 	MinInterval     time.Duration `json:"minInterval"`     // an analysis's shortest interval
 	MaxCount        int32         `json:"maxCount"`        // an analysis's most measurements
 	MaxJobSeconds   int64         `json:"maxJobSeconds"`   // an analysis Job's longest activeDeadlineSeconds
+	// NodePorts is the lease namespace's quota of NodePorts
+	// (--lease-quota-nodeports): each port exposed on an IP endpoint is a
+	// port of its LoadBalancer Service, which takes one of the cluster's
+	// NodePorts. Checked here, before anything is written, rather than
+	// met as the API server's quota error at apply.
+	NodePorts int `json:"nodePorts,omitempty"`
 	// PrometheusLabel is the label the worker confines every query to
 	// (--prometheus-namespace-label; "" is promscope.DefaultLabel): a
 	// query selecting by it is refused. Validation checks the default
@@ -35,7 +41,7 @@ type Limits struct {
 func DefaultLimits() Limits {
 	return Limits{
 		Services: 16, PortsPerService: 8, IPEndpoints: 4, Hostnames: 16, TotalReplicas: 64,
-		CanarySteps: 32, MinInterval: time.Second, MaxCount: 1000, MaxJobSeconds: 1800,
+		CanarySteps: 32, MinInterval: time.Second, MaxCount: 1000, MaxJobSeconds: 1800, NodePorts: 16,
 	}
 }
 
@@ -51,6 +57,7 @@ func (l Limits) OrDefaults() Limits {
 	orDefault(&l.MinInterval, d.MinInterval)
 	orDefault(&l.MaxCount, d.MaxCount)
 	orDefault(&l.MaxJobSeconds, d.MaxJobSeconds)
+	orDefault(&l.NodePorts, d.NodePorts)
 	return l
 }
 
@@ -72,18 +79,24 @@ func (m *Manifest) CheckLimits(l Limits) error {
 		}
 	}
 	over("services", len(m.Services), l.Services, "services", "--max-services")
-	// The first IP endpoint or hostname past the limit is named.
+	// The first IP endpoint, NodePort or hostname past the limit is named.
 	endpoints, hosts := map[string]bool{}, map[string]bool{}
-	var endpointPath, hostPath string
+	var endpointPath, hostPath, nodePortPath string
+	nodePorts := 0
 	for i, s := range m.Services {
 		for j, p := range s.Ports {
 			pp := index(field(index("services", i), "ports"), j)
 			if p.Expose == nil {
 				continue
 			}
-			if e := p.Expose.IP; e != "" && !endpoints[e] {
-				if endpoints[e] = true; len(endpoints) == l.IPEndpoints+1 {
-					endpointPath = field(pp, "expose.ip")
+			if e := p.Expose.IP; e != "" {
+				if nodePorts++; nodePorts == l.NodePorts+1 {
+					nodePortPath = field(pp, "expose.ip")
+				}
+				if !endpoints[e] {
+					if endpoints[e] = true; len(endpoints) == l.IPEndpoints+1 {
+						endpointPath = field(pp, "expose.ip")
+					}
 				}
 			}
 			if p.Expose.HTTP == nil {
@@ -100,6 +113,7 @@ func (m *Manifest) CheckLimits(l Limits) error {
 	}
 	over(endpointPath, len(endpoints), l.IPEndpoints, "declared IP endpoints (each takes an address of the provider's pool)", "--max-ip-endpoints")
 	over(hostPath, len(hosts), l.Hostnames, "hostnames", "--max-hostnames")
+	over(nodePortPath, nodePorts, l.NodePorts, "ports exposed on IP endpoints (each takes a NodePort of the cluster's shared range)", "--lease-quota-nodeports")
 	var replicas int64
 	for i := range m.Services {
 		s := &m.Services[i]

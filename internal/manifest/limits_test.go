@@ -164,3 +164,24 @@ func TestPrefixedPodKeysNeedTheOperatorsWord(t *testing.T) {
 		assert.NotContains(t, err.Error(), allowed)
 	}
 }
+
+// Issue 35.5: each port exposed on an IP endpoint takes one of the
+// cluster's NodePorts (a port of the endpoint's LoadBalancer Service), a
+// range every lease shares. A manifest needing more than the lease's quota
+// is refused before anything is written, naming the first port past it;
+// before, the API server refused the LoadBalancer Service mid-apply.
+func TestPortsOnIPEndpointsAreBoundedByTheNodePortQuota(t *testing.T) {
+	one := int32(1)
+	m := &Manifest{Lease: "a"}
+	for i := range 3 {
+		s := Service{Name: fmt.Sprintf("s%d", i), Image: "nginx:1.27", Replicas: &one}
+		for j := range 6 {
+			s.Ports = append(s.Ports, Port{Port: int32(1000 + 10*i + j), Expose: &Expose{IP: "public"}})
+		}
+		m.Services = append(m.Services, s)
+	}
+	err := m.CheckLimits(Limits{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "services[2].ports[4].expose.ip: 18 ports exposed on IP endpoints (each takes a NodePort of the cluster's shared range): this provider allows at most 16 per lease (the operator's --lease-quota-nodeports)")
+	assert.NoError(t, m.CheckLimits(Limits{NodePorts: 18}))
+}

@@ -136,7 +136,7 @@ func NewActivities(cfg config.Config, kc kubernetes.Interface, dyn dynamic.Inter
 	acts.HTTPCheckAllow = cfg.HTTPCheckHosts()
 	acts.ClusterDomain = cfg.ClusterDomain
 	acts.PrometheusLabel = cfg.PrometheusLabel
-	acts.Limits = cfg.LeaseLimits.Manifest
+	acts.Limits = cfg.LeaseLimits.ManifestLimits()
 	acts.ReservedPrefixes = cfg.LeaseLimits.ReservedPrefixes()
 	acts.AllowedPodKeys = cfg.LeaseLimits.AllowedPodKeys()
 	acts.Namespace = cfg.LeaseLimits.Namespace
