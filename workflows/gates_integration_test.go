@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,13 +56,19 @@ func TestAPausedCanaryWithABackgroundAnalysisContinuesAsNewInsideItsPause(t *tes
 	// most), the measurements going on across the runs.
 	dc := converter.GetDefaultDataConverter()
 	measured := 0
+	// Workflow-task events are not counted: how many tasks a run takes is
+	// the server's and the machine's timing (with the rest of the suite
+	// beside it, a run's tasks timed out and were retried: 80 events in all,
+	// CI), not the rollout's doing.
 	for _, runID := range runs() {
 		events := 0
 		it := rt.env.Temporal.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			ev, err := it.Next()
 			require.NoError(t, err)
-			events++
+			if !strings.HasPrefix(ev.GetEventType().String(), "WorkflowTask") {
+				events++
+			}
 			if m := ev.GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() == "LocalActivity" {
 				var data struct{ ActivityType string }
 				require.NoError(t, dc.FromPayloads(m.GetDetails()["data"], &data))
@@ -70,7 +77,7 @@ func TestAPausedCanaryWithABackgroundAnalysisContinuesAsNewInsideItsPause(t *tes
 				}
 			}
 		}
-		assert.LessOrEqual(t, events, limit+15, "run %s outgrew its budget", runID)
+		assert.LessOrEqual(t, events, limit+15, "run %s outgrew its budget (events besides workflow tasks)", runID)
 	}
 	assert.Greater(t, measured, limit/4, "the background analysis went on across the runs")
 
