@@ -120,14 +120,7 @@ func TestIdleLeaseTakesOnlyObservationsThatChangeSomething(t *testing.T) {
 		}, s.at+500*time.Millisecond)
 	}
 	// Then the lease closes: torn down at once.
-	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(UpdateObserve, "", &testsuite.TestUpdateCallback{
-			OnReject: func(err error) { t.Errorf("closed: rejected: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
-		}, observe.Observation{Lease: "l", Closed: true})
-	}, 30*time.Second)
-	env.ExecuteWorkflow(DeployWorkflow, env.in)
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
+	runUntilClosedAt(t, env, 30*time.Second)
 	var st DeployStatus
 	require.NoError(t, env.GetWorkflowResult(&st))
 	assert.Equal(t, PhaseTornDown, st.Phase)
@@ -169,11 +162,18 @@ func TestAFailedLeaseObservedAgainAfterAnOutageIsStillFailed(t *testing.T) {
 			assert.Equal(t, s.phase, env.status(t).Phase, "step %d (%+v)", i, s.obs)
 		}, s.at+500*time.Millisecond)
 	}
+	runUntilClosedAt(t, env, 30*time.Second)
+}
+
+// runUntilClosedAt runs the idle lease's workflow until an observation
+// saying it closed, sent at at, ends it without an error.
+func runUntilClosedAt(t *testing.T, env *deployEnv, at time.Duration) {
+	t.Helper()
 	env.RegisterDelayedCallback(func() {
 		env.UpdateWorkflow(UpdateObserve, "", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { t.Errorf("closed: rejected: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
 		}, observe.Observation{Lease: "l", Closed: true})
-	}, 30*time.Second)
+	}, at)
 	env.ExecuteWorkflow(DeployWorkflow, env.in)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
