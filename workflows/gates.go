@@ -32,6 +32,7 @@ const (
 	versionIdempotentKeys        = "idempotent-keys"
 	versionOwnWorkflowID         = "own-workflow-id"
 	versionConfirmedClose        = "confirmed-close"
+	versionStableAtDeadline      = "stable-at-deadline"
 )
 
 // gateInfo is one change of what a running workflow does.
@@ -101,6 +102,8 @@ var gates = []gateInfo{
 		[]string{"refusesForeignWorkflowID"}, "20261127-own-workflow-id", nil, false},
 	{versionConfirmedClose, "an observation that the lease closed is a hint: the lease is torn down only once its record is read closed, or gone, from the API server; before, an observe update saying closed, typed by hand, tore an Active lease down (issue 35.2)",
 		[]string{"deployRun.confirmsClose"}, "20261127-confirmed-close", []string{"20261124-0848", "20261124-1215-fewer-events", "20261124-1535-plan-tree-bluegreen", "20261125-0515-judge-where-measured", "20261125-0600-hostile-tenants", "20261126-quick-wait"}, false},
+	{versionStableAtDeadline, "autoRollback at the progress deadline, where the rollout's start read no fully available revision (a ReplicaSet's status behind its pods), looks again and rolls back to the newest one fully available now; before, the rollout failed with the broken revision half rolled out; asked only then",
+		[]string{"rolloutRun.rereadsStableAtDeadline"}, "20261127-stable-at-deadline", nil, false},
 }
 
 // gate reports whether this run takes change id (version 1): runs that

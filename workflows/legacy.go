@@ -278,6 +278,11 @@ func (c *CanaryState) canarySides(canarySide, stableSide canary.ReplicaSet) (can
 	return canarySide, stableSide
 }
 
+// rereadsStableAtDeadline: autoRollback at the progress deadline looks
+// again for a fully available revision where the start read found none
+// (asked only then); before, the rollout failed without rolling back.
+func (r *rolloutRun) rereadsStableAtDeadline() bool { return gate(r.ctx, versionStableAtDeadline) }
+
 // waitsQuickly: the rollout was started with QuickWait (by a lease
 // workflow since issue 22), so each workflow task's first wait is a quick
 // one. No marker: the input says it, and a rollout started before it (or

@@ -159,7 +159,7 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (*RolloutResult, err
 			continue // upstream re-syncs on its own status write
 		}
 		if r.timedOut() {
-			if r.in.AutoRollback && r.outcome == "" && r.canRollBack() {
+			if r.rollsBackAtDeadline() {
 				r.rollBackToStable(OutcomeRolledBack)
 				continue
 			}

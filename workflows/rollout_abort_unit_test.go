@@ -60,3 +60,44 @@ func TestAnAbortReturnsToAStableRevisionTheStartReadOnePodShort(t *testing.T) {
 	}
 	assert.Len(t, cluster.rs, 2, "the abort created no ReplicaSet")
 }
+
+// Guards autoRollback at the progress deadline of a rollout whose start
+// read the last-known-good ReplicaSet one pod short (its status behind its
+// pods). Before, the rollout fixed "no stable revision" at its start and,
+// at the deadline, failed with ProgressDeadlineExceeded leaving the broken
+// revision half rolled out: TestProgressDeadlineWithAutoRollbackRestores
+// TheStableRevision failed so in CI. Now the deadline reads again what is
+// fully available, and rolls back to it.
+func TestAutoRollbackReturnsToAStableRevisionTheStartReadOnePodShort(t *testing.T) {
+	cluster := newFakeReplicaSets()
+	start := time.Date(2026, 11, 27, 11, 0, 0, 0, time.UTC)
+	env, _ := cluster.env(t, start, "")
+	env.ExecuteWorkflow(RolloutWorkflow, RolloutInput{Namespace: "lease-late", Service: "web", Deployment: weekDeployment("nginx:1.26")})
+	require.NoError(t, env.GetWorkflowError())
+	var v1 RolloutResult
+	require.NoError(t, env.GetWorkflowResult(&v1))
+	require.Equal(t, OutcomeComplete, v1.Outcome)
+
+	cluster.neverAvailable = "nginx:1.27"
+	cluster.staleOnce = map[string]int32{v1.NewReplicaSet: 3}
+	env, _ = cluster.env(t, env.Now(), "")
+	broken := weekDeployment("nginx:1.27")
+	deadline := int32(120)
+	broken.Spec.ProgressDeadlineSeconds = &deadline
+	env.ExecuteWorkflow(RolloutWorkflow, RolloutInput{Namespace: "lease-late", Service: "web", Deployment: broken, AutoRollback: true})
+
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(env.GetWorkflowError(), &appErr), "got %v", env.GetWorkflowError())
+	assert.Equal(t, ErrProgressDeadlineExceeded, appErr.Type())
+	assert.Contains(t, appErr.Error(), "rolled back to revision 1")
+	var res RolloutResult
+	require.NoError(t, appErr.Details(&res))
+	assert.Equal(t, OutcomeRolledBack, res.Outcome)
+	for name, rs := range cluster.rs {
+		if name == v1.NewReplicaSet {
+			assert.Equal(t, int32(4), rs.Status.AvailableReplicas, "revision 1 is fully available again")
+			continue
+		}
+		assert.Equal(t, int32(0), *rs.Spec.Replicas, "the broken revision %s is scaled to 0", name)
+	}
+}

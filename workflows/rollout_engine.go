@@ -196,6 +196,24 @@ func (r *rolloutRun) canRollBack() bool {
 	return rev != r.stableRevision
 }
 
+// rollsBackAtDeadline reports whether autoRollback returns the rollout to
+// its last-known-good revision at the progress deadline. Where the start
+// read found none, it looks again (abortTarget), as an abort does: a
+// ReplicaSet's status can lag its pods, and "read one pod short" is not
+// "nothing to go back to" (CI saw a broken revision left half rolled out
+// so).
+func (r *rolloutRun) rollsBackAtDeadline() bool {
+	if !r.in.AutoRollback || r.outcome != "" {
+		return false
+	}
+	if r.stableRevision == 0 {
+		if rev := r.abortTarget(); rev != 0 && r.rereadsStableAtDeadline() {
+			r.stableRevision = rev
+		}
+	}
+	return r.canRollBack()
+}
+
 // rollBackToStable makes the last-known-good revision the desired one again
 // (kubectl rollout undo --to-revision), so the next syncs scale it back up
 // and the failed one down.
