@@ -67,12 +67,15 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 	rolloutOf := func(l lease) string { return workflows.RolloutWorkflowID(manifest.Namespace(l.id), l.svc) }
 	// update sends a control to a lease's rollout; an attempt the server
 	// does not answer within 15s (its workflow's worker busy with the
-	// rest of the suite) is given up, to be tried again.
-	update := func(l lease, name string) error {
+	// rest of the suite) is given up, to be tried again under the same
+	// update ID: the server still holds the first, and a retry waits for
+	// it rather than queueing another behind it (CI's PostgreSQL phase saw
+	// eight 15s attempts time out in a row, each one a new update).
+	update := func(l lease, name, id string) error {
 		actx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
 		h, err := dt.env.Temporal.UpdateWorkflow(actx, client.UpdateWorkflowOptions{
-			WorkflowID: rolloutOf(l), UpdateName: name, WaitForStage: client.WorkflowUpdateStageCompleted})
+			WorkflowID: rolloutOf(l), UpdateName: name, UpdateID: id, WaitForStage: client.WorkflowUpdateStageCompleted})
 		if err == nil {
 			err = h.Get(actx, nil)
 		}
@@ -86,16 +89,17 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 	// control sends a pause or an abort to a lease's rollout until it is
 	// taken (the rollout may not have started yet, or, in the second
 	// round, the first round's may still be the one under its ID).
-	control := func(l lease, name string) error {
+	control := func(l lease, name, image string) error {
 		seen := map[string]bool{}
-		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(pollQuery) {
-			err := update(l, name)
+		id := name + "-" + image + "-" + l.id
+		for deadline := time.Now().Add(4 * time.Minute); time.Now().Before(deadline); time.Sleep(pollQuery) {
+			err := update(l, name, id)
 			if err == nil {
 				return nil
 			}
 			seen[err.Error()] = true
 		}
-		return fmt.Errorf("%s %s: not within 2m (errors seen: %v)", name, l.id, seen)
+		return fmt.Errorf("%s %s: not within 4m (errors seen: %v)", name, l.id, seen)
 	}
 	// round deploys image to the leases deploys picks, at once, and sends
 	// the leases in slowed the control update as soon as each one's deploy
@@ -109,7 +113,7 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 			}
 			wg.Go(func() {
 				if _, errs[i] = dt.tryDeploy(manifestOf(l, image, slowed)); errs[i] == nil && slowed[l.id] {
-					errs[i] = control(l, update)
+					errs[i] = control(l, update, image)
 				}
 			})
 		}
@@ -156,7 +160,7 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 	resume := func(l lease) error {
 		timedOut := false
 		for deadline := time.Now().Add(2 * time.Minute); ; {
-			err := update(l, workflows.UpdateResume)
+			err := update(l, workflows.UpdateResume, "resume-"+l.id)
 			switch {
 			case err == nil:
 				return nil
