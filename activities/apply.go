@@ -282,7 +282,7 @@ func (a *Activities) ClassifyService(ctx context.Context, in ClassifyInput) (*Cl
 	d, err := a.DefaultDeployment(ctx, DefaultDeploymentInput{Deployment: in.Deployment})
 	if apierrors.IsNotFound(err) {
 		// No namespace yet (a first deploy being planned): nothing runs.
-		return classifyNew(in.Service, in.Deployment)
+		return classifyNew(in.Service, in.Deployment, a.allowedCapabilities())
 	}
 	if err != nil {
 		return nil, err

@@ -31,7 +31,7 @@ func (a *Activities) DefaultDeployment(ctx context.Context, in DefaultDeployment
 		return nil, invalidInput("defaultDeployment: deployment is required")
 	}
 	// The pod policy first (issue 20.5): whoever typed the template.
-	if problems := podPolicyProblems("deployment.spec.template.spec", &in.Deployment.Spec.Template.Spec); len(problems) > 0 {
+	if problems := podPolicyProblems("deployment.spec.template.spec", &in.Deployment.Spec.Template.Spec, a.allowedCapabilities()); len(problems) > 0 {
 		return nil, temporal.NewNonRetryableApplicationError(strings.Join(problems, "\n"), ErrPodPolicy, nil)
 	}
 	d := in.Deployment.DeepCopy()
@@ -60,8 +60,8 @@ func (a *Activities) DefaultDeployment(ctx context.Context, in DefaultDeployment
 // classifyNew classifies a service of which nothing runs (its namespace
 // does not exist yet), without the API server: the template passes the
 // pod policy, as DefaultDeployment would judge it first.
-func classifyNew(service string, d *appsv1.Deployment) (*Classification, error) {
-	if problems := podPolicyProblems("deployment.spec.template.spec", &d.Spec.Template.Spec); len(problems) > 0 {
+func classifyNew(service string, d *appsv1.Deployment, allowedCaps []string) (*Classification, error) {
+	if problems := podPolicyProblems("deployment.spec.template.spec", &d.Spec.Template.Spec, allowedCaps); len(problems) > 0 {
 		return nil, temporal.NewNonRetryableApplicationError(strings.Join(problems, "\n"), ErrPodPolicy, nil)
 	}
 	c := classify(d, nil)

@@ -188,12 +188,12 @@ func TestPodPolicyNamesEachPrivilegedField(t *testing.T) {
 		Containers: []corev1.Container{{Name: "c", Image: "x", Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: 80}},
 			SecurityContext: &corev1.SecurityContext{Privileged: &yes, Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}, SeccompProfile: unconfined}}},
 	}
-	got := strings.Join(podPolicyProblems("spec", spec), "\n")
+	got := strings.Join(podPolicyProblems("spec", spec, nil), "\n")
 	for _, want := range []string{"spec.hostNetwork", "spec.hostPID", "spec.hostIPC", "spec.serviceAccountName", "spec.automountServiceAccountToken",
 		"spec.securityContext.sysctls[0]: kernel.msgmax", "spec.securityContext.seccompProfile", "spec.volumes[0].hostPath",
 		"spec.containers[0].ports[0].hostPort", "spec.containers[0].securityContext.privileged",
 		"spec.containers[0].securityContext.capabilities.add: NET_ADMIN", "spec.containers[0].securityContext.seccompProfile"} {
 		assert.Contains(t, got, want)
 	}
-	assert.Empty(t, podPolicyProblems("spec", &corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}))
+	assert.Empty(t, podPolicyProblems("spec", &corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}, nil))
 }

@@ -213,7 +213,7 @@ func (a *Activities) PlanDeploy(ctx context.Context, in PlanInput) (*DeployPlan,
 			// nothing to ask the API server (a dry run into a namespace
 			// that does not exist only answers NotFound; a list finds
 			// nothing). The pod policy still judges the template.
-			c, err := classifyNew(svc, d)
+			c, err := classifyNew(svc, d, a.allowedCapabilities())
 			if err != nil {
 				return nil, err
 			}

@@ -2,9 +2,12 @@ package activities
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/deployflow/deployflow/internal/manifest"
 )
 
 // Where a pod template is judged before deployflow writes it (issue 20.5):
@@ -18,8 +21,13 @@ const ErrPodPolicy = "PodPolicy"
 
 // podPolicyProblems names each field of spec that the policy refuses:
 // host namespaces, hostPath volumes, privileged containers, privilege
-// escalation, added capabilities and host ports.
-func podPolicyProblems(path string, spec *corev1.PodSpec) []string {
+// escalation, capabilities added beyond allowed (the operator's
+// --allow-capabilities; nil is manifest.DefaultAllowedCapabilities) and
+// host ports.
+func podPolicyProblems(path string, spec *corev1.PodSpec, allowed []string) []string {
+	if allowed == nil {
+		allowed = manifest.DefaultAllowedCapabilities
+	}
 	var out []string
 	bad := func(field, why string) { out = append(out, fmt.Sprintf("%s.%s: %s", path, field, why)) }
 	if spec.HostNetwork {
@@ -64,12 +72,16 @@ func podPolicyProblems(path string, spec *corev1.PodSpec) []string {
 			if sc.Privileged != nil && *sc.Privileged {
 				bad(p+".securityContext.privileged", "a container may not be privileged")
 			}
-			if sc.Capabilities != nil && len(sc.Capabilities.Add) > 0 {
+			if sc.Capabilities != nil {
 				var caps []string
 				for _, c := range sc.Capabilities.Add {
-					caps = append(caps, string(c))
+					if !slices.Contains(allowed, string(c)) {
+						caps = append(caps, string(c))
+					}
 				}
-				bad(p+".securityContext.capabilities.add", fmt.Sprintf("%s: a container may not add capabilities", strings.Join(caps, ", ")))
+				if len(caps) > 0 {
+					bad(p+".securityContext.capabilities.add", fmt.Sprintf("%s: a container may add only %v (the operator's --allow-capabilities)", strings.Join(caps, ", "), allowed))
+				}
 			}
 			if sc.ProcMount != nil && *sc.ProcMount == corev1.UnmaskedProcMount {
 				bad(p+".securityContext.procMount", "a container may not unmask /proc")
@@ -110,3 +122,7 @@ var safeSysctls = map[string]bool{
 	"net.ipv4.tcp_keepalive_time": true, "net.ipv4.tcp_fin_timeout": true, "net.ipv4.tcp_keepalive_intvl": true,
 	"net.ipv4.tcp_keepalive_probes": true,
 }
+
+// allowedCapabilities are the capabilities a pod template may add back
+// (the operator's --allow-capabilities).
+func (a *Activities) allowedCapabilities() []string { return a.Limits.Capabilities }

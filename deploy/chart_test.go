@@ -105,6 +105,7 @@ func TestChartRendersTheWorkerAsDocumented(t *testing.T) {
 	assert.Equal(t, "kube-system/k8s-app=kube-dns", env["DEPLOYFLOW_LEASE_DNS"])
 	assert.Equal(t, "100Gi", env["DEPLOYFLOW_LEASE_QUOTA_EPHEMERAL_STORAGE"])
 	assert.Equal(t, "16", env["DEPLOYFLOW_LEASE_QUOTA_NODEPORTS"])
+	assert.Equal(t, "NET_BIND_SERVICE", env["DEPLOYFLOW_ALLOW_CAPABILITIES"])
 	assert.NotContains(t, env, "TEMPORAL_TLS", "no TLS unless asked")
 	assert.NotContains(t, env, "DEPLOYFLOW_INSTALL_CRDS", "the chart installs the CRDs, not the worker")
 	assert.Contains(t, objs, "PodDisruptionBudget/df-deployflow-worker")
@@ -132,7 +133,8 @@ func TestChartRendersTheWorkerAsDocumented(t *testing.T) {
 		"--set", "temporal.apiKey.secretName=temporal-cloud,metrics.serviceMonitor.enabled=true",
 		"--set", "rolloutNamespaces={legacy,batch},blockedHostnames={.internal.example.com}",
 		"--set", "prometheusURL=http://prometheus.monitoring:9090,notifyURL=https://hooks.example.com/deployflow",
-		"--set", "leaseLimits.network.egressDeny=null,leaseLimits.network.ingressFrom={deployflow-system,envoy-gateway-system}")
+		"--set", "leaseLimits.network.egressDeny=null,leaseLimits.network.ingressFrom={deployflow-system,envoy-gateway-system}",
+		"--set", "leaseLimits.allowCapabilities=null")
 	into(t, objs["Deployment/df-deployflow-worker"], &d)
 	c = d.Spec.Template.Spec.Containers[0]
 	env = map[string]string{}
@@ -154,6 +156,7 @@ func TestChartRendersTheWorkerAsDocumented(t *testing.T) {
 	assert.Equal(t, "https://hooks.example.com/deployflow", env["DEPLOYFLOW_NOTIFY_URL"])
 	assert.Equal(t, "deployflow-system,envoy-gateway-system", env["DEPLOYFLOW_LEASE_INGRESS_FROM"], "the release's namespace once")
 	assert.Equal(t, "none", env["DEPLOYFLOW_LEASE_EGRESS_DENY"], "an empty list is none, not the default")
+	assert.Equal(t, "none", env["DEPLOYFLOW_ALLOW_CAPABILITIES"], "no capability may be added back: none, not the default")
 	require.Len(t, d.Spec.Template.Spec.Volumes, 1)
 	assert.Equal(t, "temporal-mtls", d.Spec.Template.Spec.Volumes[0].Secret.SecretName)
 	assert.Contains(t, objs, "ServiceMonitor/df-deployflow-worker")

@@ -100,8 +100,7 @@ func newDeployRun(ctx workflow.Context, in DeployInput) *deployRun {
 		w.DeployCarry = *c
 		w.current = w.LastGood
 	} else {
-		m := in.Manifest
-		w.Pending = &m
+		w.Pending = w.accepted(&in.Manifest)
 		w.PendingTrigger = w.trigger
 		w.PendingKey = in.Key
 	}

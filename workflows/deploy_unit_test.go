@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/manifest"
@@ -232,4 +233,54 @@ func TestASlowBatchedStepFinishes(t *testing.T) {
 	in := continuedWith(t, env.GetWorkflowError())
 	assert.Equal(t, PhaseActive, in.Carry.Phase, in.Carry.LastError)
 	assert.Equal(t, 1, attempts, "one attempt, not timed out")
+}
+
+// Issue 35.4: the manifest a lease takes runs hardened (its rollout's
+// template has the seccomp profile, no privilege escalation, every
+// capability dropped), and the lease records it so; a last-known-good
+// manifest accepted before that change is returned to as it ran (its
+// rollout's template unhardened, so its ReplicaSet is reused, not rolled).
+func TestALeaseTakesAManifestHardenedAndReturnsToAnOldOneAsItRan(t *testing.T) {
+	var templates []corev1.PodSpec
+	capture := func(env *deployEnv, fail bool) {
+		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).Return(
+			func(_ workflow.Context, in RolloutInput) (*RolloutResult, error) {
+				templates = append(templates, in.Deployment.Spec.Template.Spec)
+				if fail && len(templates) == 1 {
+					return nil, temporal.NewNonRetryableApplicationError("web: no progress", ErrProgressDeadlineExceeded, nil)
+				}
+				return &RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil
+			})
+	}
+
+	env := newDeployEnv(t, func(env *deployEnv) { capture(env, false) })
+	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Trigger: "test"})
+	in := continuedWith(t, env.GetWorkflowError())
+	require.Len(t, templates, 1)
+	sc := templates[0].Containers[0].SecurityContext
+	require.NotNil(t, sc, "the rollout's template is hardened")
+	assert.False(t, *sc.AllowPrivilegeEscalation)
+	assert.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)
+	assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, templates[0].SecurityContext.SeccompProfile.Type)
+	require.NotNil(t, in.Carry.LastGood.Services[0].Security, "the lease records the manifest as it took it")
+
+	// A lease whose last-known-good manifest predates the change: a new
+	// deploy fails, and the return renders the old template.
+	templates = nil
+	legacy := oneService("l")
+	carry := DeployCarry{Phase: PhaseActive, LastGood: &legacy, Revision: 1, FewerEvents: true}
+	env = newDeployEnv(t, func(env *deployEnv) { capture(env, true) })
+	env.SetContinuedExecutionRunID("previous-run")
+	env.RegisterDelayedCallback(func() {
+		next := oneService("l")
+		next.Services[0].Image = "nginx:1.28"
+		env.UpdateWorkflow(UpdateDeploy, "", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { t.Errorf("deploy refused: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
+		}, DeployRequest{Manifest: next, Trigger: "test"})
+	}, time.Second)
+	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: legacy, Trigger: "test", Carry: &carry})
+	require.Len(t, templates, 2, "the new manifest's rollout, then the return")
+	assert.NotNil(t, templates[0].Containers[0].SecurityContext, "the new manifest runs hardened")
+	assert.Nil(t, templates[1].Containers[0].SecurityContext, "the old manifest's template, as its pods ran")
+	assert.Nil(t, templates[1].SecurityContext)
 }

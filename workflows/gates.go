@@ -33,6 +33,7 @@ const (
 	versionOwnWorkflowID         = "own-workflow-id"
 	versionConfirmedClose        = "confirmed-close"
 	versionStableAtDeadline      = "stable-at-deadline"
+	versionHardenedPods          = "hardened-pods"
 )
 
 // gateInfo is one change of what a running workflow does.
@@ -104,6 +105,8 @@ var gates = []gateInfo{
 		[]string{"deployRun.confirmsClose"}, "20261127-confirmed-close", []string{"20261124-0848", "20261124-1215-fewer-events", "20261124-1535-plan-tree-bluegreen", "20261125-0515-judge-where-measured", "20261125-0600-hostile-tenants", "20261126-quick-wait"}, false},
 	{versionStableAtDeadline, "autoRollback at the progress deadline, where the rollout's start read no fully available revision (a ReplicaSet's status behind its pods), looks again and rolls back to the newest one fully available now; before, the rollout failed with the broken revision half rolled out; asked only then",
 		[]string{"rolloutRun.rereadsStableAtDeadline"}, "20261127-stable-at-deadline", nil, false},
+	{versionHardenedPods, "a manifest sent to a lease (or planned) is taken with a security section in every service that has none, so its pods run hardened: the runtime's seccomp profile, no privilege escalation, every capability dropped (issue 35.4); before, it was taken as sent and its pods ran as the image said",
+		[]string{"acceptedIn"}, "20261127-hardened-pods", nil, false},
 }
 
 // gate reports whether this run takes change id (version 1): runs that

@@ -278,6 +278,23 @@ func (c *CanaryState) canarySides(canarySide, stableSide canary.ReplicaSet) (can
 	return canarySide, stableSide
 }
 
+// accepted is manifest m as the lease's workflow takes it when sent (a
+// start, the deploy update): its services without a security section get
+// the hardened one (issue 35.4). Runs that took a manifest before that
+// change recorded it as sent, and rendered its pods unhardened.
+func (w *deployRun) accepted(m *manifest.Manifest) *manifest.Manifest {
+	return acceptedIn(w.ctx, m)
+}
+
+// acceptedIn is accepted for a workflow without a deployRun: a plan takes
+// its manifest as the lease's workflow would.
+func acceptedIn(ctx workflow.Context, m *manifest.Manifest) *manifest.Manifest {
+	if !gate(ctx, versionHardenedPods) {
+		return m
+	}
+	return m.Hardened()
+}
+
 // rereadsStableAtDeadline: autoRollback at the progress deadline looks
 // again for a fully available revision where the start read found none
 // (asked only then); before, the rollout failed without rolling back.

@@ -37,8 +37,9 @@ func PlanWorkflow(ctx workflow.Context, in PlanRequest) (*activities.DeployPlan,
 	if err := validateManifest(ctx, &in.Manifest, false); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
 	}
-	// The defaults, filled once, as the deploy chain fills them.
-	m := in.Manifest.WithDefaults()
+	// Taken as the lease's workflow takes it, its defaults filled once, as
+	// the deploy chain fills them.
+	m := acceptedIn(ctx, &in.Manifest).WithDefaults()
 	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: 2 * time.Minute,

@@ -98,3 +98,29 @@ func TestLeaseNetworkFlagsAreValidated(t *testing.T) {
 	assert.Empty(t, c.LeaseLimits.Namespace.IngressNamespaces())
 	assert.Empty(t, c.LeaseLimits.Namespace.EgressDenied())
 }
+
+// What a manifest may ask for follows the namespace's profile: its Pod
+// Security level, the capabilities it may add back, its NodePort quota (0
+// is none, not the default: issue 35.5's review).
+func TestManifestLimitsFollowTheLeaseNamespacesProfile(t *testing.T) {
+	c := FromEnv()
+	m := c.LeaseLimits.ManifestLimits()
+	assert.Equal(t, "baseline", m.PodSecurity)
+	assert.Equal(t, []string{"NET_BIND_SERVICE"}, m.Capabilities)
+	assert.Equal(t, 16, m.NodePorts)
+
+	c.LeaseLimits.Namespace.PodSecurity = "restricted"
+	c.LeaseLimits.Namespace.QuotaNodePorts = "0"
+	c.LeaseLimits.AllowCapabilities = None
+	m = c.LeaseLimits.ManifestLimits()
+	assert.Equal(t, "restricted", m.PodSecurity)
+	assert.Empty(t, m.Capabilities)
+	assert.NotNil(t, m.Capabilities, "none, not the default")
+	assert.Equal(t, 0, m.OrDefaults().NodePorts, "a quota of none, not the default")
+	assert.NoError(t, c.Validate())
+
+	c.LeaseLimits.AllowCapabilities = "NET_BIND_SERVICE,CAP_SYS_ADMIN"
+	err := c.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `--allow-capabilities: "CAP_SYS_ADMIN": want capability names without CAP_`)
+}

@@ -30,6 +30,9 @@ type LeaseLimits struct {
 	// MountServiceAccountToken (--mount-service-account-token) lets lease
 	// pods mount their service account's API token.
 	MountServiceAccountToken bool
+	// AllowCapabilities (--allow-capabilities) are the Linux capabilities
+	// a manifest's security section may add back, comma-separated.
+	AllowCapabilities string
 }
 
 // NamespaceProfile is what a lease namespace enforces, whatever its
@@ -160,6 +163,7 @@ func (l *LeaseLimits) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&l.ReservedKeyPrefixes, "reserved-key-prefixes", env("DEPLOYFLOW_RESERVED_KEY_PREFIXES", strings.Join(manifest.DefaultReservedPrefixes, ",")), "worker: comma-separated label/annotation prefixes (and their subdomains) a tenant's pods and analysis Jobs may not use (env DEPLOYFLOW_RESERVED_KEY_PREFIXES)")
 	fs.StringVar(&l.AllowPodKeys, "allow-pod-keys", os.Getenv("DEPLOYFLOW_ALLOW_POD_KEYS"), "worker: comma-separated prefixed pod keys a tenant may use, exact (a reserved one too, e.g. the local stack's kwok knobs deployflow.dev/ready-after) or by prefix ending in / (example.com/); keys without a prefix are always the tenant's (env DEPLOYFLOW_ALLOW_POD_KEYS)")
 	fs.BoolVar(&l.MountServiceAccountToken, "mount-service-account-token", os.Getenv("DEPLOYFLOW_MOUNT_SERVICE_ACCOUNT_TOKEN") == "true", "worker: let lease pods mount their namespace's service account token (default off: a lease namespace's default ServiceAccount mounts none) (env DEPLOYFLOW_MOUNT_SERVICE_ACCOUNT_TOKEN)")
+	fs.StringVar(&l.AllowCapabilities, "allow-capabilities", env("DEPLOYFLOW_ALLOW_CAPABILITIES", strings.Join(manifest.DefaultAllowedCapabilities, ",")), "worker: comma-separated Linux capabilities a manifest's security section may add back to a container (all are dropped), within --pod-security's; none for none (env DEPLOYFLOW_ALLOW_CAPABILITIES)")
 	p := DefaultNamespaceProfile()
 	for _, k := range []struct {
 		v              *string
@@ -239,6 +243,9 @@ func (l LeaseLimits) validate() []error {
 	if _, _, _, err := n.DNSPeer(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := l.ManifestLimits().CheckCapabilities(); err != nil {
+		errs = append(errs, fmt.Errorf("--allow-capabilities: %w", err))
+	}
 	return errs
 }
 
@@ -262,13 +269,22 @@ func envInt(key string, def int) int {
 }
 
 // ManifestLimits is what a lease's manifest may ask for: the --max-*
-// limits, and the NodePorts of its namespace's quota
-// (--lease-quota-nodeports), so that a manifest needing more is refused
+// limits, the NodePorts of its namespace's quota (--lease-quota-nodeports),
+// its Pod Security level (--pod-security) and the capabilities it may add
+// back (--allow-capabilities), so that a manifest needing more is refused
 // before anything is written.
 func (l LeaseLimits) ManifestLimits() manifest.Limits {
 	m := l.Manifest
 	if q, err := resource.ParseQuantity(l.Namespace.QuotaNodePorts); err == nil {
 		m.NodePorts = int(q.Value())
+		if m.NodePorts == 0 {
+			m.NodePorts = manifest.NoNodePorts // a quota of none, not the default
+		}
+	}
+	m.PodSecurity = l.Namespace.PodSecurity
+	m.Capabilities = listOrNone(l.AllowCapabilities)
+	if m.Capabilities == nil {
+		m.Capabilities = []string{} // none: not the default
 	}
 	return m
 }

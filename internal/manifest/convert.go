@@ -64,12 +64,14 @@ func (m *Manifest) Deployment(svc string) (*appsv1.Deployment, error) {
 	templateLabels[LeaseLabel] = m.Lease
 	templateLabels[ServiceLabel] = svc
 
+	podSecurity, containerSecurity := s.Security.podSecurity()
 	container := corev1.Container{
-		Name:      svc,
-		Image:     s.Image,
-		Command:   cloneSlice(s.Command),
-		Args:      cloneSlice(s.Args),
-		Resources: resources,
+		Name:            svc,
+		Image:           s.Image,
+		Command:         cloneSlice(s.Command),
+		Args:            cloneSlice(s.Args),
+		Resources:       resources,
+		SecurityContext: containerSecurity,
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 		container.Env = append(container.Env, corev1.EnvVar{Name: k, Value: s.Env[k]})
@@ -116,7 +118,7 @@ func (m *Manifest) Deployment(svc string) (*appsv1.Deployment, error) {
 					Labels:      templateLabels,
 					Annotations: cloneMap(s.PodAnnotations),
 				},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{container}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{container}, SecurityContext: podSecurity},
 			},
 			Strategy:                strategy,
 			MinReadySeconds:         r.MinReadySeconds,

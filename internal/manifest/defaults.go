@@ -79,6 +79,7 @@ func (s *Service) withDefaults() Service {
 		Env:            cloneMap(s.Env),
 		PodLabels:      cloneMap(s.PodLabels),
 		PodAnnotations: cloneMap(s.PodAnnotations),
+		Security:       s.Security.clone(),
 	}
 	if r := s.Resources; r != nil && (r.CPU != "" || r.Memory != "") {
 		out.Resources = &Resources{CPU: r.CPU, Memory: r.Memory}

@@ -27,12 +27,22 @@ type Limits struct {
 	// port of its LoadBalancer Service, which takes one of the cluster's
 	// NodePorts. Checked here, before anything is written, rather than
 	// met as the API server's quota error at apply.
+	// NoNodePorts is a quota of none: 0 is unset (the default).
 	NodePorts int `json:"nodePorts,omitempty"`
 	// PrometheusLabel is the label the worker confines every query to
 	// (--prometheus-namespace-label; "" is promscope.DefaultLabel): a
 	// query selecting by it is refused. Validation checks the default
 	// label; this checks the operator's own.
 	PrometheusLabel string `json:"prometheusLabel,omitempty"`
+	// PodSecurity is the Pod Security level lease namespaces enforce
+	// (--pod-security; "" is baseline): at restricted, a manifest whose
+	// containers may run as root is refused before anything is written,
+	// rather than each pod by the API server after.
+	PodSecurity string `json:"podSecurity,omitempty"`
+	// Capabilities are the Linux capabilities a manifest's security
+	// section may add back (--allow-capabilities; nil is
+	// DefaultAllowedCapabilities).
+	Capabilities []string `json:"capabilities,omitempty"`
 }
 
 // DefaultLimits are the limits a worker enforces unless its operator sets
@@ -57,9 +67,17 @@ func (l Limits) OrDefaults() Limits {
 	orDefault(&l.MinInterval, d.MinInterval)
 	orDefault(&l.MaxCount, d.MaxCount)
 	orDefault(&l.MaxJobSeconds, d.MaxJobSeconds)
-	orDefault(&l.NodePorts, d.NodePorts)
+	if l.NodePorts == 0 {
+		l.NodePorts = d.NodePorts
+	}
+	l.NodePorts = max(l.NodePorts, 0) // NoNodePorts
 	return l
 }
+
+// NoNodePorts as Limits.NodePorts is a quota of no NodePorts (the
+// operator's --lease-quota-nodeports 0): no port may be exposed on an IP
+// endpoint.
+const NoNodePorts = -1
 
 func orDefault[T int | int32 | int64 | time.Duration](v *T, def T) {
 	if *v <= 0 {
@@ -154,6 +172,7 @@ func (m *Manifest) CheckLimits(l Limits) error {
 	if replicas > int64(l.TotalReplicas) {
 		v.add("services[*].replicas", "%d replicas in all: this provider allows at most %d per lease (the operator's --max-replicas)", replicas, l.TotalReplicas)
 	}
+	m.checkSecurity(&v, l.PodSecurity, l.Capabilities)
 	if p := m.Placement; p != nil {
 		for i, w := range p.Waves {
 			if w.Analysis != nil {

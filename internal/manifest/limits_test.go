@@ -184,4 +184,10 @@ func TestPortsOnIPEndpointsAreBoundedByTheNodePortQuota(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "services[2].ports[4].expose.ip: 18 ports exposed on IP endpoints (each takes a NodePort of the cluster's shared range): this provider allows at most 16 per lease (the operator's --lease-quota-nodeports)")
 	assert.NoError(t, m.CheckLimits(Limits{NodePorts: 18}))
+
+	// A quota of none (--lease-quota-nodeports 0) refuses the first port;
+	// before, 0 read as unset and 16 were allowed.
+	err = m.CheckLimits(Limits{NodePorts: NoNodePorts})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "services[0].ports[0].expose.ip: 18 ports exposed on IP endpoints (each takes a NodePort of the cluster's shared range): this provider allows at most 0 per lease")
 }

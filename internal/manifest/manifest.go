@@ -131,6 +131,9 @@ type Service struct {
 	PodLabels map[string]string `json:"podLabels,omitempty"`
 	// PodAnnotations are extra pod-template annotations.
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+	// Security is how the container runs (security.go): hardened, with
+	// what the manifest relaxes within the operator's bounds.
+	Security *Security `json:"security,omitempty"`
 }
 
 // Resources are a container's CPU and memory, as Kubernetes quantities
