@@ -13,6 +13,26 @@ import (
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
 
+// revisionOneReadOnePodShort rolls revision 1 (nginx:1.26, four replicas)
+// out on a fake cluster and returns the environment of the next rollout:
+// its pods (nginx:1.27) never become available, and its first read finds
+// revision 1 three of four available (a ReplicaSet controller behind its
+// pods).
+func revisionOneReadOnePodShort(t *testing.T) (*fakeReplicaSets, *testsuite.TestWorkflowEnvironment, RolloutResult) {
+	cluster := newFakeReplicaSets()
+	env, _ := cluster.env(t, time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC), "")
+	env.ExecuteWorkflow(RolloutWorkflow, RolloutInput{Namespace: "lease-late", Service: "web", Deployment: weekDeployment("nginx:1.26")})
+	require.NoError(t, env.GetWorkflowError())
+	var v1 RolloutResult
+	require.NoError(t, env.GetWorkflowResult(&v1))
+	require.Equal(t, OutcomeComplete, v1.Outcome)
+
+	cluster.neverAvailable = "nginx:1.27"
+	cluster.staleOnce = map[string]int32{v1.NewReplicaSet: 3}
+	env, _ = cluster.env(t, env.Now(), "")
+	return cluster, env, v1
+}
+
 // Guards the abort of a rollout whose start read the last-known-good
 // ReplicaSet one pod short: its status lagged its pods (the ReplicaSet
 // controller behind, on a loaded machine). Before, the rollout fixed "no
@@ -21,20 +41,7 @@ import (
 // revision 1 was up all along: TestUndoReusesTheOldReplicaSet failed so in
 // CI. Now the abort reads again what is fully available, and returns to it.
 func TestAnAbortReturnsToAStableRevisionTheStartReadOnePodShort(t *testing.T) {
-	cluster := newFakeReplicaSets()
-	start := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
-	env, _ := cluster.env(t, start, "")
-	env.ExecuteWorkflow(RolloutWorkflow, RolloutInput{Namespace: "lease-late", Service: "web", Deployment: weekDeployment("nginx:1.26")})
-	require.NoError(t, env.GetWorkflowError())
-	var v1 RolloutResult
-	require.NoError(t, env.GetWorkflowResult(&v1))
-	require.Equal(t, OutcomeComplete, v1.Outcome)
-
-	// The next rollout's pods never become available, and its first read
-	// finds revision 1 three of four available.
-	cluster.neverAvailable = "nginx:1.27"
-	cluster.staleOnce = map[string]int32{v1.NewReplicaSet: 3}
-	env, _ = cluster.env(t, env.Now(), "")
+	cluster, env, v1 := revisionOneReadOnePodShort(t)
 	accepted := false
 	env.RegisterDelayedCallback(func() {
 		env.UpdateWorkflow(UpdateAbort, "", &testsuite.TestUpdateCallback{
@@ -69,18 +76,7 @@ func TestAnAbortReturnsToAStableRevisionTheStartReadOnePodShort(t *testing.T) {
 // TheStableRevision failed so in CI. Now the deadline reads again what is
 // fully available, and rolls back to it.
 func TestAutoRollbackReturnsToAStableRevisionTheStartReadOnePodShort(t *testing.T) {
-	cluster := newFakeReplicaSets()
-	start := time.Date(2026, 11, 27, 11, 0, 0, 0, time.UTC)
-	env, _ := cluster.env(t, start, "")
-	env.ExecuteWorkflow(RolloutWorkflow, RolloutInput{Namespace: "lease-late", Service: "web", Deployment: weekDeployment("nginx:1.26")})
-	require.NoError(t, env.GetWorkflowError())
-	var v1 RolloutResult
-	require.NoError(t, env.GetWorkflowResult(&v1))
-	require.Equal(t, OutcomeComplete, v1.Outcome)
-
-	cluster.neverAvailable = "nginx:1.27"
-	cluster.staleOnce = map[string]int32{v1.NewReplicaSet: 3}
-	env, _ = cluster.env(t, env.Now(), "")
+	cluster, env, v1 := revisionOneReadOnePodShort(t)
 	broken := weekDeployment("nginx:1.27")
 	deadline := int32(120)
 	broken.Spec.ProgressDeadlineSeconds = &deadline
