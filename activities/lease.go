@@ -113,17 +113,30 @@ func (a *Activities) hostnamesResult(res reserve.HostnameResult, err error) (*Ho
 type ReleaseInput struct {
 	Lease string   `json:"lease"`
 	Keep  []string `json:"keep,omitempty"`
+	// Only, if not empty, are the only ones released (of those the lease
+	// holds, not in Keep): what one deploy took. (A deploy that took
+	// nothing releases nothing: it does not call.)
+	Only []string `json:"only,omitempty"`
 }
 
-// ReleaseHostnames releases the lease's hostnames not in Keep and returns
-// them.
+// dropped is what in releases of held.
+func (in ReleaseInput) dropped(held []string) []string {
+	drop := without(held, in.Keep)
+	if len(in.Only) > 0 {
+		drop = without(drop, without(drop, in.Only))
+	}
+	return drop
+}
+
+// ReleaseHostnames releases the lease's hostnames not in Keep (of Only, if
+// any) and returns them.
 func (a *Activities) ReleaseHostnames(ctx context.Context, in ReleaseInput) ([]string, error) {
 	held, err := a.Hostnames.Held(ctx, in.Lease)
 	if err != nil {
 		return nil, err
 	}
-	drop := without(held, in.Keep)
-	if len(in.Keep) == 0 {
+	drop := in.dropped(held)
+	if len(in.Keep) == 0 && len(in.Only) == 0 {
 		return drop, a.Hostnames.ReleaseAll(ctx, in.Lease)
 	}
 	return drop, a.Hostnames.Release(ctx, in.Lease, drop)
@@ -151,7 +164,8 @@ func (a *Activities) EnsureIPs(ctx context.Context, in IPsInput) (map[string]str
 	return ips, err
 }
 
-// ReleaseIPs releases the lease's IP endpoints not in Keep and returns them.
+// ReleaseIPs releases the lease's IP endpoints not in Keep (of Only, if
+// any) and returns them.
 func (a *Activities) ReleaseIPs(ctx context.Context, in ReleaseInput) ([]string, error) {
 	declared, err := a.IPs.Declared(ctx, in.Lease)
 	if err != nil {
@@ -162,8 +176,8 @@ func (a *Activities) ReleaseIPs(ctx context.Context, in ReleaseInput) ([]string,
 		endpoints = append(endpoints, e)
 	}
 	sort.Strings(endpoints)
-	drop := without(endpoints, in.Keep)
-	if len(in.Keep) == 0 {
+	drop := in.dropped(endpoints)
+	if len(in.Keep) == 0 && len(in.Only) == 0 {
 		return drop, a.IPs.ReleaseAll(ctx, in.Lease)
 	}
 	return drop, a.IPs.Release(ctx, in.Lease, drop)

@@ -98,7 +98,10 @@ func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error)
 		return nil, err
 	}
 	w := newDeployRun(ctx, in)
-	w.behaviour = newBehaviour(ctx, in.Carry != nil && in.Carry.FewerEvents)
+	w.behaviour = newBehaviour(ctx, in.Carry != nil && in.Carry.FewerEvents, in.Carry != nil && in.Carry.Hardened)
+	if in.Carry == nil {
+		w.Pending = w.accepted(w.Pending) // the manifest it starts with
+	}
 	if err := w.registerControls(); err != nil {
 		return nil, err
 	}
@@ -160,7 +163,7 @@ var errTeardown = errors.New("teardown requested")
 // deploy runs the deploy chain for m and, if it fails after changing
 // anything, the chain again for the last-known-good manifest.
 func (w *deployRun) deploy(m *manifest.Manifest) error {
-	w.requested = m
+	w.requested, w.taking = m, nil
 	defer func() { w.requested = nil }()
 	m = w.keepRestarts(m)
 	w.Revision++
@@ -225,7 +228,7 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 		case !res.changed && w.releasesOnEarlyFailure():
 			// Nothing of the workload changed: give back the hostnames and
 			// IPs this deploy took that the running version does not hold.
-			if released := w.releaseUnheld(); len(released) > 0 {
+			if released := w.releaseOnEarlyFailure(); len(released) > 0 {
 				rec.Outcome += "; released " + strings.Join(released, ", ")
 			}
 		}

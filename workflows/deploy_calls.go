@@ -155,6 +155,58 @@ func (w *deployRun) finish(m *manifest.Manifest) (activities.FinishDeployResult,
 // releaseUnheld releases the lease's hostnames and IPs that its
 // last-known-good manifest does not declare (all of them when nothing is
 // deployed) and returns what it released.
+// releaseTaken gives back the hostnames and IP endpoints this deploy's
+// plan took (w.taking) that the last-known-good manifest does not hold,
+// and returns them. Nothing else the lease holds is released: a hostname
+// its workload may still serve (its workflow started afresh, its
+// last-known-good manifest lost) is not this deploy's to give back.
+func (w *deployRun) releaseTaken() []string {
+	if w.taking == nil {
+		return nil
+	}
+	var keepHosts, keepIPs []string
+	if w.LastGood != nil {
+		keepHosts, keepIPs = w.LastGood.Hostnames(), w.LastGood.IPEndpoints()
+	}
+	var a *activities.Activities
+	var out []string
+	if took := without(w.taking.ReserveHostnames, keepHosts); len(took) > 0 {
+		var hosts []string
+		if err := workflow.ExecuteLocalActivity(w.kubeCtx("release hostnames this deploy took"), a.ReleaseHostnames,
+			activities.ReleaseInput{Lease: w.lease, Only: took}).Get(w.ctx, &hosts); err == nil {
+			for _, h := range hosts {
+				out = append(out, "hostname "+h)
+			}
+			w.Hostnames = without(w.Hostnames, hosts)
+		}
+	}
+	if took := without(w.taking.AllocateIPs, keepIPs); len(took) > 0 {
+		var ips []string
+		if err := workflow.ExecuteLocalActivity(w.kubeCtx("release IPs this deploy took"), a.ReleaseIPs,
+			activities.ReleaseInput{Lease: w.lease, Only: took}).Get(w.ctx, &ips); err == nil {
+			for _, e := range ips {
+				out = append(out, "IP of "+e)
+				delete(w.IPs, e)
+			}
+		}
+	}
+	return out
+}
+
+// without is list without the items of drop, in list's order.
+func without(list, drop []string) []string {
+	var out []string
+	for _, s := range list {
+		if !contains(drop, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// releaseUnheld gives back every hostname and IP endpoint of the lease
+// that the last-known-good manifest does not hold (runs before
+// release-what-it-took).
 func (w *deployRun) releaseUnheld() []string {
 	var keepHosts, keepIPs []string
 	if w.LastGood != nil {

@@ -52,6 +52,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	if err != nil {
 		return res, err
 	}
+	w.taking = plan
 	w.Owner = lease.Owner
 	w.startTree(plan)
 	switch {

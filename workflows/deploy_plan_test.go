@@ -19,8 +19,9 @@ import (
 
 func (dt *deployTest) plan(m manifest.Manifest) *activities.DeployPlan {
 	dt.t.Helper()
-	// As PlanWorkflow passes it: with its defaults, filled once.
-	p, err := dt.acts.PlanDeploy(context.Background(), activities.PlanInput{Manifest: *m.WithDefaults(), Owner: dt.owner})
+	// As PlanWorkflow passes it: taken as the lease takes it (hardened),
+	// with its defaults, filled once.
+	p, err := dt.acts.PlanDeploy(context.Background(), activities.PlanInput{Manifest: *m.Hardened().WithDefaults(), Owner: dt.owner})
 	require.NoError(dt.t, err)
 	return p
 }

@@ -35,9 +35,13 @@ type deployRun struct {
 	// and the search attributes last upserted (Published).
 	DeployCarry
 
-	current        *manifest.Manifest // being deployed, or last deployed
-	requested      *manifest.Manifest // the manifest of the deploy in progress, as it was asked for
-	approvedPlan   string             // the fingerprint the deploy in progress was approved with
+	current   *manifest.Manifest // being deployed, or last deployed
+	requested *manifest.Manifest // the manifest of the deploy in progress, as it was asked for
+	// taking is the plan of the deploy in progress: the hostnames it
+	// reserves and the IP endpoints it allocates, the only ones an early
+	// failure gives back.
+	taking         *activities.DeployPlan
+	approvedPlan   string // the fingerprint the deploy in progress was approved with
 	unhealthySince time.Time
 	unsettled      bool
 	tree           *plan.Node            // the chain in progress's tree, as executed so far
@@ -100,7 +104,8 @@ func newDeployRun(ctx workflow.Context, in DeployInput) *deployRun {
 		w.DeployCarry = *c
 		w.current = w.LastGood
 	} else {
-		w.Pending = w.accepted(&in.Manifest)
+		m := in.Manifest
+		w.Pending = &m // accepted once the run knows its behaviour
 		w.PendingTrigger = w.trigger
 		w.PendingKey = in.Key
 	}
@@ -114,6 +119,7 @@ func (w *deployRun) carryOver() DeployInput {
 	}
 	carry := w.DeployCarry
 	carry.FewerEvents = w.batches()
+	carry.Hardened = w.hardened
 	in.Carry = &carry
 	in.Key = "" // the start's; the carry has the keys
 	return in
@@ -210,6 +216,8 @@ type DeployCarry struct {
 	Plan *activities.DeployPlan `json:"plan,omitempty"`
 	// FewerEvents: the run took versionFewerEvents, and so does this one.
 	FewerEvents bool `json:"fewerEvents,omitempty"`
+	// Hardened: the run took versionHardenedPods, and so does this one.
+	Hardened bool `json:"hardened,omitempty"`
 	// Published is the search attributes the run ended with (they carry over).
 	Published string `json:"published,omitempty"`
 	// LastFailed is the manifest of the last deploy, if it failed (retry

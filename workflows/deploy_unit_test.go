@@ -70,12 +70,14 @@ func newDeployEnv(t *testing.T, setup func(*deployEnv)) *deployEnv {
 	env.OnActivity(a.ReleaseHostnames, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.ReleaseInput) ([]string, error) {
 			env.released["hostnames"] = append(env.released["hostnames"], in.Keep)
-			return nil, nil
+			env.released["only hostnames"] = append(env.released["only hostnames"], in.Only)
+			return in.Only, nil
 		}).Maybe()
 	env.OnActivity(a.ReleaseIPs, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.ReleaseInput) ([]string, error) {
 			env.released["ips"] = append(env.released["ips"], in.Keep)
-			return nil, nil
+			env.released["only ips"] = append(env.released["only ips"], in.Only)
+			return in.Only, nil
 		}).Maybe()
 	env.OnActivity(a.ReportPhase, mock.Anything, mock.Anything).Return(nil).Maybe()
 	env.OnActivity(a.ReportDeploy, mock.Anything, mock.Anything).Return(nil).Maybe()
@@ -120,16 +122,24 @@ func TestDeployWorkflowDecisions(t *testing.T) {
 		},
 	}, {
 		// Issue 8.5: a deploy that failed after reserving hostnames and IPs
-		// but before changing the workload kept them.
-		name: "an early failure releases what the deploy took",
+		// but before changing the workload kept them. Issue 35.2: it gives
+		// back only what its plan took, never a hostname the lease held
+		// before it (its workload may serve it: a lease workflow started
+		// afresh, with no last-known-good manifest, released every one).
+		name: "an early failure releases what the deploy took, and only that",
 		setup: func(env *deployEnv) {
+			env.OnActivity(env.a.PrepareDeploy, mock.Anything, mock.Anything).Return(&activities.PrepareDeployResult{
+				Lease: activities.LeaseInfo{ID: "l", Owner: "acme", State: "Active"},
+				Plan: activities.DeployPlan{Fingerprint: "0123456789abcdef", ReserveHostnames: []string{"web.example.com"},
+					AllocateIPs: []string{"public"}, KeepIPs: map[string]string{"legacy": "192.0.2.7"}}}, nil)
 			env.OnActivity(env.a.ApplyDeploy, mock.Anything, mock.Anything).Return(nil, conflict)
 		},
 		check: func(t *testing.T, env *deployEnv, err error) {
 			in := continuedWith(t, err)
 			assert.Equal(t, PhaseFailed, in.Carry.Phase)
-			assert.Equal(t, [][]string{nil}, env.released["hostnames"], "every hostname released: nothing is deployed")
-			assert.Equal(t, [][]string{nil}, env.released["ips"], "every IP released: nothing is deployed")
+			assert.Equal(t, [][]string{{"web.example.com"}}, env.released["only hostnames"], "the hostname the deploy reserved, nothing the lease held before")
+			assert.Equal(t, [][]string{{"public"}}, env.released["only ips"], "the endpoint the deploy allocated, not the one the lease kept")
+			assert.Contains(t, in.Carry.History[len(in.Carry.History)-1].Outcome, "released hostname web.example.com, IP of public")
 		},
 	}, {
 		name:  "a successful deploy records the manifest as last-known-good and continues as new",

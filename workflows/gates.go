@@ -34,6 +34,7 @@ const (
 	versionConfirmedClose        = "confirmed-close"
 	versionStableAtDeadline      = "stable-at-deadline"
 	versionHardenedPods          = "hardened-pods"
+	versionReleaseWhatItTook     = "release-what-it-took"
 )
 
 // gateInfo is one change of what a running workflow does.
@@ -105,8 +106,10 @@ var gates = []gateInfo{
 		[]string{"deployRun.confirmsClose"}, "20261127-confirmed-close", []string{"20261124-0848", "20261124-1215-fewer-events", "20261124-1535-plan-tree-bluegreen", "20261125-0515-judge-where-measured", "20261125-0600-hostile-tenants", "20261126-quick-wait"}, false},
 	{versionStableAtDeadline, "autoRollback at the progress deadline, where the rollout's start read no fully available revision (a ReplicaSet's status behind its pods), looks again and rolls back to the newest one fully available now; before, the rollout failed with the broken revision half rolled out; asked only then",
 		[]string{"rolloutRun.rereadsStableAtDeadline"}, "20261127-stable-at-deadline", nil, false},
-	{versionHardenedPods, "a manifest sent to a lease (or planned) is taken with a security section in every service that has none, so its pods run hardened: the runtime's seccomp profile, no privilege escalation, every capability dropped (issue 35.4); before, it was taken as sent and its pods ran as the image said",
-		[]string{"acceptedIn"}, "20261127-hardened-pods", nil, false},
+	{versionHardenedPods, "a manifest sent to a lease (or planned) is taken with a security section in every service that has none, so its pods run hardened: the runtime's seccomp profile, no privilege escalation, every capability dropped (issue 35.4); before, it was taken as sent and its pods ran as the image said. A fresh run takes it with fewer-events (version 2 of that marker: no event of its own); a run continued from before it asks when it takes a manifest",
+		[]string{"deployRun.accepted", "newBehaviour", "plannedAs"}, "20261127-release-what-it-took", []string{"20261123-2302", "20261123-2339-rollout-continue-as-new", "20261124-0848", "e104f28-before-isolation"}, true},
+	{versionReleaseWhatItTook, "a deploy that fails before changing the workload gives back only the hostnames and IPs its plan took that the last-known-good manifest does not hold; before, every one the lease held beyond that manifest, though its workload might still serve them (a lease workflow started afresh) (issue 35.2); asked only then",
+		[]string{"deployRun.releaseOnEarlyFailure"}, "20261127-release-what-it-took", []string{"20261123-2302", "20261124-0848", "20261124-1215-fewer-events", "20261124-1535-plan-tree-bluegreen", "20261125-0515-judge-where-measured", "20261125-0600-hostile-tenants", "20261126-quick-wait", "20261127-stable-at-deadline"}, false},
 }
 
 // gate reports whether this run takes change id (version 1): runs that
@@ -119,6 +122,26 @@ func gate(ctx workflow.Context, id string) bool {
 		}
 	}
 	return workflow.GetVersion(ctx, id, workflow.DefaultVersion, 1) == 1
+}
+
+// gateThen is gate for change id and the change next that extends it
+// (version 2 of id's marker): a run that asks id when next exists takes
+// both, with no marker of its own for next. Runs that took id before
+// next existed replay version 1: id's path, not next's. Only legacy.go
+// asks.
+func gateThen(ctx workflow.Context, id, next string) (takesID, takesNext bool) {
+	if r, ok := ctx.Value(replayGatesKey{}).(replayGates); ok {
+		r.asked(id)
+		r.asked(next)
+		switch {
+		case r.newPath[next]:
+			return true, true
+		case r.newPath[id]:
+			return true, false
+		}
+	}
+	v := workflow.GetVersion(ctx, id, workflow.DefaultVersion, 2)
+	return v >= 1, v >= 2
 }
 
 // replayGates is set only by a test's replayer (gates_test.go), in the

@@ -36,12 +36,21 @@ type behaviour struct {
 	// leaseEvents: an idle lease takes the observer's observations
 	// (versionLeaseEvents), known from the run's first idle wait on.
 	leaseEvents bool
+	// hardened: the run takes the manifests sent to it hardened
+	// (versionHardenedPods); a fresh run knows it with batched, a run
+	// continued from one that took it from its input.
+	hardened bool
 }
 
-// newBehaviour asks versionFewerEvents, unless inherited says the input
-// was written by a run that took it (no marker needed).
-func newBehaviour(ctx workflow.Context, inherited bool) behaviour {
-	return behaviour{ctx: ctx, batched: inherited || gate(ctx, versionFewerEvents)}
+// newBehaviour asks versionFewerEvents, and with it versionHardenedPods,
+// unless inherited says the input was written by a run that took it (no
+// marker needed; hardened says whether that run took versionHardenedPods).
+func newBehaviour(ctx workflow.Context, inherited, hardened bool) behaviour {
+	if inherited {
+		return behaviour{ctx: ctx, batched: true, hardened: hardened}
+	}
+	batched, hardened := gateThen(ctx, versionFewerEvents, versionHardenedPods)
+	return behaviour{ctx: ctx, batched: batched, hardened: hardened}
 }
 
 // takes reports whether the run takes change id: every change before
@@ -281,18 +290,36 @@ func (c *CanaryState) canarySides(canarySide, stableSide canary.ReplicaSet) (can
 // accepted is manifest m as the lease's workflow takes it when sent (a
 // start, the deploy update): its services without a security section get
 // the hardened one (issue 35.4). Runs that took a manifest before that
-// change recorded it as sent, and rendered its pods unhardened.
+// change recorded it as sent, and rendered its pods unhardened. A run
+// continued from one that did not take the change asks it here, once.
 func (w *deployRun) accepted(m *manifest.Manifest) *manifest.Manifest {
-	return acceptedIn(w.ctx, m)
+	if !w.hardened {
+		w.hardened = gate(w.ctx, versionHardenedPods)
+	}
+	return hardenedIf(w.hardened, m)
 }
 
-// acceptedIn is accepted for a workflow without a deployRun: a plan takes
-// its manifest as the lease's workflow would.
-func acceptedIn(ctx workflow.Context, m *manifest.Manifest) *manifest.Manifest {
-	if !gate(ctx, versionHardenedPods) {
+// plannedAs is m as a plan takes it: as the lease's workflow would.
+func plannedAs(ctx workflow.Context, m *manifest.Manifest) *manifest.Manifest {
+	return hardenedIf(gate(ctx, versionHardenedPods), m)
+}
+
+func hardenedIf(hardened bool, m *manifest.Manifest) *manifest.Manifest {
+	if !hardened {
 		return m
 	}
 	return m.Hardened()
+}
+
+// releaseOnEarlyFailure gives back what a deploy that failed before
+// changing the workload took: only its plan's new hostnames and IPs
+// (asked only then); runs before the change gave back everything the
+// lease held beyond its last-known-good manifest (releaseUnheld).
+func (w *deployRun) releaseOnEarlyFailure() []string {
+	if !gate(w.ctx, versionReleaseWhatItTook) {
+		return w.releaseUnheld()
+	}
+	return w.releaseTaken()
 }
 
 // rereadsStableAtDeadline: autoRollback at the progress deadline looks

@@ -39,7 +39,7 @@ func PlanWorkflow(ctx workflow.Context, in PlanRequest) (*activities.DeployPlan,
 	}
 	// Taken as the lease's workflow takes it, its defaults filled once, as
 	// the deploy chain fills them.
-	m := acceptedIn(ctx, &in.Manifest).WithDefaults()
+	m := plannedAs(ctx, &in.Manifest).WithDefaults()
 	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: 2 * time.Minute,

@@ -85,7 +85,7 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (*RolloutResult, err
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
 	}
 	r := newRolloutRun(ctx, in, d)
-	r.behaviour = newBehaviour(ctx, in.FewerEvents)
+	r.behaviour = newBehaviour(ctx, in.FewerEvents, false)
 	if err := r.registerControls(); err != nil {
 		return nil, err
 	}
