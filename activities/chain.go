@@ -85,7 +85,7 @@ func (a *Activities) ApplyDeploy(ctx context.Context, in ApplyDeployInput) (*App
 	if err != nil {
 		return nil, err
 	}
-	objects, err := RenderObjects(m, out.IPs, hosts.Withheld)
+	objects, err := a.renderObjects(m, out.IPs, hosts.Withheld)
 	if err != nil {
 		return nil, invalidManifest(err)
 	}

@@ -9,9 +9,11 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
@@ -42,6 +44,23 @@ func RenderObjects(m *manifest.Manifest, ips map[string]string, withheld []Withh
 		if len(rules) > 0 {
 			ing.Spec.Rules = rules
 			out.Ingress = ing
+		}
+	}
+	return out, nil
+}
+
+// renderObjects is RenderObjects with the operator's namespace profile:
+// where its load balancer reaches pods directly
+// (--lease-loadbalancers-without-nodeports), a declared IP endpoint's
+// LoadBalancer Service allocates no NodePorts.
+func (a *Activities) renderObjects(m *manifest.Manifest, ips map[string]string, withheld []Withheld) (ApplyObjectsInput, error) {
+	out, err := RenderObjects(m, ips, withheld)
+	if err != nil || !a.Namespace.LoadBalancersWithoutNodePorts {
+		return out, err
+	}
+	for _, svc := range out.Services {
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+			svc.Spec.AllocateLoadBalancerNodePorts = ptr.To(false)
 		}
 	}
 	return out, nil
@@ -176,7 +195,7 @@ func (a *Activities) PlanDeploy(ctx context.Context, in PlanInput) (*DeployPlan,
 	for _, e := range p.AllocateIPs {
 		ips[e] = "192.0.2.1" // any address: new endpoints' Services are new anyway
 	}
-	objs, err := RenderObjects(m, ips, check.Withheld)
+	objs, err := a.renderObjects(m, ips, check.Withheld)
 	if err != nil {
 		return nil, invalidInput("%v", err)
 	}

@@ -76,8 +76,11 @@ func podPolicyProblems(path string, spec *corev1.PodSpec, allowed []string) []st
 				var caps []string
 				for _, c := range sc.Capabilities.Add {
 					if !slices.Contains(allowed, string(c)) {
-						caps = append(caps, string(c))
+						caps = append(caps, quoted(string(c)))
 					}
+				}
+				if len(caps) > maxNamed { // a hand-typed template: bounded
+					caps = append(caps[:maxNamed], fmt.Sprintf("and %d more", len(caps)-maxNamed))
 				}
 				if len(caps) > 0 {
 					bad(p+".securityContext.capabilities.add", fmt.Sprintf("%s: a container may add only %v (the operator's --allow-capabilities)", strings.Join(caps, ", "), allowed))
@@ -126,3 +129,14 @@ var safeSysctls = map[string]bool{
 // allowedCapabilities are the capabilities a pod template may add back
 // (the operator's --allow-capabilities).
 func (a *Activities) allowedCapabilities() []string { return a.Limits.Capabilities }
+
+// maxNamed bounds the values of a hand-typed template an error names.
+const maxNamed = 8
+
+// quoted is a hand-typed value as an error names it: at most 32 bytes.
+func quoted(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "…"
+	}
+	return s
+}

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -170,6 +171,11 @@ func (w *deployRun) releaseTaken() []string {
 	}
 	var a *activities.Activities
 	var out []string
+	// What the lease holds, as far as this run knows: what the failed
+	// deploy reserved and what the last-known-good manifest holds; the
+	// failed deploy's withheld hostnames are no longer anyone's concern.
+	held := append(slices.Clone(w.Hostnames), without(keepHosts, w.Hostnames)...)
+	w.Hostnames, w.Withheld = held, nil
 	if took := without(w.taking.ReserveHostnames, keepHosts); len(took) > 0 {
 		var hosts []string
 		if err := workflow.ExecuteLocalActivity(w.kubeCtx("release hostnames this deploy took"), a.ReleaseHostnames,

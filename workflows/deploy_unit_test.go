@@ -140,6 +140,7 @@ func TestDeployWorkflowDecisions(t *testing.T) {
 			assert.Equal(t, [][]string{{"web.example.com"}}, env.released["only hostnames"], "the hostname the deploy reserved, nothing the lease held before")
 			assert.Equal(t, [][]string{{"public"}}, env.released["only ips"], "the endpoint the deploy allocated, not the one the lease kept")
 			assert.Contains(t, in.Carry.History[len(in.Carry.History)-1].Outcome, "released hostname web.example.com, IP of public")
+			assert.Empty(t, in.Carry.Hostnames, "the status holds no hostname the deploy gave back")
 		},
 	}, {
 		name:  "a successful deploy records the manifest as last-known-good and continues as new",
@@ -293,4 +294,18 @@ func TestALeaseTakesAManifestHardenedAndReturnsToAnOldOneAsItRan(t *testing.T) {
 	assert.NotNil(t, templates[0].Containers[0].SecurityContext, "the new manifest runs hardened")
 	assert.Nil(t, templates[1].Containers[0].SecurityContext, "the old manifest's template, as its pods ran")
 	assert.Nil(t, templates[1].SecurityContext)
+
+	// The last-known-good manifest sent back to the lease (a placement
+	// returning its cluster) is taken as recorded: no pod rolls for it.
+	templates = nil
+	env = newDeployEnv(t, func(env *deployEnv) { capture(env, false) })
+	env.SetContinuedExecutionRunID("previous-run")
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(UpdateDeploy, "", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { t.Errorf("deploy refused: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
+		}, DeployRequest{Manifest: legacy, Trigger: "placement"})
+	}, time.Second)
+	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: legacy, Trigger: "test", Carry: &carry})
+	require.Len(t, templates, 1)
+	assert.Nil(t, templates[0].Containers[0].SecurityContext, "the last-known-good manifest, as recorded")
 }

@@ -144,7 +144,7 @@ func TestHostileTenants(t *testing.T) {
 		})}, `services[0].podAnnotations["cni.projectcalico.org/ipAddrs"]: the prefix cni.projectcalico.org is not one tenants may use`},
 		{"a container taking the network's administration back", []manifest.Service{svc(func(s *manifest.Service) {
 			s.Security = &manifest.Security{Capabilities: []string{"NET_ADMIN", "NET_RAW"}}
-		})}, "services[0].security.capabilities[0]: NET_ADMIN: this provider lets a container add only [NET_BIND_SERVICE]"},
+		})}, "services[0].security.capabilities[0]: NET_ADMIN: this provider lets a container add only [NET_BIND_SERVICE CHOWN SETUID SETGID]"},
 		{"254 IP endpoints (the whole default pool)", []manifest.Service{svc(func(s *manifest.Service) { s.Ports = manyIPs })}, "declared IP endpoints"},
 		{"17 hostnames", []manifest.Service{svc(func(s *manifest.Service) { s.Ports = manyHosts })}, "services[0].ports[0].expose.http.hostnames[16]: 17 hostnames"},
 		{"17 NodePorts of the cluster's shared range", manyNodePorts, "17 ports exposed on IP endpoints"},

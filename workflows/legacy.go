@@ -292,7 +292,15 @@ func (c *CanaryState) canarySides(canarySide, stableSide canary.ReplicaSet) (can
 // the hardened one (issue 35.4). Runs that took a manifest before that
 // change recorded it as sent, and rendered its pods unhardened. A run
 // continued from one that did not take the change asks it here, once.
+//
+// The lease's last-known-good manifest sent back to it (a placement
+// returning the cluster, a user deploying it again) is taken as recorded:
+// a return to it reuses its ReplicaSets and rolls no pod, whether or not
+// it was taken hardened.
 func (w *deployRun) accepted(m *manifest.Manifest) *manifest.Manifest {
+	if w.LastGood != nil && sameManifest(m, w.LastGood) {
+		return m
+	}
 	if !w.hardened {
 		w.hardened = gate(w.ctx, versionHardenedPods)
 	}

@@ -106,7 +106,7 @@ func TestManifestLimitsFollowTheLeaseNamespacesProfile(t *testing.T) {
 	c := FromEnv()
 	m := c.LeaseLimits.ManifestLimits()
 	assert.Equal(t, "baseline", m.PodSecurity)
-	assert.Equal(t, []string{"NET_BIND_SERVICE"}, m.Capabilities)
+	assert.Equal(t, []string{"NET_BIND_SERVICE", "CHOWN", "SETUID", "SETGID"}, m.Capabilities)
 	assert.Equal(t, 16, m.NodePorts)
 
 	c.LeaseLimits.Namespace.PodSecurity = "restricted"
@@ -123,4 +123,15 @@ func TestManifestLimitsFollowTheLeaseNamespacesProfile(t *testing.T) {
 	err := c.Validate()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `--allow-capabilities: "CAP_SYS_ADMIN": want capability names without CAP_`)
+}
+
+// Where the cluster's load balancer reaches pods directly, a declared IP
+// endpoint's ports take no NodePorts, so no NodePort quota bounds them.
+func TestLoadBalancersWithoutNodePortsLiftTheNodePortLimit(t *testing.T) {
+	var c Config
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--lease-quota-nodeports", "0", "--lease-loadbalancers-without-nodeports"}))
+	assert.True(t, c.LeaseLimits.Namespace.LoadBalancersWithoutNodePorts)
+	assert.Greater(t, c.LeaseLimits.ManifestLimits().OrDefaults().NodePorts, 1000)
 }

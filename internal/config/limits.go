@@ -74,6 +74,11 @@ type NamespaceProfile struct {
 	EgressDeny  string `json:"egressDeny"`
 	EgressAllow string `json:"egressAllow"`
 	DNS         string `json:"dns"`
+	// LoadBalancersWithoutNodePorts renders a declared IP endpoint's
+	// LoadBalancer Service with allocateLoadBalancerNodePorts false, where
+	// the cluster's load balancer reaches pods directly: its ports then
+	// take none of the cluster's shared NodePort range (issue 35.5).
+	LoadBalancersWithoutNodePorts bool `json:"loadBalancersWithoutNodePorts,omitempty"`
 }
 
 // DefaultEgressDeny is what a lease's pods may not reach unless the
@@ -163,6 +168,7 @@ func (l *LeaseLimits) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&l.ReservedKeyPrefixes, "reserved-key-prefixes", env("DEPLOYFLOW_RESERVED_KEY_PREFIXES", strings.Join(manifest.DefaultReservedPrefixes, ",")), "worker: comma-separated label/annotation prefixes (and their subdomains) a tenant's pods and analysis Jobs may not use (env DEPLOYFLOW_RESERVED_KEY_PREFIXES)")
 	fs.StringVar(&l.AllowPodKeys, "allow-pod-keys", os.Getenv("DEPLOYFLOW_ALLOW_POD_KEYS"), "worker: comma-separated prefixed pod keys a tenant may use, exact (a reserved one too, e.g. the local stack's kwok knobs deployflow.dev/ready-after) or by prefix ending in / (example.com/); keys without a prefix are always the tenant's (env DEPLOYFLOW_ALLOW_POD_KEYS)")
 	fs.BoolVar(&l.MountServiceAccountToken, "mount-service-account-token", os.Getenv("DEPLOYFLOW_MOUNT_SERVICE_ACCOUNT_TOKEN") == "true", "worker: let lease pods mount their namespace's service account token (default off: a lease namespace's default ServiceAccount mounts none) (env DEPLOYFLOW_MOUNT_SERVICE_ACCOUNT_TOKEN)")
+	fs.BoolVar(&l.Namespace.LoadBalancersWithoutNodePorts, "lease-loadbalancers-without-nodeports", os.Getenv("DEPLOYFLOW_LEASE_LOADBALANCERS_WITHOUT_NODEPORTS") == "true", "worker: a declared IP endpoint's LoadBalancer Service allocates no NodePorts (allocateLoadBalancerNodePorts: false), where the cluster's load balancer reaches pods directly; its ports then count against no NodePort quota (env DEPLOYFLOW_LEASE_LOADBALANCERS_WITHOUT_NODEPORTS)")
 	fs.StringVar(&l.AllowCapabilities, "allow-capabilities", env("DEPLOYFLOW_ALLOW_CAPABILITIES", strings.Join(manifest.DefaultAllowedCapabilities, ",")), "worker: comma-separated Linux capabilities a manifest's security section may add back to a container (all are dropped), within --pod-security's; none for none (env DEPLOYFLOW_ALLOW_CAPABILITIES)")
 	p := DefaultNamespaceProfile()
 	for _, k := range []struct {
@@ -280,6 +286,9 @@ func (l LeaseLimits) ManifestLimits() manifest.Limits {
 		if m.NodePorts == 0 {
 			m.NodePorts = manifest.NoNodePorts // a quota of none, not the default
 		}
+	}
+	if l.Namespace.LoadBalancersWithoutNodePorts {
+		m.NodePorts = manifest.UnboundedNodePorts // an IP endpoint's ports take none
 	}
 	m.PodSecurity = l.Namespace.PodSecurity
 	m.Capabilities = listOrNone(l.AllowCapabilities)

@@ -79,6 +79,10 @@ func (l Limits) OrDefaults() Limits {
 // endpoint.
 const NoNodePorts = -1
 
+// UnboundedNodePorts as Limits.NodePorts: an IP endpoint's ports take no
+// NodePorts (the operator's LoadBalancer Services allocate none).
+const UnboundedNodePorts = 1 << 30
+
 func orDefault[T int | int32 | int64 | time.Duration](v *T, def T) {
 	if *v <= 0 {
 		*v = def

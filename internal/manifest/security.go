@@ -24,8 +24,8 @@ type Security struct {
 	// RunAsNonRoot makes the kubelet refuse to start the container as
 	// root. The operator's restricted Pod Security level requires it.
 	RunAsNonRoot bool `json:"runAsNonRoot,omitempty"`
-	// RunAsUser is the UID the container runs as (1 to 2147483647);
-	// unset, the image's user.
+	// RunAsUser is the UID the container runs as (0 to 2147483647; 0 is
+	// root, refused with RunAsNonRoot); unset, the image's user.
 	RunAsUser *int64 `json:"runAsUser,omitempty"`
 	// Capabilities are Linux capabilities added back after all are
 	// dropped, without the CAP_ prefix (e.g. NET_BIND_SERVICE, to bind a
@@ -104,7 +104,7 @@ func (v *validator) security(path string, s *Security) {
 	if u := s.RunAsUser; u != nil {
 		switch {
 		case *u < 0 || *u > maxUID:
-			v.add(field(path, "runAsUser"), "%d is not a UID: use 1 to %d", *u, maxUID)
+			v.add(field(path, "runAsUser"), "%d is not a UID: use 0 to %d (0 is root)", *u, maxUID)
 		case *u == 0 && s.RunAsNonRoot:
 			v.add(field(path, "runAsUser"), "0 is root, and runAsNonRoot is set: give a non-zero UID, or leave runAsUser out to run as the image's user")
 		}
@@ -139,8 +139,11 @@ const (
 )
 
 // DefaultAllowedCapabilities are the capabilities a manifest may add back
-// unless the operator allows others: binding a port below 1024.
-var DefaultAllowedCapabilities = []string{"NET_BIND_SERVICE"}
+// unless the operator allows others: what a web server needs that starts
+// as root, binds a port below 1024 and drops to its own user (the
+// official nginx image: CHOWN for its cache directories, SETUID and
+// SETGID to drop), all within Pod Security's baseline level.
+var DefaultAllowedCapabilities = []string{"NET_BIND_SERVICE", "CHOWN", "SETUID", "SETGID"}
 
 // baselineCapabilities are the capabilities Pod Security's baseline level
 // lets a container add; restricted lets it add only NET_BIND_SERVICE.
@@ -167,7 +170,11 @@ func (m *Manifest) checkSecurity(v *problems, level string, allowed []string) {
 		if sec == nil {
 			sec = &Security{}
 		}
-		if level == PodSecurityRestricted && !sec.RunAsNonRoot {
+		switch {
+		case level != PodSecurityRestricted || sec.RunAsNonRoot:
+		case s.Security == nil:
+			v.add(field(p, "runAsNonRoot"), "this manifest was taken before its pods ran hardened, and this provider now runs pods at the restricted Pod Security level, where a container may not run as root: deploy it again with runAsNonRoot: true (the operator's --pod-security)")
+		default:
 			v.add(field(p, "runAsNonRoot"), "this provider runs pods at the restricted Pod Security level, where a container may not run as root: set runAsNonRoot: true, with runAsUser: <a non-zero UID> if the image's user is root (the operator's --pod-security)")
 		}
 		for j, c := range sec.Capabilities {

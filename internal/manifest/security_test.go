@@ -89,7 +89,7 @@ services:
 
 func TestASecuritySectionIsValidatedNamingTheField(t *testing.T) {
 	for _, tc := range []struct{ security, want string }{
-		{"runAsUser: -1", "services[0].security.runAsUser: -1 is not a UID"},
+		{"runAsUser: -1", "services[0].security.runAsUser: -1 is not a UID: use 0 to 2147483647"},
 		{"runAsUser: 4294967296", "services[0].security.runAsUser: 4294967296 is not a UID"},
 		{"runAsNonRoot: true, runAsUser: 0", "services[0].security.runAsUser: 0 is root, and runAsNonRoot is set"},
 		{"capabilities: [CAP_NET_ADMIN]", `services[0].security.capabilities[0]: "CAP_NET_ADMIN": write it without CAP_, e.g. NET_ADMIN`},
@@ -131,9 +131,10 @@ func TestTheOperatorsPodSecurityBoundsAManifestsSecurity(t *testing.T) {
 		{"restricted, may run as root", "", Limits{PodSecurity: PodSecurityRestricted},
 			"services[0].security.runAsNonRoot: this provider runs pods at the restricted Pod Security level, where a container may not run as root: set runAsNonRoot: true"},
 		{"restricted, non-root", "{runAsNonRoot: true}", Limits{PodSecurity: PodSecurityRestricted}, ""},
+		{"a web server's capabilities by default", "{capabilities: [NET_BIND_SERVICE, CHOWN, SETUID, SETGID]}", Limits{}, ""},
 		{"NET_BIND_SERVICE by default", "{capabilities: [NET_BIND_SERVICE]}", Limits{}, ""},
 		{"NET_ADMIN not allowed", "{capabilities: [NET_ADMIN]}", Limits{},
-			"services[0].security.capabilities[0]: NET_ADMIN: this provider lets a container add only [NET_BIND_SERVICE] (the operator's --allow-capabilities)"},
+			"services[0].security.capabilities[0]: NET_ADMIN: this provider lets a container add only [NET_BIND_SERVICE CHOWN SETUID SETGID] (the operator's --allow-capabilities)"},
 		{"CHOWN allowed by the operator", "{capabilities: [CHOWN]}", Limits{Capabilities: []string{"NET_BIND_SERVICE", "CHOWN"}}, ""},
 		{"CHOWN allowed, but restricted", "{runAsNonRoot: true, capabilities: [CHOWN]}", Limits{PodSecurity: PodSecurityRestricted, Capabilities: []string{"CHOWN"}},
 			"services[0].security.capabilities[0]: CHOWN: at the restricted Pod Security level a container may add only NET_BIND_SERVICE"},
@@ -152,6 +153,13 @@ func TestTheOperatorsPodSecurityBoundsAManifestsSecurity(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+	// A manifest taken before its pods ran hardened (no security section)
+	// is told why it is refused at restricted, and what to do.
+	legacy, err := Parse([]byte("lease: shop\nservices:\n  - name: web\n    image: nginx:1.27\n"))
+	require.NoError(t, err)
+	err = legacy.CheckLimits(Limits{PodSecurity: PodSecurityRestricted})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "services[0].security.runAsNonRoot: this manifest was taken before its pods ran hardened")
 	assert.NoError(t, Limits{Capabilities: []string{"NET_BIND_SERVICE", "CHOWN"}}.CheckCapabilities())
 	for _, bad := range []string{"ALL", "CAP_CHOWN", "chown", strings.Repeat("A", 40)} {
 		assert.Error(t, Limits{Capabilities: []string{bad}}.CheckCapabilities(), bad)
