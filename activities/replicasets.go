@@ -212,6 +212,11 @@ func (a *Activities) EnsureReplicaSet(ctx context.Context, in EnsureReplicaSetIn
 		want.OwnerReferences = owners
 	}
 	rss := a.Kube.AppsV1().ReplicaSets(want.Namespace)
+	// Logged before the write: a worker killed while the request is in
+	// flight leaves a ReplicaSet the history never records (its local
+	// activity's result is lost with it; the retried task finds it
+	// created), and this line is then its one trace.
+	activity.GetLogger(ctx).Info("creating ReplicaSet", "namespace", want.Namespace, "name", want.Name)
 	got, err := rss.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
 	if err == nil {
 		activity.GetLogger(ctx).Info("created ReplicaSet", "namespace", want.Namespace, "name", want.Name)

@@ -998,8 +998,11 @@ func (r *chaosRun) writesDecided() []string {
 // scaledRE is ScaleReplicaSet's log line for a write it made; createdRE
 // EnsureReplicaSet's for a creation.
 var (
-	scaledRE  = regexp.MustCompile(`msg="Scaled (?:up|down) (?:\S+ )?replica set (\S+) from (\d+) to (\d+)"`)
-	createdRE = regexp.MustCompile(`msg="created ReplicaSet" .* name=(\S+)`)
+	scaledRE = regexp.MustCompile(`msg="Scaled (?:up|down) (?:\S+ )?replica set (\S+) from (\d+) to (\d+)"`)
+	// "creating": logged before the write, so a worker killed with the
+	// request in flight leaves its trace (CI: a SIGKILL at a failed
+	// update's second boundary left a ReplicaSet no history or log held).
+	createdRE = regexp.MustCompile(`msg="(?:creating|created) ReplicaSet" .* name=(\S+)`)
 )
 
 // conflictingWrite is someone else's write to our ReplicaSet: the newest

@@ -71,3 +71,35 @@ func TestUnderARestrictedPodSecurityLevelANonRootManifestDeploysAndARootOneIsRef
 	_, err = dt.env.Kube.CoreV1().Namespaces().Get(ctx, manifest.Namespace(other), metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "nothing was written: no namespace for the refused lease (%v)", err)
 }
+
+// Issue 35.5 on the real stack: where the cluster's load balancer reaches
+// pods directly (--lease-loadbalancers-without-nodeports), a declared IP
+// endpoint takes none of the cluster's NodePorts: a lease whose NodePort
+// quota is 0 deploys one, and its LoadBalancer Service has no NodePort.
+// By default (allocated) the same lease is refused before any write.
+func TestLoadBalancersWithoutNodePortsTakeNoneOfTheClustersRange(t *testing.T) {
+	dt := newDeployTestWith(t, func(a *activities.Activities) {
+		a.Namespace.QuotaNodePorts = "0"
+		a.Namespace.LoadBalancersWithoutNodePorts = true
+		a.Limits.NodePorts = manifest.UnboundedNodePorts
+	})
+	dt.deploy(twoServices(dt.lease, dt.lease+".apps.example.com", "nginx:1.26", nil, false))
+	st := dt.waitRevision(dt.lease, 1)
+	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	lb, err := dt.env.Kube.CoreV1().Services(manifest.Namespace(dt.lease)).Get(context.Background(), "api-ip-public", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, lb.Spec.AllocateLoadBalancerNodePorts)
+	assert.False(t, *lb.Spec.AllocateLoadBalancerNodePorts)
+	for _, p := range lb.Spec.Ports {
+		assert.Zero(t, p.NodePort, "port %d took no NodePort", p.Port)
+	}
+
+	refused := newDeployTestWith(t, func(a *activities.Activities) {
+		a.Namespace.QuotaNodePorts = "0"
+		a.Limits.NodePorts = manifest.NoNodePorts
+	})
+	refused.deploy(twoServices(refused.lease, refused.lease+".apps.example.com", "nginx:1.26", nil, false))
+	st = refused.waitRevision(refused.lease, 1)
+	assert.Equal(t, workflows.PhaseFailed, st.Phase)
+	assert.Contains(t, st.LastError, "expose.ip: 1 ports exposed on IP endpoints (each takes a NodePort of the cluster's shared range): this provider allows at most 0 per lease")
+}
