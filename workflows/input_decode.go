@@ -54,9 +54,10 @@ func inputProblems(data []byte, v any, manifestField string) error {
 			continue
 		}
 		if k == manifestField && !bytes.Equal(bytes.TrimSpace(top[k]), []byte("null")) {
-			// Lenient: a continued run carries a manifest accepted under
-			// the rules of its day; validateManifest applies today's.
-			_, err := manifest.ParseLenient(top[k])
+			// Today's rules: an input typed by hand is never parsed with
+			// the legacy rules (issue 35.1), which only a run's own
+			// carried manifests take (decoded apart, validateManifest).
+			_, err := manifest.Parse(top[k])
 			var verr *manifest.ValidationError
 			switch {
 			case errors.As(err, &verr):

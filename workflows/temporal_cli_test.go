@@ -95,7 +95,7 @@ func TestMalformedInputsFromTheTemporalCLIFailTypedNamingTheField(t *testing.T) 
 		{"DeployWorkflow", svc(`, "replicas": "three"`), workflows.ErrInvalidManifest, `manifest.services[0].replicas: want a whole number, got the string "three"`},
 		{"DeployWorkflow", svc(`, "replicas": 1e12`), workflows.ErrInvalidManifest, "manifest.services[0].replicas: want a whole number, got the number 1e12"},
 		{"DeployWorkflow", svc(`, "replicas": 100000`), workflows.ErrInvalidManifest, "manifest.services[0].replicas: 100000 is too many"},
-		{"DeployWorkflow", svc(`, "podAnnotations": {"huge": "` + strings.Repeat("x", 300<<10) + `"}`), workflows.ErrInvalidManifest, "manifest.services[0].podAnnotations: are 307204 bytes in all, more than Kubernetes' 262144"},
+		{"DeployWorkflow", svc(`, "podAnnotations": {"huge": "` + strings.Repeat("x", 300<<10) + `"}`), workflows.ErrInvalidManifest, "manifest: the manifest is 307313 bytes, more than the 262144 allowed"},
 		{"DeployWorkflow", `{"manifest": {"services": []}}`, workflows.ErrInvalidManifest, "lease"},
 		{"DeployWorkflow", `{"manifset": {}}`, workflows.ErrInvalidInput, "manifset: unknown field; did you mean manifest?"},
 		{"DeployWorkflow", `"` + dt.lease + `"`, workflows.ErrInvalidInput, "the input must be a JSON object"},
