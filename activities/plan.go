@@ -123,6 +123,9 @@ type DeployPlan struct {
 	// Fingerprint of the state read and of the tree; an approved plan whose
 	// fingerprint no longer matches the cluster is stale and refused.
 	Fingerprint string `json:"fingerprint"`
+	// MaxReplicas is the operator's bound on the lease's replicas in all
+	// (--max-replicas): a scale of one of its rollouts is held to it too.
+	MaxReplicas int32 `json:"maxReplicas,omitempty"`
 }
 
 // PlanDeploy computes the plan of deploying in.Manifest, with the deploy
@@ -145,7 +148,7 @@ func (a *Activities) PlanDeploy(ctx context.Context, in PlanInput) (*DeployPlan,
 	if err := m.CheckReservedKeys(a.ReservedPrefixes, a.AllowedPodKeys); err != nil {
 		return nil, invalidManifest(err)
 	}
-	p := &DeployPlan{Lease: m.Lease, Owner: in.Owner}
+	p := &DeployPlan{Lease: m.Lease, Owner: in.Owner, MaxReplicas: limits.OrDefaults().TotalReplicas}
 	hostnames := m.Hostnames()
 	check, err := a.CheckHostnames(ctx, HostnamesInput{Lease: m.Lease, Owner: in.Owner, Hostnames: hostnames})
 	if err != nil {

@@ -135,7 +135,8 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 			w.serviceNode(change)
 		}
 		if c.Class == activities.ChangeScale || c.Class == activities.ChangeRollout {
-			in := RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.batches(), QuickWait: w.batches(), Revert: fastRevert}
+			in := RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.batches(), QuickWait: w.batches(), Revert: fastRevert,
+				MaxReplicas: maxReplicasOf(plan.MaxReplicas, m, svc)}
 			if s, ok := m.Lookup(svc); ok && s.Rollout != nil && c.Class == activities.ChangeRollout {
 				switch s.Rollout.Strategy {
 				case manifest.StrategyCanary:
@@ -351,4 +352,23 @@ func firstImage(in RolloutInput) string {
 		return cs[0].Image
 	}
 	return ""
+}
+
+// maxReplicasOf is the most replicas service svc of m may be scaled to:
+// the lease's bound in all (the plan's, from --max-replicas) less its other
+// services' replicas; 0 where the plan has no bound (a plan of before it),
+// -1 where the others take it all.
+func maxReplicasOf(total int32, m *manifest.Manifest, svc string) int32 {
+	if total <= 0 {
+		return 0
+	}
+	for _, s := range m.Services {
+		if s.Name != svc && s.Replicas != nil {
+			total -= *s.Replicas
+		}
+	}
+	if total <= 0 {
+		return -1
+	}
+	return total
 }

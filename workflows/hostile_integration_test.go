@@ -488,9 +488,10 @@ func TestARolloutTypedByHandCannotTakeALeasesService(t *testing.T) {
 }
 
 // Issue 35.1 on the real stack: a deploy started by hand (the Temporal UI,
-// `temporal workflow start --input-file`) whose condition is 900,000 "!"
-// before "true". Its decode overflowed the worker's stack, a fatal error
-// no recover catches: here the test's own worker, and so the test binary,
+// `temporal workflow start --input-file`) whose condition is 200,000 "!"
+// before "true" (within the manifest's size; 900,000 are refused by the
+// size alone). Its decode overflowed the worker's stack, a fatal error no
+// recover catches: here the test's own worker, and so the test binary,
 // died. It is refused, typed, naming the field, and the worker goes on:
 // the same lease deploys next.
 func TestAStackOverflowingConditionTypedByHandIsRefusedAndTheWorkerGoesOn(t *testing.T) {
@@ -498,7 +499,7 @@ func TestAStackOverflowingConditionTypedByHandIsRefusedAndTheWorkerGoesOn(t *tes
 	ctx := context.Background()
 	input := json.RawMessage(`{"manifest": {"lease": "` + dt.lease + `", "services": [{"name": "web", "image": "nginx:1.27",` +
 		` "rollout": {"strategy": "Canary", "steps": [{"setWeight": 50}], "analysis": {"prometheus": {"query": "vector(1)"},` +
-		` "successCondition": "` + strings.Repeat("!", 900000) + `true"}}}]}}`)
+		` "successCondition": "` + strings.Repeat("!", 200000) + `true"}}}]}}`)
 	run, err := dt.env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.DeployWorkflowID(dt.lease), TaskQueue: dt.tq},
 		"DeployWorkflow", input) // by name, as typed by hand
 	require.NoError(t, err)

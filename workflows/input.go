@@ -51,6 +51,10 @@ type RolloutInput struct {
 	// rollout: it takes versionFewerEvents without recording a marker. A
 	// rollout started without it asks the gate.
 	FewerEvents bool `json:"fewerEvents,omitempty"`
+	// MaxReplicas bounds the rollout's scale update: the operator's
+	// --max-replicas less the lease's other services' replicas, set by the
+	// lease workflow that starts the rollout (0: manifest.MaxReplicas).
+	MaxReplicas int32 `json:"maxReplicas,omitempty"`
 	// QuickWait is set by the lease workflow that starts the rollout: the
 	// first wait for a change in each workflow task is a local activity of
 	// a few seconds, so pods that become ready within it finish the

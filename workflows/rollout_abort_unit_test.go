@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
 
@@ -96,4 +97,43 @@ func TestAutoRollbackReturnsToAStableRevisionTheStartReadOnePodShort(t *testing.
 		}
 		assert.Equal(t, int32(0), *rs.Spec.Replicas, "the broken revision %s is scaled to 0", name)
 	}
+}
+
+// Issue 35.2: a rollout's scale update is held to the operator's bound on
+// the lease's replicas (--max-replicas, less its other services'), which
+// its lease workflow hands it; before, it took 500 replicas where the
+// operator allowed 64 (only manifest.MaxReplicas, 1000, bounded it).
+func TestARolloutsScaleIsHeldToTheOperatorsReplicaBound(t *testing.T) {
+	cluster, env, _ := revisionOneReadOnePodShort(t)
+	var refused []error
+	accepted := 0
+	send := func(name string, arg any, at time.Duration) {
+		env.RegisterDelayedCallback(func() {
+			env.UpdateWorkflow(name, "", &testsuite.TestUpdateCallback{
+				OnReject:   func(err error) { refused = append(refused, err) },
+				OnAccept:   func() { accepted++ },
+				OnComplete: func(any, error) {},
+			}, arg)
+		}, at)
+	}
+	send(UpdateScale, ScaleRequest{Replicas: 500}, time.Minute)
+	send(UpdateScale, ScaleRequest{Replicas: 60}, 2*time.Minute)
+	env.ExecuteWorkflow(RolloutWorkflow, RolloutInput{Namespace: "lease-late", Service: "web", Deployment: weekDeployment("nginx:1.27"), MaxReplicas: 60})
+
+	require.Len(t, refused, 1, "the scale to 500 was refused, and only it: %v", refused)
+	assert.Contains(t, refused[0].Error(), "replicas: 500: this provider allows this service at most 60 (the operator's --max-replicas for the lease, less its other services' replicas)")
+	assert.Equal(t, 1, accepted, "the scale to 60 was taken")
+	for _, rs := range cluster.rs {
+		assert.LessOrEqual(t, *rs.Spec.Replicas, int32(60), rs.Name)
+	}
+}
+
+// The bound a lease hands each rollout: its total less the other services'.
+func TestEachServicesReplicaBoundIsTheLeasesLessTheOthers(t *testing.T) {
+	three, ten := int32(3), int32(10)
+	m := &manifest.Manifest{Services: []manifest.Service{{Name: "web", Replicas: &three}, {Name: "api", Replicas: &ten}}}
+	assert.Equal(t, int32(54), maxReplicasOf(64, m, "web"))
+	assert.Equal(t, int32(61), maxReplicasOf(64, m, "api"))
+	assert.Equal(t, int32(0), maxReplicasOf(0, m, "web"), "no bound: a plan from before it")
+	assert.Equal(t, int32(-1), maxReplicasOf(10, m, "web"), "the others take it all")
 }

@@ -86,6 +86,9 @@ func (r *rolloutRun) registerControls() error {
 				if req.Replicas < 0 || req.Replicas > manifest.MaxReplicas {
 					return fmt.Errorf("replicas: %d is out of range: use 0 to %d (as a lease's scale)", req.Replicas, manifest.MaxReplicas)
 				}
+				if most := max(r.in.MaxReplicas, 0); r.in.MaxReplicas != 0 && req.Replicas > most {
+					return fmt.Errorf("replicas: %d: this provider allows this service at most %d (the operator's --max-replicas for the lease, less its other services' replicas)", req.Replicas, most)
+				}
 				return nil
 			}},
 		{UpdateUndo, `Roll back to a revision, reusing its ReplicaSet (kubectl rollout undo). Argument: {"toRevision": N}, 0 for the previous one`,
