@@ -100,7 +100,7 @@ func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error)
 	w := newDeployRun(ctx, in)
 	w.behaviour = newBehaviour(ctx, in.Carry != nil && in.Carry.FewerEvents, in.Carry != nil && in.Carry.Hardened)
 	if in.Carry == nil {
-		w.Pending = w.accepted(w.Pending) // the manifest it starts with
+		w.Pending = w.accepted(w.Pending, false) // the manifest it starts with
 	}
 	if err := w.registerControls(); err != nil {
 		return nil, err

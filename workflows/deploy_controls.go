@@ -146,7 +146,7 @@ func (w *deployRun) registerControls() error {
 					st.Revision-- // the deploy in progress is the caller's: it waits for the one after the last before it
 					return st, nil
 				}
-				w.Pending = w.accepted(&req.Manifest) // the newest manifest wins; older pending ones are dropped
+				w.Pending = w.accepted(&req.Manifest, req.IfLast != "") // the newest manifest wins; older pending ones are dropped
 				w.PendingTrigger = req.trigger()
 				w.PendingKey = req.Key
 				w.PendingPlan = req.PlanFingerprint
@@ -337,7 +337,7 @@ func (w *deployRun) repeats(req DeployRequest) bool {
 func (w *deployRun) joins(req DeployRequest) bool {
 	return req.Key == "" && w.Phase == PhaseDeploying && !w.reverting && w.Pending == nil && w.requested != nil &&
 		req.PlanFingerprint == "" && w.approvedPlan == "" && !req.Manifest.RequireApproval &&
-		sameManifest(w.requested, w.accepted(&req.Manifest)) && w.joinsSameManifest()
+		sameManifest(w.requested, w.accepted(&req.Manifest, req.IfLast != "")) && w.joinsSameManifest()
 }
 
 func sameManifest(a, b *manifest.Manifest) bool {

@@ -295,17 +295,29 @@ func TestALeaseTakesAManifestHardenedAndReturnsToAnOldOneAsItRan(t *testing.T) {
 	assert.Nil(t, templates[1].Containers[0].SecurityContext, "the old manifest's template, as its pods ran")
 	assert.Nil(t, templates[1].SecurityContext)
 
-	// The last-known-good manifest sent back to the lease (a placement
-	// returning its cluster) is taken as recorded: no pod rolls for it.
-	templates = nil
-	env = newDeployEnv(t, func(env *deployEnv) { capture(env, false) })
-	env.SetContinuedExecutionRunID("previous-run")
-	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(UpdateDeploy, "", &testsuite.TestUpdateCallback{
-			OnReject: func(err error) { t.Errorf("deploy refused: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
-		}, DeployRequest{Manifest: legacy, Trigger: "placement"})
-	}, time.Second)
-	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: legacy, Trigger: "test", Carry: &carry})
-	require.Len(t, templates, 1)
-	assert.Nil(t, templates[0].Containers[0].SecurityContext, "the last-known-good manifest, as recorded")
+	// A placement's return to the last-known-good manifest (conditional on
+	// the lease's last deploy) takes it as recorded: no pod rolls for it.
+	// A user's deploy of the same manifest is taken hardened, as its plan
+	// shows it.
+	for _, tc := range []struct {
+		req      DeployRequest
+		hardened bool
+	}{
+		{DeployRequest{Manifest: legacy, Trigger: "placement", Key: "revert", IfLast: "wave-1"}, false},
+		{DeployRequest{Manifest: legacy, Trigger: "cli"}, true},
+	} {
+		templates = nil
+		last := carry
+		last.History = []DeployRecord{{Revision: 1, Key: "wave-1", Outcome: "Succeeded"}}
+		env = newDeployEnv(t, func(env *deployEnv) { capture(env, false) })
+		env.SetContinuedExecutionRunID("previous-run")
+		env.RegisterDelayedCallback(func() {
+			env.UpdateWorkflow(UpdateDeploy, "", &testsuite.TestUpdateCallback{
+				OnReject: func(err error) { t.Errorf("deploy refused: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
+			}, tc.req)
+		}, time.Second)
+		env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: legacy, Trigger: "test", Carry: &last})
+		require.Len(t, templates, 1, tc.req.Trigger)
+		assert.Equal(t, tc.hardened, templates[0].Containers[0].SecurityContext != nil, "%s: hardened", tc.req.Trigger)
+	}
 }

@@ -293,12 +293,13 @@ func (c *CanaryState) canarySides(canarySide, stableSide canary.ReplicaSet) (can
 // change recorded it as sent, and rendered its pods unhardened. A run
 // continued from one that did not take the change asks it here, once.
 //
-// The lease's last-known-good manifest sent back to it (a placement
-// returning the cluster, a user deploying it again) is taken as recorded:
-// a return to it reuses its ReplicaSets and rolls no pod, whether or not
-// it was taken hardened.
-func (w *deployRun) accepted(m *manifest.Manifest) *manifest.Manifest {
-	if w.LastGood != nil && sameManifest(m, w.LastGood) {
+// A return to the lease's last-known-good manifest (returning: a
+// placement's, conditional on the lease's last deploy) takes it as
+// recorded: it reuses its ReplicaSets and rolls no pod, whether or not it
+// was taken hardened. A user's deploy of it is taken as a plan shows it
+// (plannedAs): hardened.
+func (w *deployRun) accepted(m *manifest.Manifest, returning bool) *manifest.Manifest {
+	if returning && w.LastGood != nil && sameManifest(m, w.LastGood) {
 		return m
 	}
 	if !w.hardened {
