@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"testing"
@@ -179,8 +180,8 @@ type fakeReplicaSets struct {
 	// staleOnce: ReplicaSets the next read returns with this many
 	// available (a ReplicaSet controller behind its pods), once.
 	staleOnce map[string]int32
-	// neverAvailable: an image whose pods never become available.
-	neverAvailable string
+	// neverAvailable: images whose pods never become available.
+	neverAvailable []string
 }
 
 func newFakeReplicaSets() *fakeReplicaSets {
@@ -206,7 +207,7 @@ func (f *fakeReplicaSets) state() activities.RolloutState {
 }
 
 func (f *fakeReplicaSets) available(rs *appsv1.ReplicaSet) {
-	if f.neverAvailable != "" && rs.Spec.Template.Spec.Containers[0].Image == f.neverAvailable {
+	if slices.Contains(f.neverAvailable, rs.Spec.Template.Spec.Containers[0].Image) {
 		rs.Status = appsv1.ReplicaSetStatus{Replicas: *rs.Spec.Replicas, ObservedGeneration: rs.Generation}
 		return
 	}

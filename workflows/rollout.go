@@ -212,9 +212,21 @@ func (r *rolloutRun) finish() (*RolloutResult, error) {
 	return res, nil
 }
 
+// deadlineExceeded is the failure of a rollout that made no progress within
+// its deadline. After a rollback or an abort, that is the return to the
+// stable revision, and the message says so: the failed revision is gone,
+// and what did not come up in time is the stable one.
 func (r *rolloutRun) deadlineExceeded() error {
 	cond := rollout.GetDeploymentCondition(r.d.Status, "Progressing")
 	msg := fmt.Sprintf("%s: no progress within %ds", r.in.Service, *r.d.Spec.ProgressDeadlineSeconds)
+	switch r.outcome {
+	case OutcomeRolledBack:
+		msg = fmt.Sprintf("%s: rolled back to revision %d, which made no progress within %ds (%d of %d available)",
+			r.in.Service, r.stableRevision, *r.d.Spec.ProgressDeadlineSeconds, r.d.Status.AvailableReplicas, *r.d.Spec.Replicas)
+	case OutcomeAborted:
+		msg = fmt.Sprintf("%s: aborted; revision %d, going back, made no progress within %ds (%d of %d available)",
+			r.in.Service, r.stableRevision, *r.d.Spec.ProgressDeadlineSeconds, r.d.Status.AvailableReplicas, *r.d.Spec.Replicas)
+	}
 	if cond != nil && cond.Message != "" {
 		msg += ": " + cond.Message
 	}

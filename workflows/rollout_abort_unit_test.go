@@ -28,7 +28,7 @@ func revisionOneReadOnePodShort(t *testing.T) (*fakeReplicaSets, *testsuite.Test
 	require.NoError(t, env.GetWorkflowResult(&v1))
 	require.Equal(t, OutcomeComplete, v1.Outcome)
 
-	cluster.neverAvailable = "nginx:1.27"
+	cluster.neverAvailable = []string{"nginx:1.27"}
 	cluster.staleOnce = map[string]int32{v1.NewReplicaSet: 3}
 	env, _ = cluster.env(t, env.Now(), "")
 	return cluster, env, v1
@@ -97,6 +97,41 @@ func TestAutoRollbackReturnsToAStableRevisionTheStartReadOnePodShort(t *testing.
 		}
 		assert.Equal(t, int32(0), *rs.Spec.Replicas, "the broken revision %s is scaled to 0", name)
 	}
+}
+
+// Guards what a user reads when autoRollback's return itself times out:
+// the stable revision, scaled back up, does not come up within the
+// deadline. Before, the failure read "no progress within 120s: ReplicaSet
+// <stable> has timed out progressing", as if the failed revision had never
+// been left, though it was scaled to 0 (CI saw this on a loaded machine,
+// where the stable revision's fourth pod took longer than the live test's
+// 4 s deadline, and took it for a rollback that never happened). Now it
+// says the rollout rolled back, to which revision, and how much of it is
+// available.
+func TestARollbackThatTimesOutSaysItRolledBack(t *testing.T) {
+	cluster := newFakeReplicaSets()
+	env, _ := cluster.env(t, time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC), "")
+	env.ExecuteWorkflow(RolloutWorkflow, RolloutInput{Namespace: "lease-slow", Service: "web", Deployment: weekDeployment("nginx:1.26")})
+	require.NoError(t, env.GetWorkflowError())
+
+	// From now on no pod of either revision becomes available: the stable
+	// one's return cannot make progress either.
+	cluster.neverAvailable = []string{"nginx:1.26", "nginx:1.27"}
+	env, _ = cluster.env(t, env.Now(), "")
+	broken := weekDeployment("nginx:1.27")
+	deadline := int32(120)
+	broken.Spec.ProgressDeadlineSeconds = &deadline
+	env.ExecuteWorkflow(RolloutWorkflow, RolloutInput{Namespace: "lease-slow", Service: "web", Deployment: broken, AutoRollback: true})
+
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(env.GetWorkflowError(), &appErr), "got %v", env.GetWorkflowError())
+	assert.Equal(t, ErrProgressDeadlineExceeded, appErr.Type())
+	assert.Contains(t, appErr.Error(), "web: rolled back to revision 1, which made no progress within 120s (")
+	assert.Contains(t, appErr.Error(), " of 4 available)")
+	var res RolloutResult
+	require.NoError(t, appErr.Details(&res))
+	assert.Equal(t, OutcomeRolledBack, res.Outcome)
+	assert.Equal(t, int64(3), res.Revision, "revision 1 came back as the newest revision")
 }
 
 // Issue 35.2: a rollout's scale update is held to the operator's bound on

@@ -288,12 +288,20 @@ func TestRecreateStartsNewPodsOnlyAfterOldOnesAreGone(t *testing.T) {
 // Never-ready new pods: ProgressDeadlineExceeded at the deadline; with
 // autoRollback the last-known-good revision is fully available again and
 // the failed one is at 0.
+//
+// The deadline also bounds the return: the stable revision's fourth pod
+// (scaled away by the rolling update) must start within it. 4 s was less
+// than that pod's start on a loaded CI machine (created, scheduled and
+// marked ready by kwok under 2 cores of parallel tests): the rollback
+// happened, its own deadline passed with the stable revision 3 of 4
+// available, and the test failed by chance. 10 s leaves a pod's start
+// room; the broken revision's wait is the only one it lengthens.
 func TestProgressDeadlineWithAutoRollbackRestoresTheStableRevision(t *testing.T) {
 	rt := newRolloutTest(t)
 	v1 := rt.complete(version("nginx:1.26", 4, "", false))
 
 	broken := version("nginx:broken", 4, "", true)
-	deadline := int32(4)
+	deadline := int32(10)
 	broken.Spec.ProgressDeadlineSeconds = &deadline
 	var res workflows.RolloutResult
 	err := rt.start(broken, true).Get(context.Background(), &res)
