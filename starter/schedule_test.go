@@ -69,6 +69,20 @@ func TestScheduledRestartGoesThroughTheLeaseWorkflow(t *testing.T) {
 	assert.Contains(t, out, "schedule "+id+" created")
 	t.Cleanup(func() { runCLI("schedule", "delete", id, "--temporal-address", devstack.TemporalAddress) })
 
+	// Once seen (CI run 19, 2 cores under every live test): the trigger
+	// accepted, and after 3 min the lease still at revision 2. If it fails
+	// again, what the schedule did and which runs it started say where it
+	// stopped: the server's scheduler, the schedule's run or the lease.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		temporal := env.Stack.Bin(devstack.Temporal)
+		desc, _ := exec.Command(temporal, "schedule", "describe", "--address", devstack.TemporalAddress, "--schedule-id", id).CombinedOutput()
+		runs, _ := exec.Command(temporal, "workflow", "list", "--address", devstack.TemporalAddress,
+			"--query", `TaskQueue="`+tq+`"`).CombinedOutput()
+		t.Logf("schedule %s:\n%s\nworkflows on %s:\n%s", id, desc, tq, runs)
+	})
 	trigger := exec.Command(env.Stack.Bin(devstack.Temporal), "schedule", "trigger", "--address", devstack.TemporalAddress, "--schedule-id", id)
 	b, err := trigger.CombinedOutput()
 	require.NoError(t, err, "temporal schedule trigger: %s", b)
