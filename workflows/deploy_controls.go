@@ -236,6 +236,14 @@ func (w *deployRun) registerControls() error {
 				if req.Replicas < 0 || req.Replicas > manifest.MaxReplicas {
 					return fmt.Errorf("replicas: %d is out of range: use 0 to %d", req.Replicas, manifest.MaxReplicas)
 				}
+				// The operator's bound, as the last plan read it: refused
+				// here rather than accepted and then refused by the plan.
+				if w.Plan != nil {
+					if most := maxReplicasOf(w.Plan.MaxReplicas, w.base().WithDefaults(), req.Service); most != 0 && req.Replicas > max(most, 0) {
+						return fmt.Errorf("replicas: %d: this provider allows service %s at most %d (the operator's --max-replicas for the lease, %d, less its other services' replicas)",
+							req.Replicas, req.Service, max(most, 0), w.Plan.MaxReplicas)
+					}
+				}
 				return nil
 			}},
 		{UpdateRestart, "Restart every pod of the lease on a new revision of the same manifest",

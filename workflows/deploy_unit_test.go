@@ -321,3 +321,48 @@ func TestALeaseTakesAManifestHardenedAndReturnsToAnOldOneAsItRan(t *testing.T) {
 		assert.Equal(t, tc.hardened, templates[0].Containers[0].SecurityContext != nil, "%s: hardened", tc.req.Trigger)
 	}
 }
+
+// Issue 35.2: the lease's "scale" control is held to the operator's bound
+// on the lease's replicas (--max-replicas, as its last plan read it, less
+// its other services'). Before, it was bounded only by manifest.MaxReplicas
+// (1000): a scale past the operator's bound was accepted, queued, and then
+// refused by the plan, so the caller was told yes and the deploy failed.
+func TestALeasesScaleIsHeldToTheOperatorsReplicaBound(t *testing.T) {
+	three, ten := int32(3), int32(10)
+	last := manifest.Manifest{Lease: "l", Services: []manifest.Service{
+		{Name: "web", Image: "nginx:1.27", Replicas: &three},
+		{Name: "api", Image: "nginx:1.27", Replicas: &ten},
+	}}
+	carry := DeployCarry{Phase: PhaseActive, LastGood: &last, Revision: 1, FewerEvents: true, Hardened: true,
+		Plan: &activities.DeployPlan{Lease: "l", MaxReplicas: 64}}
+	var scaled []int32
+	env := newDeployEnv(t, func(env *deployEnv) {
+		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).Return(
+			func(_ workflow.Context, in RolloutInput) (*RolloutResult, error) {
+				scaled = append(scaled, *in.Deployment.Spec.Replicas)
+				return &RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: *in.Deployment.Spec.Replicas}, nil
+			})
+		env.OnActivity(env.a.ApplyDeploy, mock.Anything, mock.Anything).Return(&activities.ApplyDeployResult{
+			IPs: map[string]string{}, Hostnames: &activities.HostnamesResult{}, Applied: &activities.ApplyObjectsResult{},
+			Classes: []activities.Classification{{Service: "web", Class: activities.ChangeScale}, {Service: "api", Class: activities.ChangeNone}},
+		}, nil)
+	})
+	env.SetContinuedExecutionRunID("previous-run")
+	var refused []error
+	accepted := 0
+	send := func(replicas int32, at time.Duration) {
+		env.RegisterDelayedCallback(func() {
+			env.UpdateWorkflow(UpdateScaleService, "", &testsuite.TestUpdateCallback{
+				OnReject: func(err error) { refused = append(refused, err) }, OnAccept: func() { accepted++ }, OnComplete: func(any, error) {},
+			}, ScaleServiceRequest{Service: "web", Replicas: replicas})
+		}, at)
+	}
+	send(60, time.Second)
+	send(54, 2*time.Second)
+	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: last, Trigger: "test", Carry: &carry})
+
+	require.Len(t, refused, 1, "only the scale to 60 is refused: %v", refused)
+	assert.EqualError(t, refused[0], "replicas: 60: this provider allows service web at most 54 (the operator's --max-replicas for the lease, 64, less its other services' replicas)")
+	assert.Equal(t, 1, accepted)
+	assert.Equal(t, []int32{54}, scaled, "the scale to 54 is deployed")
+}
