@@ -240,6 +240,12 @@ func runFleet(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 	fmt.Fprintf(out, "%-44s %.1f MiB peak RSS with %d leases (%.1f MiB at start): %.1f MiB more per 100 leases\n",
 		"worker", rss, len(after), f.startRSS, (rss-f.startRSS)*100/float64(len(after)))
 
+	if len(sizes) > 0 {
+		if err := f.hostileShare(ctx, min(sizes[0], 10)); err != nil {
+			return err
+		}
+	}
+
 	kc, err := kube.NewClientset(s.Kubeconfig(), "", "deployflow-bench")
 	if err != nil {
 		return err
@@ -524,14 +530,17 @@ func (f *fleet) cpuSeconds() float64 {
 	return (utime + stime) / 100 // USER_HZ
 }
 
-// peakRSS is the worker's peak resident set (VmHWM), in MiB.
-func (f *fleet) peakRSS() float64 {
+// peakRSS is the worker's peak resident set, in MiB.
+func (f *fleet) peakRSS() float64 { return f.procStatusMiB("VmHWM:") }
+
+// procStatusMiB is a field of the worker's /proc status in kB, in MiB.
+func (f *fleet) procStatusMiB(field string) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", f.worker.Process.Pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field); ok {
 			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
 			return kb / 1024
 		}

@@ -71,6 +71,19 @@ func TestFleetBenchmarkSlice(t *testing.T) {
 	assert.Regexp(t, `(?m)^worker\s+[\d.]+\s+[\d.]+$`, table, "CPU per component: the worker")
 	assert.Regexp(t, `idle\s+4 leases for`, table, "the idle leases are measured (5 less the one whose safety net ticks)")
 	assert.Regexp(t, `safety-net tick\s+[\d.]+ events per tick`, table)
+	// Issue 35: hostile inputs beside 3 deploys, each refused (or, a
+	// forged "closed" observation, taken as a hint: the lease stays up),
+	// the worker alive, the other deploys all succeeding.
+	hostile := regexp.MustCompile(`(?m)^with hostile inputs\s+\S+\s+\S+\s+(\d+)\s`).FindStringSubmatch(table)
+	require.NotNil(t, hostile, "the hostile inputs' table:\n%s", table)
+	assert.Equal(t, "0", hostile[1], "errors among the deploys beside hostile inputs")
+	kinds := regexp.MustCompile(`sent +(\d+), not refused \(or lease not kept up\) (\d+)`).FindAllStringSubmatch(table, -1)
+	require.Len(t, kinds, 5, "every kind of hostile input:\n%s", table)
+	for _, k := range kinds {
+		assert.Equal(t, "0", k[2], "a hostile input the worker did not hold: %s", k[0])
+	}
+	assert.Regexp(t, `targeted leases not Active afterwards\s+0 of 3`, table)
+	assert.NotContains(t, table, "the worker died")
 	// Issue 22.4: the same changes observed by 1 then 3 workers are sent
 	// once each, not once per worker.
 	obs := regexp.MustCompile(`(?m)^1\s+(\d+)\s+(\d+)\s+\d+\s+\S+\n3\s+(\d+)\s+(\d+)\s+\d+\s+\S+$`).FindStringSubmatch(table)
