@@ -78,6 +78,11 @@ func (a *Activities) RunJob(ctx context.Context, in JobCheckInput) (*Measurement
 }
 
 func (a *Activities) runJob(ctx context.Context, in JobCheckInput) (*Measurement, error) {
+	// The operator's bounds where the Job is written: a lease's plan
+	// checked them, a rollout started by hand never was (issue 35).
+	if err := manifest.CheckAnalysisJob("job", &in.Job, a.Limits, a.ReservedPrefixes, a.AllowedPodKeys); err != nil {
+		return nil, invalidInput("analysis Job %s: %v", in.Name, err)
+	}
 	jobs := a.Kube.BatchV1().Jobs(in.Namespace)
 	job := analysisJob(in)
 	if _, err := jobs.Create(ctx, job, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {

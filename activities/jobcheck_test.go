@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -87,4 +88,32 @@ func TestAnAnalysisJobsPodPassesTheRestrictedPodSecurityLevel(t *testing.T) {
 	}
 	assert.False(t, *job.Spec.Template.Spec.AutomountServiceAccountToken, "no API token")
 	assert.False(t, *job.Spec.Template.Spec.EnableServiceLinks, "no Service links")
+}
+
+// Issue 35: a rollout started by hand carries its analysis Jobs without a
+// lease's plan to check them against the operator's bounds, and its Job
+// took any activeDeadlineSeconds and any pod annotation (a CNI's IP pin, a
+// scraper's opt-in). The activity that writes the Job checks them: it is
+// refused, typed and naming the field, and nothing is written.
+func TestAnAnalysisJobIsHeldToTheOperatorsBoundsWhereItIsWritten(t *testing.T) {
+	kc := fake.NewClientset()
+	a := &Activities{Kube: kc, Limits: manifest.Limits{MaxJobSeconds: 600}}
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(a.RunJob)
+	long := int64(86400)
+	_, err := env.ExecuteActivity(a.RunJob, JobCheckInput{Namespace: "lease-a", Service: "web", Name: "web-check-1", Job: manifest.JobCheck{
+		Image: "busybox:1.36", ActiveDeadlineSeconds: &long,
+		PodAnnotations: map[string]string{"cni.projectcalico.org/ipAddrs": `["10.0.0.9"]`, "team": "a"}}})
+	require.Error(t, err)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, ErrInvalidInput, appErr.Type())
+	assert.True(t, appErr.NonRetryable())
+	assert.Contains(t, err.Error(), "job.activeDeadlineSeconds: 86400: this provider runs an analysis Job for at most 600 seconds")
+	assert.Contains(t, err.Error(), `job.podAnnotations["cni.projectcalico.org/ipAddrs"]`)
+	assert.NotContains(t, err.Error(), "team")
+	l, err := kc.BatchV1().Jobs("lease-a").List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, l.Items, "no Job was written")
 }

@@ -77,7 +77,7 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (*RolloutResult, err
 	if in.invalid != nil && refusesMalformedInput(ctx) {
 		return nil, temporal.NewNonRetryableApplicationError(in.invalid.Error(), ErrInvalidInput, nil)
 	}
-	if err := refuseGuarded(ctx, in.guard(continued(ctx))); err != nil {
+	if err := refuseGuarded(ctx, in.guard(continued(ctx), workflow.GetInfo(ctx).ParentWorkflowExecution != nil)); err != nil {
 		return nil, err
 	}
 	d, err := in.desired()

@@ -60,32 +60,9 @@ func reservedBy(key string, prefixes []string) string {
 // DefaultReservedPrefixes; allowed holds exact keys and prefixes ending in
 // "/".
 func (m *Manifest) CheckReservedKeys(prefixes, allowed []string) error {
-	if prefixes == nil {
-		prefixes = DefaultReservedPrefixes
-	}
-	ok := map[string]bool{}
-	var okPrefixes []string
-	for _, k := range append(slices.Clone(AlwaysAllowedKeys), allowed...) {
-		k = strings.TrimSpace(k)
-		if p, ok := strings.CutSuffix(k, "/"); ok && p != "" {
-			okPrefixes = append(okPrefixes, strings.ToLower(p))
-			continue
-		}
-		ok[k] = true
-	}
 	var v problems
-	check := func(path string, keys map[string]string) {
-		for _, k := range slices.Sorted(maps.Keys(keys)) {
-			prefix, name, prefixed := strings.Cut(k, "/")
-			switch {
-			case !prefixed || ok[k]:
-			case reservedBy(k, prefixes) != "":
-				v.add(key(path, k), "the prefix %s is reserved (it steers the cluster, deployflow or a mesh): use a key without a prefix, such as %s", reservedBy(k, prefixes), name)
-			case !slices.Contains(okPrefixes, strings.ToLower(prefix)):
-				v.add(key(path, k), "the prefix %s is not one tenants may use (it may steer the network plugin, a node agent or a scraper): use a key without a prefix, such as %s, or ask the operator to allow %s/ (--allow-pod-keys)", prefix, name, prefix)
-			}
-		}
-	}
+	policy := newKeyPolicy(prefixes, allowed)
+	check := func(path string, keys map[string]string) { policy.check(&v, path, keys) }
 	job := func(path string, a *Analysis) {
 		if a != nil && a.Job != nil {
 			check(field(path, "job.podAnnotations"), a.Job.PodAnnotations)
@@ -114,4 +91,46 @@ func (m *Manifest) CheckReservedKeys(prefixes, allowed []string) error {
 		}
 	}
 	return v.err()
+}
+
+// keyPolicy is which prefixed pod keys a tenant may set: none under a
+// reserved prefix but the exact keys allowed, others only under an
+// allowed prefix.
+type keyPolicy struct {
+	reserved   []string
+	exact      map[string]bool
+	okPrefixes []string
+}
+
+// newKeyPolicy is the policy of the operator's reserved prefixes (nil:
+// DefaultReservedPrefixes) and allowed keys (exact keys, and prefixes
+// ending in "/").
+func newKeyPolicy(prefixes, allowed []string) keyPolicy {
+	if prefixes == nil {
+		prefixes = DefaultReservedPrefixes
+	}
+	p := keyPolicy{reserved: prefixes, exact: map[string]bool{}}
+	for _, k := range append(slices.Clone(AlwaysAllowedKeys), allowed...) {
+		k = strings.TrimSpace(k)
+		if pre, ok := strings.CutSuffix(k, "/"); ok && pre != "" {
+			p.okPrefixes = append(p.okPrefixes, strings.ToLower(pre))
+			continue
+		}
+		p.exact[k] = true
+	}
+	return p
+}
+
+// check adds a problem for each key of keys (at path) the policy refuses.
+func (p keyPolicy) check(v *problems, path string, keys map[string]string) {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		prefix, name, prefixed := strings.Cut(k, "/")
+		switch {
+		case !prefixed || p.exact[k]:
+		case reservedBy(k, p.reserved) != "":
+			v.add(key(path, k), "the prefix %s is reserved (it steers the cluster, deployflow or a mesh): use a key without a prefix, such as %s", reservedBy(k, p.reserved), name)
+		case !slices.Contains(p.okPrefixes, strings.ToLower(prefix)):
+			v.add(key(path, k), "the prefix %s is not one tenants may use (it may steer the network plugin, a node agent or a scraper): use a key without a prefix, such as %s, or ask the operator to allow %s/ (--allow-pod-keys)", prefix, name, prefix)
+		}
+	}
 }
