@@ -188,3 +188,21 @@ func TestAnOversizedInputTypedByHandIsRefusedBeforeItIsParsed(t *testing.T) {
 	assert.NoError(t, small.invalid)
 	assert.Len(t, small.Manifest.Services, 1)
 }
+
+// Issue 35: the manifest's size bound lived only in the CLI's parse. A
+// 300 KB manifest typed by hand (here an env value of 300,000 bytes; every
+// field valid) was taken by the lenient parse's 1 MiB, and the lease
+// carried it, with its pending, last-known-good and last failed copies,
+// past Temporal's 2 MiB payload limit when it continued as new. A start, a
+// deploy update and a placement now refuse it by the manifest's own bound.
+func TestA300KBManifestTypedByHandIsRefusedByTheManifestsSize(t *testing.T) {
+	input := `{"manifest": {"lease": "shop", "services": [{"name": "web", "image": "nginx:1.27", "env": {"PAD": "` +
+		strings.Repeat("x", 300000) + `"}}]}}`
+	require.Less(t, len(input), MaxInputSize, "within the input's bound: only the manifest's refuses it")
+	for _, v := range []interface{ problem() error }{&DeployInput{}, &DeployRequest{}, &PlacementInput{}} {
+		require.NoError(t, json.Unmarshal([]byte(input), v))
+		require.Error(t, v.problem(), "%T", v)
+		assert.Contains(t, v.problem().Error(), "manifest: the manifest is 300", "%T", v)
+		assert.Contains(t, v.problem().Error(), "more than the 262144 allowed", "%T", v)
+	}
+}

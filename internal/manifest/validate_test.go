@@ -186,3 +186,28 @@ func TestProblemPaths(t *testing.T) {
 	assert.Equal(t, `podLabels["example.com/tier"]`, key("podLabels", "example.com/tier"))
 	assert.Equal(t, `x["a\"b"]`, key("x", `a"b`))
 }
+
+// Issue 35.1: the rules before issue 20 compile a condition with expr's
+// full parser, which recurses once per nesting level: some hundred
+// thousand "(" overflowed the worker's stack. Those rules read only state
+// a run carries, and bound a condition's length first (16 times today's
+// 256 bytes): the deepest nesting that fits compiles or is refused, in
+// either case returning, and a longer one is refused unparsed.
+func TestTheLegacyConditionCompileIsBoundedBeforeTheParserReadsIt(t *testing.T) {
+	half := (legacyConditionLength - len("result < 1")) / 2
+	deepest := strings.Repeat("(", half) + "result < 1" + strings.Repeat(")", half)
+	require.LessOrEqual(t, len(deepest), legacyConditionLength)
+	assert.NoError(t, legacyCompileCondition(deepest), "the deepest nesting within the bound compiles, and returns")
+	assert.Error(t, legacyCompileCondition(strings.Repeat("!", legacyConditionLength)+"true"), "within the bound, a condition that is not one is refused")
+
+	for _, long := range []string{strings.Repeat("(", 300000) + "result < 1" + strings.Repeat(")", 300000), strings.Repeat("!", 900000) + "true"} {
+		err := legacyCompileCondition(long)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "bytes long: a condition is at most 256")
+	}
+	m := Manifest{Lease: "shop", Services: []Service{{Name: "web", Image: "nginx:1.27", Rollout: &Rollout{Strategy: StrategyCanary,
+		Steps: []CanaryStep{{Analysis: &Analysis{Prometheus: &PrometheusQuery{Query: "vector(1)"}, SuccessCondition: strings.Repeat("!", 200000) + "true"}}}}}}}
+	err := m.ValidateLenient()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "services[0].rollout.steps[0].analysis.successCondition")
+}
