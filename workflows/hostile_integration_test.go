@@ -131,6 +131,8 @@ func TestHostileTenants(t *testing.T) {
 		{"a condition with member access", []manifest.Service{svc(analysis(`result.String() == "1"`))}, "services[0].rollout.steps[1].analysis.successCondition"},
 		{"a query of another lease's series", []manifest.Service{svc(canaryWith(manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: `sum(rate(http_requests_total{namespace="lease-victim"}[1m]))`}}))}, "services[0].rollout.steps[1].analysis.prometheus.query"},
 		{"a query over 30 days", []manifest.Service{svc(canaryWith(manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: `max_over_time(up[30d])`}}))}, "range [30d]: at most 1h"},
+		{"a subquery evaluated every millisecond for an hour", []manifest.Service{svc(canaryWith(manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: `max_over_time(up[1h:1ms])`}}))}, "subquery step [1h:1ms]: at least 1s"},
+		{"nested subqueries without a selector", []manifest.Service{svc(canaryWith(manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: `max_over_time(max_over_time(vector(1)[10m:1s])[30m:1s])`}}))}, "subqueries evaluate their query"},
 		{"a query at another time", []manifest.Service{svc(canaryWith(manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: `up @ 1609746000`}}))}, "the @ modifier is not allowed"},
 		{"an AppArmor profile turned off", []manifest.Service{svc(func(s *manifest.Service) {
 			s.PodAnnotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/web": "unconfined"}
@@ -401,6 +403,9 @@ func TestHandTypedInputsCannotSkipValidation(t *testing.T) {
 		{"DeployWorkflow", `{"manifest": ` + m + `, "trigger": "` + strings.Repeat("x", 100) + `"}`, "trigger: 100 bytes"},
 		{"DeployWorkflow", `{"manifest": ` + m + `, "trigger": "[click](http://evil.example)"}`, `trigger: "[click](http://evil.example)": use letters, digits`},
 		{"RolloutWorkflow", `{"namespace": "shop", "service": "web", "carry": {"deployment": {"spec": {"replicas": 3}}, "stableRevision": 7}}`, "carry: is set by the workflow itself"},
+		// Issue 35: a hand-started rollout's analyses were never validated.
+		{"RolloutWorkflow", `{"namespace": "shop", "service": "web", "steps": [{"setWeight": 50}, {"analysis": {"prometheus": {"query": "max_over_time(up[1h:1ms])"}, "successCondition": "len(repeat(\"a\", 100000)) > 0"}}]}`,
+			"steps[1].analysis.successCondition"},
 	} {
 		id := fmt.Sprintf("%s-guard-%d", workflows.DeployWorkflowID(dt.lease), i)
 		dt.temporalCLI("workflow", "start", "--type", c.workflowType, "--task-queue", dt.tq, "--workflow-id", id, "--input", c.input)
