@@ -35,6 +35,7 @@ func (a *Activities) profile() config.NamespaceProfile {
 		{&p.PodSecurity, d.PodSecurity}, {&p.QuotaCPU, d.QuotaCPU}, {&p.QuotaMemory, d.QuotaMemory}, {&p.QuotaPods, d.QuotaPods},
 		{&p.QuotaEphemeralStorage, d.QuotaEphemeralStorage}, {&p.QuotaNodePorts, d.QuotaNodePorts},
 		{&p.QuotaLoadBalancers, d.QuotaLoadBalancers}, {&p.QuotaJobs, d.QuotaJobs},
+		{&p.QuotaServices, d.QuotaServices}, {&p.QuotaReplicaSets, d.QuotaReplicaSets},
 		{&p.DefaultLimitEphemeralStorage, d.DefaultLimitEphemeralStorage},
 		{&p.DefaultRequestCPU, d.DefaultRequestCPU}, {&p.DefaultRequestMemory, d.DefaultRequestMemory},
 		{&p.DefaultLimitCPU, d.DefaultLimitCPU}, {&p.DefaultLimitMemory, d.DefaultLimitMemory},
@@ -69,11 +70,14 @@ func (a *Activities) applyLeaseProfile(ctx context.Context, ns *corev1.Namespace
 		WithSpec(corev1ac.ResourceQuotaSpec().WithHard(corev1.ResourceList{
 			corev1.ResourceRequestsCPU: q(p.QuotaCPU), corev1.ResourceLimitsCPU: q(p.QuotaCPU),
 			corev1.ResourceRequestsMemory: q(p.QuotaMemory), corev1.ResourceLimitsMemory: q(p.QuotaMemory),
-			corev1.ResourcePods:                   q(p.QuotaPods),
-			corev1.ResourceLimitsEphemeralStorage: q(p.QuotaEphemeralStorage),
-			corev1.ResourceServicesNodePorts:      q(p.QuotaNodePorts),
-			corev1.ResourceServicesLoadBalancers:  q(p.QuotaLoadBalancers),
-			"count/jobs.batch":                    q(p.QuotaJobs),
+			corev1.ResourcePods:                     q(p.QuotaPods),
+			corev1.ResourceLimitsEphemeralStorage:   q(p.QuotaEphemeralStorage),
+			corev1.ResourceRequestsEphemeralStorage: q(p.QuotaEphemeralStorage),
+			corev1.ResourceServicesNodePorts:        q(p.QuotaNodePorts),
+			corev1.ResourceServicesLoadBalancers:    q(p.QuotaLoadBalancers),
+			"count/jobs.batch":                      q(p.QuotaJobs),
+			corev1.ResourceServices:                 q(p.QuotaServices),
+			"count/replicasets.apps":                q(p.QuotaReplicaSets),
 		}))
 	force := true
 	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: force}

@@ -245,6 +245,8 @@ func TestHostileTenants(t *testing.T) {
 	for res, want := range map[corev1.ResourceName]string{
 		corev1.ResourceLimitsEphemeralStorage: "100Gi", corev1.ResourceServicesNodePorts: "16",
 		corev1.ResourceServicesLoadBalancers: "4", "count/jobs.batch": "100",
+		// and on what its deploys write that its manifest only bounds
+		corev1.ResourceRequestsEphemeralStorage: "100Gi", corev1.ResourceServices: "64", "count/replicasets.apps": "1024",
 	} {
 		got := quota.Spec.Hard[res]
 		assert.Equal(t, want, got.String(), "the lease's quota on %s", res)

@@ -48,11 +48,15 @@ type NamespaceProfile struct {
 	// (node disk: logs, writable layers, emptyDir), services.nodeports
 	// (a cluster's NodePort range is shared by every lease; each port of
 	// a declared IP endpoint takes one), services.loadbalancers, and Jobs
-	// (analysis checks).
+	// (analysis checks), and the objects a lease's deploys write that its
+	// manifest only bounds: Services and ReplicaSets (revision history).
+	// The disk quota holds on requests.ephemeral-storage too.
 	QuotaEphemeralStorage string `json:"quotaEphemeralStorage"`
 	QuotaNodePorts        string `json:"quotaNodePorts"`
 	QuotaLoadBalancers    string `json:"quotaLoadBalancers"`
 	QuotaJobs             string `json:"quotaJobs"`
+	QuotaServices         string `json:"quotaServices"`
+	QuotaReplicaSets      string `json:"quotaReplicaSets"`
 	// DefaultRequestCPU/Memory and DefaultLimitCPU/Memory are the
 	// LimitRange's per-container defaults (a pod that sets none gets them,
 	// so the quota can count it).
@@ -123,6 +127,7 @@ func DefaultNamespaceProfile() NamespaceProfile {
 	return NamespaceProfile{
 		PodSecurity: "baseline", QuotaCPU: "16", QuotaMemory: "32Gi", QuotaPods: "200",
 		QuotaEphemeralStorage: "100Gi", QuotaNodePorts: "16", QuotaLoadBalancers: "4", QuotaJobs: "100",
+		QuotaServices: "64", QuotaReplicaSets: "1024",
 		DefaultRequestCPU: "100m", DefaultRequestMemory: "128Mi", DefaultLimitCPU: "1", DefaultLimitMemory: "512Mi",
 		DefaultLimitEphemeralStorage: "1Gi",
 		IngressFrom:                  "ingress-nginx", EgressDeny: DefaultEgressDeny, DNS: "kube-system/k8s-app=kube-dns",
@@ -184,6 +189,8 @@ func (l *LeaseLimits) RegisterFlags(fs *flag.FlagSet) {
 		{&l.Namespace.QuotaNodePorts, "lease-quota-nodeports", "DEPLOYFLOW_LEASE_QUOTA_NODEPORTS", p.QuotaNodePorts, "NodePorts one lease namespace may take from the cluster's range (each port of a declared IP endpoint's LoadBalancer Service takes one)"},
 		{&l.Namespace.QuotaLoadBalancers, "lease-quota-loadbalancers", "DEPLOYFLOW_LEASE_QUOTA_LOADBALANCERS", p.QuotaLoadBalancers, "LoadBalancer Services one lease namespace may have (one per declared IP endpoint)"},
 		{&l.Namespace.QuotaJobs, "lease-quota-jobs", "DEPLOYFLOW_LEASE_QUOTA_JOBS", p.QuotaJobs, "Jobs (analysis checks) one lease namespace may hold at once"},
+		{&l.Namespace.QuotaServices, "lease-quota-services", "DEPLOYFLOW_LEASE_QUOTA_SERVICES", p.QuotaServices, "Services one lease namespace may hold (its services, blue-green previews and declared IP endpoints)"},
+		{&l.Namespace.QuotaReplicaSets, "lease-quota-replicasets", "DEPLOYFLOW_LEASE_QUOTA_REPLICASETS", p.QuotaReplicaSets, "ReplicaSets one lease namespace may hold (each service's current ones and its revision history)"},
 		{&l.Namespace.DefaultLimitEphemeralStorage, "lease-default-limit-ephemeral-storage", "DEPLOYFLOW_LEASE_DEFAULT_LIMIT_EPHEMERAL_STORAGE", p.DefaultLimitEphemeralStorage, "a container's ephemeral-storage limit when its manifest sets none"},
 		{&l.Namespace.DefaultRequestCPU, "lease-default-request-cpu", "DEPLOYFLOW_LEASE_DEFAULT_REQUEST_CPU", p.DefaultRequestCPU, "a container's CPU request when its manifest sets none (the namespace's LimitRange)"},
 		{&l.Namespace.DefaultRequestMemory, "lease-default-request-memory", "DEPLOYFLOW_LEASE_DEFAULT_REQUEST_MEMORY", p.DefaultRequestMemory, "a container's memory request when its manifest sets none"},
@@ -223,6 +230,7 @@ func (l LeaseLimits) validate() []error {
 		{"--lease-quota-cpu", n.QuotaCPU}, {"--lease-quota-memory", n.QuotaMemory}, {"--lease-quota-pods", n.QuotaPods},
 		{"--lease-quota-ephemeral-storage", n.QuotaEphemeralStorage}, {"--lease-quota-nodeports", n.QuotaNodePorts},
 		{"--lease-quota-loadbalancers", n.QuotaLoadBalancers}, {"--lease-quota-jobs", n.QuotaJobs},
+		{"--lease-quota-services", n.QuotaServices}, {"--lease-quota-replicasets", n.QuotaReplicaSets},
 		{"--lease-default-limit-ephemeral-storage", n.DefaultLimitEphemeralStorage},
 		{"--lease-default-request-cpu", n.DefaultRequestCPU}, {"--lease-default-request-memory", n.DefaultRequestMemory},
 		{"--lease-default-limit-cpu", n.DefaultLimitCPU}, {"--lease-default-limit-memory", n.DefaultLimitMemory},

@@ -63,7 +63,11 @@ const (
 	DefaultMaxUnavailable                = "25%"
 	DefaultProgressDeadlineSeconds int32 = 600
 	DefaultRevisionHistoryLimit    int32 = 10
-	DefaultAutoRollback                  = true
+	// MaxRevisionHistoryLimit bounds the old ReplicaSets a service keeps
+	// (issue 35.5: unbounded, each deploy left one more in etcd; the
+	// lease's ReplicaSet quota holds them too).
+	MaxRevisionHistoryLimit int32 = 50
+	DefaultAutoRollback           = true
 )
 
 // Limits Validate enforces.

@@ -211,3 +211,18 @@ func TestTheLegacyConditionCompileIsBoundedBeforeTheParserReadsIt(t *testing.T) 
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "services[0].rollout.steps[0].analysis.successCondition")
 }
+
+// Issue 35.5: a service's revisionHistoryLimit was unbounded, so a tenant
+// redeploying kept every old ReplicaSet in etcd. Today's rules keep at
+// most 50 (the lease's ReplicaSet quota holds them too); a manifest taken
+// under the rules of its day keeps what it had.
+func TestARevisionHistoryIsBounded(t *testing.T) {
+	m := happyManifest()
+	m.Services[0].Rollout = &Rollout{RevisionHistoryLimit: ptr[int32](1000000)}
+	err := m.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "services[0].rollout.revisionHistoryLimit: 1000000: keep at most 50 old ReplicaSets")
+	assert.NoError(t, m.ValidateLenient(), "a carried manifest keeps the rules of its day")
+	m.Services[0].Rollout.RevisionHistoryLimit = ptr[int32](50)
+	assert.NoError(t, m.Validate())
+}
