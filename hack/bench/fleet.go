@@ -241,7 +241,7 @@ func runFleet(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 		"worker", rss, len(after), f.startRSS, (rss-f.startRSS)*100/float64(len(after)))
 
 	if len(sizes) > 0 {
-		if err := f.hostileShare(ctx, min(sizes[0], 10)); err != nil {
+		if err := f.hostileShare(ctx, meter, min(sizes[0], 10)); err != nil {
 			return err
 		}
 	}

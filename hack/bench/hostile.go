@@ -19,6 +19,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/workflows"
 )
 
@@ -96,12 +97,14 @@ func (f *fleet) updateRefused(ctx context.Context, leaseID, name string, arg jso
 
 // hostileShare deploys n leases on a quiet worker, then n more while the
 // hostile inputs go at the first n, and prints both side by side.
-func (f *fleet) hostileShare(ctx context.Context, n int) error {
+func (f *fleet) hostileShare(ctx context.Context, meter cpuMeter, n int) error {
 	rss0 := f.rss()
+	c0 := meter.read()
 	quiet, err := f.deployAll(ctx, n, 0)
 	if err != nil {
 		return err
 	}
+	c1 := meter.read()
 	targets := make([]string, 0, n)
 	for _, r := range quiet.results {
 		if r.err == nil {
@@ -141,9 +144,11 @@ func (f *fleet) hostileShare(ctx context.Context, n int) error {
 			}
 		}
 	}()
+	c2 := meter.read()
 	loud, err := f.deployAll(ctx, n, 0)
 	close(stop)
 	wg.Wait()
+	c3 := meter.read()
 	if err != nil {
 		return err
 	}
@@ -161,9 +166,17 @@ func (f *fleet) hostileShare(ctx context.Context, n int) error {
 	qp50, qp99, qerrs := percentiles(quiet.results)
 	lp50, lp99, lerrs := percentiles(loud.results)
 	fmt.Fprintf(out, "\nhostile inputs sent to the worker during %d concurrent deploys of other leases (issue 35), side by side with the same deploys on a quiet worker:\n", n)
-	fmt.Fprintf(out, "%-28s %10s %10s %8s %14s\n", "", "p50", "p99", "errors", "worker RSS MiB")
-	fmt.Fprintf(out, "%-28s %10s %10s %8d %14.1f\n", "quiet", round(qp50), round(qp99), qerrs, rss1)
-	fmt.Fprintf(out, "%-28s %10s %10s %8d %14.1f\n", "with hostile inputs", round(lp50), round(lp99), lerrs, rss2)
+	// Where the inputs' cost lands: the worker's CPU, and the Temporal
+	// server's and the API server's, over each batch's own window (one
+	// machine: what one takes, the deploys wait for).
+	quietCPU, loudCPU := cpuDelta(c0, c1), cpuDelta(c2, c3)
+	fmt.Fprintf(out, "%-28s %10s %10s %8s %14s %12s %14s %14s\n", "", "p50", "p99", "errors", "worker RSS MiB", "worker CPU s", "Temporal CPU s", "apiserver CPU s")
+	row := func(name string, p50, p99 time.Duration, errs int, rss float64, cpu map[string]float64) {
+		fmt.Fprintf(out, "%-28s %10s %10s %8d %14.1f %12.2f %14.2f %14.2f\n", name, round(p50), round(p99), errs, rss,
+			cpu["worker"], cpu[devstack.Temporal], cpu[devstack.APIServer])
+	}
+	row("quiet", qp50, qp99, qerrs, rss1, quietCPU)
+	row("with hostile inputs", lp50, lp99, lerrs, rss2, loudCPU)
 	fmt.Fprintf(out, "%-28s %10.2f %10.2f %8s %14.2f (%.1f MiB before the quiet deploys)\n", "ratio", float64(lp50)/float64(qp50), float64(lp99)/float64(qp99), "", rss2/rss1, rss0)
 	for k, h := range hostileInputs {
 		fmt.Fprintf(out, "  %-72s sent %3d, not refused (or lease not kept up) %d\n", h.name, sent[k], notHeld[k])
