@@ -118,13 +118,8 @@ func TestTheGateTableNamesTheRecordingsEachGateNeeds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays every recording, and again with each gate it asks forced (about 15s)")
 	}
-	var files []string
-	require.NoError(t, filepath.WalkDir(historiesDir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".json") {
-			files = append(files, p)
-		}
-		return err
-	}))
+	files, err := recordings.Files(historiesDir)
+	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	// CPU-bound, and needing nothing of the package's other tests: it runs
 	// beside them.

@@ -1,12 +1,13 @@
 package workflows_test
 
 import (
-	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
@@ -27,13 +28,8 @@ const historiesDir = "../testdata/histories"
 // is needed.
 func TestRecordedHistoriesReplay(t *testing.T) {
 	t.Parallel() // CPU-bound, needing nothing of the package's other tests
-	var files []string
-	require.NoError(t, filepath.WalkDir(historiesDir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".json") {
-			files = append(files, p)
-		}
-		return err
-	}))
+	files, err := recordings.Files(historiesDir)
+	require.NoError(t, err)
 	require.NotEmpty(t, files, "no recorded histories in %s: run make record-histories", historiesDir)
 	types := map[string]int{}
 	logger := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
@@ -54,4 +50,32 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 	for _, typ := range []string{"DeployWorkflow", "RolloutWorkflow", "ScheduledDeployWorkflow", "PlanWorkflow", "PlacementWorkflow"} {
 		require.NotZero(t, types[typ], "no recorded history of %s", typ)
 	}
+}
+
+// The recordings' size budget (issue 36.4): in four days they had grown to
+// 66 MB in git, about 8 MB a release, each release recording every
+// scenario again. Recordings are gzipped, and a set keeps the scenarios
+// its change is about (a full set is about 1.8 MB): over either bound, trim
+// the new set, or retire a gate and the recordings only it needs
+// (docs/upgrading.md).
+func TestRecordingsStayWithinTheirBudget(t *testing.T) {
+	const total, perSet = 12 << 20, 2 << 20
+	files, err := recordings.Files(historiesDir)
+	require.NoError(t, err)
+	sets := map[string]int64{}
+	var all int64
+	for _, f := range files {
+		rel, _ := filepath.Rel(historiesDir, f)
+		assert.True(t, strings.HasSuffix(f, recordings.Ext), "%s: a recording is gzipped (%s)", rel, recordings.Ext)
+		fi, err := os.Stat(f)
+		require.NoError(t, err)
+		set, _, _ := strings.Cut(rel, string(filepath.Separator))
+		sets[set] += fi.Size()
+		all += fi.Size()
+	}
+	for set, n := range sets {
+		assert.LessOrEqual(t, n, int64(perSet), "recordings %s: %d bytes; keep a set to the scenarios its change is about", set, n)
+	}
+	assert.LessOrEqual(t, all, int64(total), "the recordings take %d bytes: retire a gate and the recordings only it needs", all)
+	t.Logf("recordings: %d files, %.1f MiB in %d sets", len(files), float64(all)/(1<<20), len(sets))
 }

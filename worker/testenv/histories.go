@@ -13,7 +13,6 @@ import (
 
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	enumspb "go.temporal.io/api/enums/v1"
 
@@ -85,7 +84,7 @@ func (e *Env) writeHistories(dir, tq string) error {
 	seq := map[string]int{}
 	for _, r := range runs {
 		seq[r.typ]++
-		path := filepath.Join(dir, fmt.Sprintf("%s-%02d.json", r.typ, seq[r.typ]))
+		path := filepath.Join(dir, fmt.Sprintf("%s-%02d%s", r.typ, seq[r.typ], recordings.Ext))
 		if _, err := os.Stat(path); err == nil {
 			return fmt.Errorf("%s exists: recorded histories are never rewritten; record into a new directory", path)
 		}
@@ -102,11 +101,7 @@ func (e *Env) writeHistories(dir, tq string) error {
 			seq[r.typ]--
 			continue // terminated before its first workflow task: nothing to replay
 		}
-		b, err := protojson.MarshalOptions{Multiline: true, Indent: " "}.Marshal(h)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(path, b, 0o644); err != nil {
+		if err := recordings.Write(path, h); err != nil {
 			return err
 		}
 		// The ID it ran as: a lease's workflow checks its own (issue 35.2).
