@@ -236,6 +236,11 @@ func (w *deployRun) registerControls() error {
 				if req.Replicas < 0 || req.Replicas > manifest.MaxReplicas {
 					return fmt.Errorf("replicas: %d is out of range: use 0 to %d", req.Replicas, manifest.MaxReplicas)
 				}
+				if s, _ := w.base().Lookup(req.Service); s.Rollout != nil && s.Rollout.BlueGreen != nil {
+					if n := s.Rollout.BlueGreen.PreviewReplicaCount; n != nil && req.Replicas < *n {
+						return fmt.Errorf("replicas: %d is below service %s's blueGreen.previewReplicaCount (%d): scale to %d or more, or deploy a manifest with a smaller previewReplicaCount", req.Replicas, req.Service, *n, *n)
+					}
+				}
 				// The operator's bound, as the last plan read it: refused
 				// here rather than accepted and then refused by the plan.
 				if w.Plan != nil {

@@ -366,3 +366,32 @@ func TestALeasesScaleIsHeldToTheOperatorsReplicaBound(t *testing.T) {
 	assert.Equal(t, 1, accepted)
 	assert.Equal(t, []int32{54}, scaled, "the scale to 54 is deployed")
 }
+
+// Review of issue 35: a blue-green service scaled below its preview's
+// replicas left a last-known-good manifest today's rules refuse (the
+// lease's next run checks its carried manifests). The scale is refused,
+// naming the bound; at the bound it is taken.
+func TestABlueGreenServiceIsNotScaledBelowItsPreview(t *testing.T) {
+	four, three := int32(4), int32(3)
+	last := manifest.Manifest{Lease: "l", Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &four,
+		Ports:   []manifest.Port{{Port: 80}},
+		Rollout: &manifest.Rollout{Strategy: manifest.StrategyBlueGreen, BlueGreen: &manifest.BlueGreen{PreviewReplicaCount: &three}}}}}
+	require.NoError(t, last.Validate())
+	carry := DeployCarry{Phase: PhaseActive, LastGood: &last, Revision: 1, FewerEvents: true, Hardened: true}
+	var refused []string
+	accepted := 0
+	env := newDeployEnv(t, func(env *deployEnv) { env.rollouts(RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 3}, nil) })
+	env.SetContinuedExecutionRunID("previous-run")
+	for i, n := range []int32{2, 3} {
+		env.RegisterDelayedCallback(func() {
+			env.UpdateWorkflow(UpdateScaleService, "", &testsuite.TestUpdateCallback{
+				OnReject: func(err error) { refused = append(refused, err.Error()) }, OnAccept: func() { accepted++ }, OnComplete: func(any, error) {},
+			}, ScaleServiceRequest{Service: "web", Replicas: n})
+		}, time.Duration(i+1)*time.Second)
+	}
+	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: last, Trigger: "test", Carry: &carry})
+
+	require.Len(t, refused, 1, "%v", refused)
+	assert.Equal(t, "replicas: 2 is below service web's blueGreen.previewReplicaCount (3): scale to 3 or more, or deploy a manifest with a smaller previewReplicaCount", refused[0])
+	assert.Equal(t, 1, accepted, "the scale to 3 is taken")
+}

@@ -135,3 +135,19 @@ func TestLoadBalancersWithoutNodePortsLiftTheNodePortLimit(t *testing.T) {
 	assert.True(t, c.LeaseLimits.Namespace.LoadBalancersWithoutNodePorts)
 	assert.Greater(t, c.LeaseLimits.ManifestLimits().OrDefaults().NodePorts, 1000)
 }
+
+// Issue 35.5's review: the Services and ReplicaSets quotas must hold what
+// a lease within the --max-* limits writes, or a plan that passes fails at
+// its apply with "exceeded quota". The defaults do; a --max-services
+// raised past them is refused at start, naming both flags.
+func TestObjectQuotasHoldWhatTheManifestLimitsAllow(t *testing.T) {
+	c := FromEnv()
+	require.NoError(t, c.Validate())
+	c.LeaseLimits.Manifest.Services = 40
+	err := c.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--lease-quota-services 64: a lease within --max-services 40 and --max-ip-endpoints 4 may need 84 Services")
+	assert.Contains(t, err.Error(), "--lease-quota-replicasets 1024: a lease within --max-services 40 may keep 2080 ReplicaSets")
+	c.LeaseLimits.Namespace.QuotaServices, c.LeaseLimits.Namespace.QuotaReplicaSets = "84", "2080"
+	assert.NoError(t, c.Validate())
+}

@@ -239,6 +239,20 @@ func (l LeaseLimits) validate() []error {
 			errs = append(errs, fmt.Errorf("%s %q: want a Kubernetes quantity such as 2, 500m or 1Gi", q.name, q.v))
 		}
 	}
+	// The objects a manifest within the --max-* limits makes its deploys
+	// write must fit the namespace's quota, or a plan that passes fails at
+	// its apply: a service and its blue-green preview, an IP endpoint's
+	// LoadBalancer; a service's ReplicaSets and its revision history.
+	if q, err := resource.ParseQuantity(n.QuotaServices); err == nil && m.Services > 0 {
+		if need := int64(2*m.Services + m.IPEndpoints); q.Value() < need {
+			errs = append(errs, fmt.Errorf("--lease-quota-services %s: a lease within --max-services %d and --max-ip-endpoints %d may need %d Services (each service and its blue-green preview, each IP endpoint's LoadBalancer): raise it, or lower those", n.QuotaServices, m.Services, m.IPEndpoints, need))
+		}
+	}
+	if q, err := resource.ParseQuantity(n.QuotaReplicaSets); err == nil && m.Services > 0 {
+		if need := int64(m.Services) * int64(manifest.MaxRevisionHistoryLimit+2); q.Value() < need {
+			errs = append(errs, fmt.Errorf("--lease-quota-replicasets %s: a lease within --max-services %d may keep %d ReplicaSets (%d revisions of history and 2 current each): raise it, or lower --max-services", n.QuotaReplicaSets, m.Services, need, manifest.MaxRevisionHistoryLimit))
+		}
+	}
 	for _, ns := range n.IngressNamespaces() {
 		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("--lease-ingress-from %q: want namespace names: %s", ns, strings.Join(msgs, "; ")))

@@ -133,7 +133,10 @@ func (v *validator) blueGreen(path string, b *BlueGreen, replicas int32) {
 	if d := b.ScaleDownDelaySeconds; d != nil && *d < 0 {
 		v.add(field(path, "scaleDownDelaySeconds"), "%d is negative: give 0 or more seconds (the time undo switches back without new pods)", *d)
 	}
-	if n := b.PreviewReplicaCount; n != nil && (*n < 1 || *n > replicas) {
+	// Under the rules of its day (a manifest a lease carries), the upper
+	// bound goes: a scale may have taken the service below it since, and
+	// the preview is clamped to the replicas (PreviewReplicas).
+	if n := b.PreviewReplicaCount; n != nil && (*n < 1 || (*n > replicas && !v.lenient)) {
 		v.add(field(path, "previewReplicaCount"), "%d: want 1 to the service's replicas (%s)", *n, strconv.Itoa(int(replicas)))
 	}
 	if a := b.PrePromotionAnalysis; a != nil {

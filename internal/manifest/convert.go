@@ -123,7 +123,7 @@ func (m *Manifest) Deployment(svc string) (*appsv1.Deployment, error) {
 			Strategy:                strategy,
 			MinReadySeconds:         r.MinReadySeconds,
 			ProgressDeadlineSeconds: clonePtr(r.ProgressDeadlineSeconds),
-			RevisionHistoryLimit:    clonePtr(r.RevisionHistoryLimit),
+			RevisionHistoryLimit:    keptRevisions(r.RevisionHistoryLimit),
 		},
 	}, nil
 }
@@ -319,4 +319,18 @@ func (m *Manifest) LoadBalancerServices(ips map[string]string) ([]*corev1.Servic
 		}
 	}
 	return out, nil
+}
+
+// keptRevisions is the revisionHistoryLimit a service's Deployment gets:
+// the manifest's, at most MaxRevisionHistoryLimit (issue 35.5: unbounded,
+// each deploy left one more ReplicaSet in etcd). Held here rather than
+// refused by validation, so that no lease's own manifest of before the
+// bound is refused on its way back (a placement returning a cluster to
+// it, a retry).
+func keptRevisions(n *int32) *int32 {
+	if n == nil {
+		return nil
+	}
+	kept := min(*n, MaxRevisionHistoryLimit)
+	return &kept
 }

@@ -63,9 +63,10 @@ const (
 	DefaultMaxUnavailable                = "25%"
 	DefaultProgressDeadlineSeconds int32 = 600
 	DefaultRevisionHistoryLimit    int32 = 10
-	// MaxRevisionHistoryLimit bounds the old ReplicaSets a service keeps
-	// (issue 35.5: unbounded, each deploy left one more in etcd; the
-	// lease's ReplicaSet quota holds them too).
+	// MaxRevisionHistoryLimit bounds the old ReplicaSets a service keeps,
+	// whatever its revisionHistoryLimit says (issue 35.5: unbounded, each
+	// deploy left one more in etcd; the lease's ReplicaSet quota holds
+	// them too).
 	MaxRevisionHistoryLimit int32 = 50
 	DefaultAutoRollback           = true
 )
@@ -198,7 +199,8 @@ type Rollout struct {
 	// ProgressDeadlineSeconds (default 600, more than MinReadySeconds) is
 	// how long a rollout may go without progress before it fails.
 	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
-	// RevisionHistoryLimit (default 10) is how many old ReplicaSets to keep.
+	// RevisionHistoryLimit (default 10) is how many old ReplicaSets to
+	// keep, at most MaxRevisionHistoryLimit.
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
 	// AutoRollback (default true) restores the last good revision when the
 	// progress deadline passes.

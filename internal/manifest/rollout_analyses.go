@@ -19,6 +19,32 @@ func ValidateRolloutAnalyses(steps []CanaryStep, background *Analysis, blueGreen
 		v.analysis("background", background)
 	}
 	v.blueGreen("blueGreen", blueGreen, max(replicas, 1))
+	if !lenient {
+		// No lease's plan held them to the operator's limits: the
+		// defaults hold (an interval of 1ms, a million measurements).
+		l := DefaultLimits()
+		if len(steps) > l.CanarySteps {
+			v.add("steps", "%d steps: at most %d per canary", len(steps), l.CanarySteps)
+		}
+		for i, s := range steps {
+			if s.Analysis != nil {
+				analysisLimits(&v.problems, field(index("steps", i), "analysis"), s.Analysis, l)
+			}
+		}
+		if background != nil {
+			analysisLimits(&v.problems, "background", background, l)
+		}
+		if blueGreen != nil {
+			for _, a := range []struct {
+				path string
+				a    *Analysis
+			}{{"blueGreen.prePromotionAnalysis", blueGreen.PrePromotionAnalysis}, {"blueGreen.postPromotionAnalysis", blueGreen.PostPromotionAnalysis}} {
+				if a.a != nil {
+					analysisLimits(&v.problems, a.path, a.a, l)
+				}
+			}
+		}
+	}
 	return v.err()
 }
 

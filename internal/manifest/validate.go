@@ -424,8 +424,6 @@ func (v *validator) rollout(path string, r *Rollout) {
 	}
 	if h := r.RevisionHistoryLimit; h != nil && *h < 0 {
 		v.add(field(path, "revisionHistoryLimit"), "%d is negative: use 0 or more (the default is %d)", *h, DefaultRevisionHistoryLimit)
-	} else if h != nil && *h > MaxRevisionHistoryLimit && !v.lenient {
-		v.add(field(path, "revisionHistoryLimit"), "%d: keep at most %d old ReplicaSets (the default is %d)", *h, MaxRevisionHistoryLimit, DefaultRevisionHistoryLimit)
 	}
 }
 

@@ -213,16 +213,48 @@ func TestTheLegacyConditionCompileIsBoundedBeforeTheParserReadsIt(t *testing.T) 
 }
 
 // Issue 35.5: a service's revisionHistoryLimit was unbounded, so a tenant
-// redeploying kept every old ReplicaSet in etcd. Today's rules keep at
-// most 50 (the lease's ReplicaSet quota holds them too); a manifest taken
-// under the rules of its day keeps what it had.
+// redeploying kept every old ReplicaSet in etcd. Its Deployment keeps at
+// most 50 (the lease's ReplicaSet quota holds them too), and the manifest
+// is not refused for it: a lease's own manifest of before the bound must
+// not be refused on its way back.
 func TestARevisionHistoryIsBounded(t *testing.T) {
 	m := happyManifest()
 	m.Services[0].Rollout = &Rollout{RevisionHistoryLimit: ptr[int32](1000000)}
+	require.NoError(t, m.Validate())
+	d, err := m.Deployment(m.Services[0].Name)
+	require.NoError(t, err)
+	assert.Equal(t, MaxRevisionHistoryLimit, *d.Spec.RevisionHistoryLimit)
+	m.Services[0].Rollout.RevisionHistoryLimit = ptr[int32](7)
+	d, err = m.Deployment(m.Services[0].Name)
+	require.NoError(t, err)
+	assert.Equal(t, int32(7), *d.Spec.RevisionHistoryLimit)
+}
+
+// Review of issue 35: a lease's scale may take a blue-green service below
+// its previewReplicaCount (the preview is clamped to the replicas), and
+// its manifest is then carried so. Under the rules of its day it is still
+// valid: the lease's next run, and the rollouts returning to it, must not
+// be refused for it. A manifest sent today is held to the bound.
+func TestAPreviewAboveAScaledServicesReplicasIsValidUnderTheRulesOfItsDay(t *testing.T) {
+	m := happyManifest()
+	m.Services[0].Replicas = ptr[int32](2)
+	m.Services[0].Rollout = &Rollout{Strategy: StrategyBlueGreen, BlueGreen: &BlueGreen{PreviewReplicaCount: ptr[int32](3)}}
 	err := m.Validate()
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "services[0].rollout.revisionHistoryLimit: 1000000: keep at most 50 old ReplicaSets")
-	assert.NoError(t, m.ValidateLenient(), "a carried manifest keeps the rules of its day")
-	m.Services[0].Rollout.RevisionHistoryLimit = ptr[int32](50)
-	assert.NoError(t, m.Validate())
+	assert.Contains(t, err.Error(), "services[0].rollout.blueGreen.previewReplicaCount: 3: want 1 to the service's replicas (2)")
+	assert.NoError(t, m.ValidateLenient())
+	assert.NoError(t, ValidateRolloutAnalyses(nil, nil, m.Services[0].Rollout.BlueGreen, 2, true), "a lease's own rollout of it")
+}
+
+// Review of issue 35: a rollout started by hand had no lease's plan to
+// hold its analyses to the operator's limits: an interval of 1ms and a
+// million measurements passed. The default limits hold them.
+func TestAHandStartedRolloutsAnalysesAreHeldToTheDefaultLimits(t *testing.T) {
+	fast := &Analysis{Prometheus: &PrometheusQuery{Query: "up"}, SuccessCondition: "result == 1", Interval: "1ms", Count: 1000000}
+	err := ValidateRolloutAnalyses([]CanaryStep{{SetWeight: ptr[int32](50)}, {Analysis: fast}}, fast, nil, 4, false)
+	require.Error(t, err)
+	for _, want := range []string{"steps[1].analysis.interval: 1ms", "steps[1].analysis.count: 1000000", "background.interval: 1ms"} {
+		assert.Contains(t, err.Error(), want)
+	}
+	assert.NoError(t, ValidateRolloutAnalyses([]CanaryStep{{Analysis: fast}}, nil, nil, 4, true), "a lease's own: its plan held it to the operator's")
 }
