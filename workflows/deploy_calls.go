@@ -3,7 +3,6 @@ package workflows
 import (
 	"errors"
 	"slices"
-	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -25,14 +24,7 @@ func (w *deployRun) kubeCtx(summary string) workflow.Context { return kubeCall(w
 
 // probeCtx is for the health monitor's observations: a few quick tries, then
 // the tick reports Unknown instead of waiting for the cluster.
-func (w *deployRun) probeCtx(summary string) workflow.Context {
-	return workflow.WithLocalActivityOptions(w.ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout:    5 * time.Second,
-		ScheduleToCloseTimeout: 15 * time.Second,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
-		Summary:                summary,
-	})
-}
+func (w *deployRun) probeCtx(summary string) workflow.Context { return probeCall(w.ctx, summary) }
 
 func (w *deployRun) checkLease(id string) (*activities.LeaseInfo, error) {
 	var a *activities.Activities
@@ -75,12 +67,7 @@ func (w *deployRun) checkHealth() (bool, error) {
 
 func (w *deployRun) deleteWorkloads() error {
 	var a *activities.Activities
-	ctx := workflow.WithActivityOptions(w.ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 10 * time.Minute,
-		HeartbeatTimeout:    30 * time.Second,
-		RetryPolicy:         kubeRetry,
-		Summary:             "delete namespace " + manifest.Namespace(w.lease),
-	})
+	ctx := teardownCall(w.ctx, "delete namespace "+manifest.Namespace(w.lease))
 	return workflow.ExecuteActivity(ctx, a.DeleteNamespace, manifest.Namespace(w.lease)).Get(w.ctx, nil)
 }
 

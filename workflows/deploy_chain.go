@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -241,13 +240,8 @@ func (w *deployRun) rollOut(rollouts map[string]RolloutInput) (map[string]Rollou
 	done := 0
 	for _, svc := range services {
 		in := rollouts[svc]
-		opts := workflow.ChildWorkflowOptions{
-			WorkflowID:          rolloutID(in.Namespace, svc),
-			WaitForCancellation: true,
-			ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
-			StaticSummary:       fmt.Sprintf("rollout %s to %s", svc, firstImage(in)),
-		}
-		f := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(childCtx, opts), RolloutWorkflow, in)
+		ctx := rolloutChild(childCtx, rolloutID(in.Namespace, svc), fmt.Sprintf("rollout %s to %s", svc, firstImage(in)))
+		f := workflow.ExecuteChildWorkflow(ctx, RolloutWorkflow, in)
 		if n := w.nodes[svc]; n != nil {
 			n.Mark(planpkg.Running, nil)
 		}

@@ -3,9 +3,16 @@ package workflows
 import (
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/deployflow/deployflow/internal/manifest"
 )
+
+// Every call's options, in one place (issue 36.5): how long each
+// activity, local activity and child workflow may take, and how it is
+// retried. TestCallOptionsLiveInOneFile keeps them here.
 
 // kubeRetry retries Kubernetes API calls without limit, with backoff: an
 // unreachable API server delays a rollout, it never fails it. Only
@@ -70,4 +77,143 @@ func (r *rolloutRun) waitCtx(ctx workflow.Context, timeout time.Duration) workfl
 		RetryPolicy:         kubeRetry,
 		Summary:             "wait for " + r.in.Service + " to change",
 	})
+}
+
+// probeCall is for the health monitor's observations: a few quick tries,
+// then the tick reports Unknown instead of waiting for the cluster.
+func probeCall(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    5 * time.Second,
+		ScheduleToCloseTimeout: 15 * time.Second,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+		Summary:                summary,
+	})
+}
+
+// teardownCall is for deleting a lease's namespace: an activity that
+// heartbeats while the namespace's objects go, retried like every
+// Kubernetes call.
+func teardownCall(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Minute,
+		HeartbeatTimeout:    30 * time.Second,
+		RetryPolicy:         kubeRetry,
+		Summary:             summary,
+	})
+}
+
+// planCall is for planning a deploy (deploy --plan): a minute or two of
+// retries, then the caller is told.
+func planCall(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:            kubeRetry,
+		Summary:                summary,
+	})
+}
+
+// rolloutChild is a service's rollout, a child of its lease's workflow:
+// cancelled with it, and waited for when cancelled.
+func rolloutChild(ctx workflow.Context, id, summary string) workflow.Context {
+	return workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:          id,
+		WaitForCancellation: true,
+		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+		StaticSummary:       summary,
+	})
+}
+
+// quickWaitCall is the rollout's quick wait: one try, in the workflow
+// task that applied the plan (the activity wait follows if it fails).
+func quickWaitCall(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: quickWaitFor + 30*time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+		Summary:             summary,
+	})
+}
+
+// pinCall is for pinning a blue-green's Services to their versions.
+func pinCall(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second, ScheduleToCloseTimeout: 5 * time.Minute, RetryPolicy: kubeRetry, Summary: summary,
+	})
+}
+
+// notifyCall is for the worker's webhook: a webhook that does not answer
+// delays a canary by these retries at most, and never fails it.
+func notifyCall(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 5},
+		Summary:     summary,
+	})
+}
+
+// measureCall is one measurement of an analysis (a query, an HTTP check):
+// a few tries, then it is inconclusive, never a failure. A rollout's and a
+// placement wave's alike.
+func measureCall(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+	})
+}
+
+// jobCall is an analysis's Job: it runs for up to its deadline, the
+// activity heartbeating while it waits.
+func jobCall(ctx workflow.Context, j *manifest.JobCheck, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, jobOptions(j, summary))
+}
+
+// clusterJobCall is a placement wave's analysis Job in one cluster (its
+// worker's task queue): an abort stops it, and is waited for (the Job is
+// deleted).
+func clusterJobCall(ctx workflow.Context, j *manifest.JobCheck, queue, summary string) workflow.Context {
+	o := jobOptions(j, summary)
+	o.TaskQueue, o.WaitForCancellation = queue, true
+	return workflow.WithActivityOptions(ctx, o)
+}
+
+func jobOptions(j *manifest.JobCheck, summary string) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: time.Duration(j.Deadline())*time.Second + 2*time.Minute, HeartbeatTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+		Summary:     summary,
+	}
+}
+
+// clusterListCall is for listing the clusters the worker knows.
+func clusterListCall(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+}
+
+// clusterReadCall is for reading a cluster's lease workflow (what the
+// cluster returns to if the placement fails).
+func clusterReadCall(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second}})
+}
+
+// clusterDeployCall is a placement's deploy to one cluster: it takes as
+// long as its rollout (a canary's pauses too); the activity heartbeats
+// while it waits, and a cluster that is down is waited for (its lease
+// workflow retries). An interrupted deploy has stopped before its cluster
+// is returned: the return must not race a late send of the deploy.
+func clusterDeployCall(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 24 * time.Hour, HeartbeatTimeout: 10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second,
+			NonRetryableErrorTypes: []string{ErrClusterDeploy}},
+		Summary:             summary,
+		WaitForCancellation: true,
+	})
+}
+
+// withSummary is ctx's local-activity options with another summary.
+func withSummary(ctx workflow.Context, summary string) workflow.Context {
+	o := workflow.GetLocalActivityOptions(ctx)
+	o.Summary = summary
+	return workflow.WithLocalActivityOptions(ctx, o)
 }

@@ -339,7 +339,7 @@ func (p *placementRun) registerControls() error {
 // know, before anything is deployed.
 func (p *placementRun) checkClusters() error {
 	var known []string
-	ctx := workflow.WithLocalActivityOptions(p.ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	ctx := clusterListCall(p.ctx)
 	if err := workflow.ExecuteLocalActivity(ctx, ActivityListClusters).Get(p.ctx, &known); err != nil {
 		return err
 	}
@@ -360,18 +360,7 @@ func (p *placementRun) checkClusters() error {
 }
 
 func (p *placementRun) clusterCtx(ctx workflow.Context, summary string) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		// A cluster's deploy takes as long as its rollout (a canary's pauses
-		// too); the activity heartbeats while it waits, and a cluster that
-		// is down is waited for (its lease workflow retries).
-		StartToCloseTimeout: 24 * time.Hour, HeartbeatTimeout: 10 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second,
-			NonRetryableErrorTypes: []string{ErrClusterDeploy}},
-		Summary: summary,
-		// An interrupted deploy has stopped before its cluster is returned:
-		// the return must not race a late send of the deploy.
-		WaitForCancellation: true,
-	})
+	return clusterDeployCall(ctx, summary)
 }
 
 // ErrClusterDeploy is the failure type of a cluster's deploy that cannot
@@ -409,8 +398,7 @@ func (p *placementRun) deployWave(i int) error {
 		// What the cluster returns to if the placement fails: read once,
 		// recorded in the history.
 		var state ClusterState
-		ctx := workflow.WithLocalActivityOptions(p.ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second,
-			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second}})
+		ctx := clusterReadCall(p.ctx)
 		if err := workflow.ExecuteLocalActivity(ctx, ActivityReadCluster, ClusterRef{Lease: p.in.Manifest.Lease, Cluster: cs.Cluster}).Get(p.ctx, &state); err != nil {
 			return fmt.Errorf("cluster %s: read its lease workflow: %w", cs.Cluster, err)
 		}

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deployflow/deployflow/activities"
@@ -157,12 +156,7 @@ func (p *placementRun) runJobs(i int, a *manifest.Analysis) (analysis.Phase, str
 		if cluster != p.self {
 			queue = config.ClusterTaskQueue(queue, cluster)
 		}
-		ctx := workflow.WithActivityOptions(jobs, workflow.ActivityOptions{
-			TaskQueue: queue, WaitForCancellation: true,
-			StartToCloseTimeout: time.Duration(a.Job.Deadline())*time.Second + 2*time.Minute, HeartbeatTimeout: 30 * time.Second,
-			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
-			Summary:     "job " + a.Job.Image + " in cluster " + cluster,
-		})
+		ctx := clusterJobCall(jobs, a.Job, queue, "job "+a.Job.Image+" in cluster "+cluster)
 		futures[j] = workflow.ExecuteActivity(ctx, act.RunJob, activities.JobCheckInput{
 			Namespace: manifest.Namespace(p.in.Manifest.Lease), Service: "placement",
 			Name: analysisJobName("placement", fmt.Sprintf("%s/wave-%d", workflow.GetInfo(p.ctx).WorkflowExecution.RunID, i+1), p.jobs),
@@ -204,10 +198,7 @@ func (p *placementRun) runJobs(i int, a *manifest.Analysis) (analysis.Phase, str
 func (p *placementRun) measure(a *manifest.Analysis) (analysis.Phase, string) {
 	var act *activities.Activities
 	var m activities.Measurement
-	ctx := workflow.WithLocalActivityOptions(p.ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
-	})
+	ctx := measureCall(p.ctx)
 	c := analysis.ConditionsOf(a)
 	err := workflow.ExecuteLocalActivity(ctx, act.MeasurePrometheus, activities.MeasureInput{
 		Query: a.Prometheus.Query, Namespace: manifest.Namespace(p.in.Manifest.Lease), Judge: &c}).Get(p.ctx, &m)

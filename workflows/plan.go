@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -40,12 +39,7 @@ func PlanWorkflow(ctx workflow.Context, in PlanRequest) (*activities.DeployPlan,
 	// Taken as the lease's workflow takes it, its defaults filled once, as
 	// the deploy chain fills them.
 	m := plannedAs(ctx, &in.Manifest).WithDefaults()
-	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout:    30 * time.Second,
-		ScheduleToCloseTimeout: 2 * time.Minute,
-		RetryPolicy:            kubeRetry,
-		Summary:                "plan lease " + in.Manifest.Lease,
-	})
+	ctx = planCall(ctx, "plan lease "+in.Manifest.Lease)
 	var a *activities.Activities
 	var l activities.LeaseInfo
 	if err := workflow.ExecuteLocalActivity(ctx, a.CheckLease, in.Manifest.Lease).Get(ctx, &l); err != nil {

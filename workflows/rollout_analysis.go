@@ -4,9 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deployflow/deployflow/activities"
@@ -52,10 +50,7 @@ func (r *rolloutRun) runGate(a *manifest.Analysis, t *analysis.Tally, last *stri
 func (r *rolloutRun) measure(ctx workflow.Context, a *manifest.Analysis) (analysis.Phase, string) {
 	var act *activities.Activities
 	var m activities.Measurement
-	laCtx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
-	})
+	laCtx := measureCall(ctx)
 	// The activity judges (issue 20.1); runs before the gate judge here.
 	var judge *analysis.Conditions
 	if judgesWhereMeasured(ctx) {
@@ -67,11 +62,7 @@ func (r *rolloutRun) measure(ctx workflow.Context, a *manifest.Analysis) (analys
 	case a.Job != nil:
 		// A Job runs for minutes: an activity that heartbeats while it waits.
 		r.jobs++
-		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: time.Duration(a.Job.Deadline())*time.Second + 2*time.Minute, HeartbeatTimeout: 30 * time.Second,
-			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
-			Summary:     "job " + a.Job.Image,
-		})
+		actx := jobCall(ctx, a.Job, "job "+a.Job.Image)
 		f = workflow.ExecuteActivity(actx, act.RunJob, activities.JobCheckInput{
 			Namespace: r.in.Namespace, Service: r.in.Service, Name: analysisJobName(r.in.Service, workflow.GetInfo(ctx).WorkflowExecution.RunID, r.jobs), Job: *a.Job,
 			Judge: judge,
@@ -102,12 +93,6 @@ func (r *rolloutRun) measure(ctx workflow.Context, a *manifest.Analysis) (analys
 func analysisJobName(svc, runID string, n int) string {
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", runID, n)))
 	return svc + "-check-" + hex.EncodeToString(sum[:5])
-}
-
-func withSummary(ctx workflow.Context, summary string) workflow.Context {
-	o := workflow.GetLocalActivityOptions(ctx)
-	o.Summary = summary
-	return workflow.WithLocalActivityOptions(ctx, o)
 }
 
 // startBackground runs the canary's background analysis, if it has one,

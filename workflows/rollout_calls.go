@@ -185,11 +185,7 @@ func (r *rolloutRun) quickWaits(timeout time.Duration) bool {
 func (r *rolloutRun) quickWait() (changed bool, waited time.Duration) {
 	r.quickTask = workflow.GetInfo(r.ctx).GetCurrentHistoryLength()
 	r.observedAt = time.Time{}
-	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: quickWaitFor + 30*time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
-		Summary:             "wait up to " + quickWaitFor.String() + " for " + r.in.Service + " to change",
-	})
+	ctx := quickWaitCall(r.ctx, "wait up to "+quickWaitFor.String()+" for "+r.in.Service+" to change")
 	var a *activities.Activities
 	var st activities.RolloutState
 	err := workflow.ExecuteLocalActivity(ctx, a.QuickWait, activities.WaitForChangeInput{
@@ -239,9 +235,7 @@ func (r *rolloutRun) pinServices(in activities.PinInput) (*activities.PinResult,
 		summary = "read the pins of " + r.in.Service
 	}
 	var a *activities.Activities
-	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 30 * time.Second, ScheduleToCloseTimeout: 5 * time.Minute, RetryPolicy: kubeRetry, Summary: summary,
-	})
+	ctx := pinCall(r.ctx, summary)
 	var res activities.PinResult
 	err := workflow.ExecuteLocalActivity(ctx, a.PinServices, in).Get(r.ctx, &res)
 	return &res, err
@@ -260,11 +254,7 @@ func orDash(s string) string {
 // and never fails it.
 func (r *rolloutRun) notify(event, message string) {
 	var a *activities.Activities
-	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 5},
-		Summary:     "notify " + event,
-	})
+	ctx := notifyCall(r.ctx, "notify "+event)
 	n := activities.Notification{Time: workflow.Now(r.ctx), Event: event, Namespace: r.in.Namespace, Service: r.in.Service, Message: message}
 	switch {
 	case r.canary != nil:
