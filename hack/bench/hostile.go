@@ -96,7 +96,10 @@ func (f *fleet) updateRefused(ctx context.Context, leaseID, name string, arg jso
 }
 
 // hostileShare deploys n leases on a quiet worker, then n more while the
-// hostile inputs go at the first n, and prints both side by side.
+// hostile inputs go at the first n at a paced rate (hostilePace apart, as
+// a Temporal namespace's rate limit would let them through), then n more
+// while they go flat out, then n more quiet again (the machine's noise),
+// and prints the four side by side.
 func (f *fleet) hostileShare(ctx context.Context, meter cpuMeter, n int) error {
 	rss0 := f.rss()
 	c0 := meter.read()
@@ -114,18 +117,83 @@ func (f *fleet) hostileShare(ctx context.Context, meter cpuMeter, n int) error {
 	if len(targets) == 0 {
 		return fmt.Errorf("hostile inputs: none of the %d quiet deploys succeeded", n)
 	}
-	rss1 := f.rss()
-
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
+	quietRow := hostileRow{name: "quiet", b: quiet, rss: f.rss(), cpu: cpuDelta(c0, c1)}
 	sent := make([]int, len(hostileInputs))
 	notHeld := make([]int, len(hostileInputs))
+	paced, err := f.hostileBatch(ctx, meter, n, targets, hostilePace, sent, notHeld)
+	if err != nil {
+		return err
+	}
+	paced.name = fmt.Sprintf("one input every %s", hostilePace)
+	flat, err := f.hostileBatch(ctx, meter, n, targets, 0, sent, notHeld)
+	if err != nil {
+		return err
+	}
+	flat.name = "inputs flat out"
+	// The same deploys quiet again: how much two quiet batches differ
+	// is what the machine's noise is.
+	c2 := meter.read()
+	again, err := f.deployAll(ctx, n, 0)
+	if err != nil {
+		return err
+	}
+	againRow := hostileRow{name: "quiet again", b: again, rss: f.rss(), cpu: cpuDelta(c2, meter.read())}
+	down := 0
+	for _, id := range targets {
+		if st, err := f.status(ctx, id); err != nil || st.Phase != workflows.PhaseActive {
+			down++
+		}
+	}
+
+	fmt.Fprintf(out, "\nhostile inputs sent to the worker during %d concurrent deploys of other leases (issue 35), side by side with the same deploys on a quiet worker:\n", n)
+	// Where the inputs' cost lands: the worker's CPU, and the Temporal
+	// server's and the API server's, over each batch's own window (one
+	// machine: what one takes, the deploys wait for).
+	fmt.Fprintf(out, "%-28s %10s %10s %8s %8s %14s %12s %14s %14s\n", "", "p50", "p99", "p99/quiet", "errors", "worker RSS MiB", "worker CPU s", "Temporal CPU s", "apiserver CPU s")
+	_, qp99, _ := percentiles(quiet.results)
+	for _, r := range []hostileRow{quietRow, paced, flat, againRow} {
+		p50, p99, errs := percentiles(r.b.results)
+		fmt.Fprintf(out, "%-28s %10s %10s %8.2f %8d %14.1f %12.2f %14.2f %14.2f\n", r.name, round(p50), round(p99), float64(p99)/float64(qp99), errs, r.rss,
+			r.cpu["worker"], r.cpu[devstack.Temporal], r.cpu[devstack.APIServer])
+	}
+	fmt.Fprintf(out, "  (worker RSS %.1f MiB before the quiet deploys)\n", rss0)
+	for k, h := range hostileInputs {
+		fmt.Fprintf(out, "  %-72s sent %3d, not refused (or lease not kept up) %d\n", h.name, sent[k], notHeld[k])
+	}
+	fmt.Fprintf(out, "  %-72s %d of %d\n", "targeted leases not Active afterwards", down, len(targets))
+	if err := syscall.Kill(f.worker.Process.Pid, 0); err != nil {
+		fmt.Fprintf(out, "  the worker died: %v\n", err)
+	}
+	return nil
+}
+
+// hostilePace is the paced batch's gap between two hostile inputs.
+const hostilePace = 500 * time.Millisecond
+
+// hostileRow is one batch's line of the table.
+type hostileRow struct {
+	name string
+	b    batch
+	rss  float64
+	cpu  map[string]float64
+}
+
+// hostileBatch deploys n leases while the hostile inputs go at targets,
+// pace apart (0: flat out, each as soon as the last was answered), in
+// whole rounds (every kind is sent), counting into sent and notHeld.
+func (f *fleet) hostileBatch(ctx context.Context, meter cpuMeter, n int, targets []string, pace time.Duration, sent, notHeld []int) (hostileRow, error) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
 	var sendErr error
+	base := 0 // the inputs' names go on from the last batch's
+	for _, n := range sent {
+		base += n
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for i := 0; ; i++ {
-			if i%len(hostileInputs) == 0 && i > 0 { // whole rounds: every kind is sent
+		for i := base; ; i++ {
+			if (i-base)%len(hostileInputs) == 0 && i > base {
 				select {
 				case <-stop:
 					return
@@ -142,50 +210,18 @@ func (f *fleet) hostileShare(ctx context.Context, meter cpuMeter, n int) error {
 			if !held {
 				notHeld[k]++
 			}
+			time.Sleep(pace)
 		}
 	}()
-	c2 := meter.read()
-	loud, err := f.deployAll(ctx, n, 0)
+	c0 := meter.read()
+	b, err := f.deployAll(ctx, n, 0)
 	close(stop)
 	wg.Wait()
-	c3 := meter.read()
-	if err != nil {
-		return err
+	c1 := meter.read()
+	if err == nil {
+		err = sendErr
 	}
-	if sendErr != nil {
-		return sendErr
-	}
-	rss2 := f.rss()
-	down := 0
-	for _, id := range targets {
-		if st, err := f.status(ctx, id); err != nil || st.Phase != workflows.PhaseActive {
-			down++
-		}
-	}
-
-	qp50, qp99, qerrs := percentiles(quiet.results)
-	lp50, lp99, lerrs := percentiles(loud.results)
-	fmt.Fprintf(out, "\nhostile inputs sent to the worker during %d concurrent deploys of other leases (issue 35), side by side with the same deploys on a quiet worker:\n", n)
-	// Where the inputs' cost lands: the worker's CPU, and the Temporal
-	// server's and the API server's, over each batch's own window (one
-	// machine: what one takes, the deploys wait for).
-	quietCPU, loudCPU := cpuDelta(c0, c1), cpuDelta(c2, c3)
-	fmt.Fprintf(out, "%-28s %10s %10s %8s %14s %12s %14s %14s\n", "", "p50", "p99", "errors", "worker RSS MiB", "worker CPU s", "Temporal CPU s", "apiserver CPU s")
-	row := func(name string, p50, p99 time.Duration, errs int, rss float64, cpu map[string]float64) {
-		fmt.Fprintf(out, "%-28s %10s %10s %8d %14.1f %12.2f %14.2f %14.2f\n", name, round(p50), round(p99), errs, rss,
-			cpu["worker"], cpu[devstack.Temporal], cpu[devstack.APIServer])
-	}
-	row("quiet", qp50, qp99, qerrs, rss1, quietCPU)
-	row("with hostile inputs", lp50, lp99, lerrs, rss2, loudCPU)
-	fmt.Fprintf(out, "%-28s %10.2f %10.2f %8s %14.2f (%.1f MiB before the quiet deploys)\n", "ratio", float64(lp50)/float64(qp50), float64(lp99)/float64(qp99), "", rss2/rss1, rss0)
-	for k, h := range hostileInputs {
-		fmt.Fprintf(out, "  %-72s sent %3d, not refused (or lease not kept up) %d\n", h.name, sent[k], notHeld[k])
-	}
-	fmt.Fprintf(out, "  %-72s %d of %d\n", "targeted leases not Active afterwards", down, len(targets))
-	if err := syscall.Kill(f.worker.Process.Pid, 0); err != nil {
-		fmt.Fprintf(out, "  the worker died: %v\n", err)
-	}
-	return nil
+	return hostileRow{b: b, rss: f.rss(), cpu: cpuDelta(c0, c1)}, err
 }
 
 // rss is the worker's resident set now, in MiB.
