@@ -412,6 +412,10 @@ func (a *Activities) ScaleReplicaSet(ctx context.Context, in ScaleInput) (*Scale
 	if current != in.Op.From && current != in.Op.To {
 		return nil, stalePlan("replicaset %s/%s has %d replicas, the decision assumed %d", in.Namespace, rs.Name, current, in.Op.From)
 	}
+	// Logged before the write: a worker killed between the write and its
+	// answer leaves the write in no history, and only this line says who
+	// made it (the chaos suite's "nothing written unexplained").
+	activity.GetLogger(ctx).Info("scaling ReplicaSet", "namespace", in.Namespace, "name", rs.Name, "from", current, "to", in.Op.To)
 	if _, err := rss.Update(ctx, want, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 		return nil, fmt.Errorf("scale replicaset %s/%s to %d: %w", in.Namespace, rs.Name, in.Op.To, err)
 	}
@@ -449,6 +453,8 @@ func (a *Activities) UpdateReplicaSet(ctx context.Context, in UpdateReplicaSetIn
 	}
 	rs.Annotations = want.Annotations
 	rs.Spec.MinReadySeconds = want.Spec.MinReadySeconds
+	// Logged before the write, as a scale is (ScaleReplicaSet).
+	activity.GetLogger(ctx).Info("updating ReplicaSet", "namespace", want.Namespace, "name", rs.Name)
 	got, err := rss.Update(ctx, rs, metav1.UpdateOptions{FieldManager: FieldManager})
 	if err != nil {
 		return nil, fmt.Errorf("update replicaset %s/%s: %w", want.Namespace, want.Name, err)

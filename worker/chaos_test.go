@@ -964,6 +964,7 @@ func (r *chaosRun) writesDecided() []string {
 		}
 	}
 	logged := map[string]int64{}
+	intended := map[string]int64{} // writes logged before they were made
 	for _, w := range r.all {
 		for _, line := range strings.Split(w.logs.String(), "\n") {
 			if !strings.Contains(line, " TaskQueue="+r.tq+" ") { // the lease's own cluster's
@@ -971,6 +972,9 @@ func (r *chaosRun) writesDecided() []string {
 			}
 			if m := scaledRE.FindStringSubmatch(line); m != nil && m[2] != m[3] {
 				logged[m[1]]++
+			}
+			if m := writingRE.FindStringSubmatch(line); m != nil && (m[2] == "" || m[3] != m[4]) {
+				intended[m[1]]++
 			}
 			if m := createdRE.FindStringSubmatch(line); m != nil {
 				created[m[1]] = true
@@ -987,9 +991,9 @@ func (r *chaosRun) writesDecided() []string {
 			msgs = append(msgs, fmt.Sprintf("ReplicaSet %s exists, but %s", rs.Name, creationNotFound))
 			r.t.Logf("ReplicaSet %s: %s; read %s", rs.Name, creationNotFound, strings.Join(read, "; "))
 		}
-		if rs.Generation > 1+max(decided[rs.Name], logged[rs.Name]) {
-			msgs = append(msgs, fmt.Sprintf("ReplicaSet %s is at generation %d, but the rollouts' histories hold %d writes to its spec after creating it, and the workers logged %d",
-				rs.Name, rs.Generation, decided[rs.Name], logged[rs.Name]))
+		if rs.Generation > 1+max(decided[rs.Name], logged[rs.Name], intended[rs.Name]) {
+			msgs = append(msgs, fmt.Sprintf("ReplicaSet %s is at generation %d, but the rollouts' histories hold %d writes to its spec after creating it, and the workers logged %d (%d before writing)",
+				rs.Name, rs.Generation, decided[rs.Name], logged[rs.Name], intended[rs.Name]))
 		}
 	}
 	return msgs
@@ -999,6 +1003,10 @@ func (r *chaosRun) writesDecided() []string {
 // EnsureReplicaSet's for a creation.
 var (
 	scaledRE = regexp.MustCompile(`msg="Scaled (?:up|down) (?:\S+ )?replica set (\S+) from (\d+) to (\d+)"`)
+	// writingRE is ScaleReplicaSet's and UpdateReplicaSet's line before
+	// a write (a worker killed between the write and its answer leaves it
+	// in no history, and may not reach the line after it).
+	writingRE = regexp.MustCompile(`msg="(?:scaling|updating) ReplicaSet" .*name=(\S+)( from=(\d+) to=(\d+))?`)
 	// "creating": logged before the write, so a worker killed with the
 	// request in flight leaves its trace (CI: a SIGKILL at a failed
 	// update's second boundary left a ReplicaSet no history or log held).
