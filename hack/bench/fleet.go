@@ -327,13 +327,7 @@ func (f *fleet) deploy(ctx context.Context, id string, healthInterval int) deplo
 			return res
 		}
 	}
-	var st workflows.DeployStatus
-	for attempt := 0; ; attempt++ { // a busy worker may time a query out
-		if st, err = f.status(ctx, id); err == nil || attempt == 5 {
-			break
-		}
-		time.Sleep(time.Second)
-	}
+	st, err := f.statusAgain(ctx, id)
 	switch {
 	case err != nil:
 		res.err = err
@@ -350,6 +344,20 @@ func (f *fleet) status(ctx context.Context, id string) (workflows.DeployStatus, 
 		err = v.Get(&st)
 	}
 	return st, err
+}
+
+// statusAgain is status asked up to 10 times, a second apart: a busy
+// worker may time a query out, and a query waits on a workflow task that
+// failed (on the PostgreSQL server, a history read behind its events
+// fails the task once, "premature end of stream", and it is retried).
+func (f *fleet) statusAgain(ctx context.Context, id string) (workflows.DeployStatus, error) {
+	for attempt := 1; ; attempt++ {
+		st, err := f.status(ctx, id)
+		if err == nil || attempt == 10 {
+			return st, err
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // historyCost is the events of one deploy (the lease's deploying run and

@@ -64,7 +64,7 @@ var hostileInputs = []hostileInput{
 			err = h.Get(ctx, nil)
 		}
 		_ = err // taken or refused, the lease must stay up
-		st, err := f.status(ctx, victim)
+		st, err := f.statusAgain(ctx, victim)
 		if err != nil {
 			return false, err
 		}
@@ -140,7 +140,7 @@ func (f *fleet) hostileShare(ctx context.Context, meter cpuMeter, n int) error {
 	againRow := hostileRow{name: "quiet again", b: again, rss: f.rss(), cpu: cpuDelta(c2, meter.read())}
 	down := 0
 	for _, id := range targets {
-		if st, err := f.status(ctx, id); err != nil || st.Phase != workflows.PhaseActive {
+		if st, err := f.statusAgain(ctx, id); err != nil || st.Phase != workflows.PhaseActive {
 			down++
 		}
 	}
