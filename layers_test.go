@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -90,4 +91,33 @@ func readLayers(t *testing.T) map[string]int {
 	}
 	require.NotEmpty(t, layers, "docs/architecture.md has no layer table between <!-- layers --> markers")
 	return layers
+}
+
+// Issue 36.2: the workflows' contract is package api. Outside workflows/,
+// only the worker's wiring (worker/app, which registers the workflows)
+// imports their implementation: the CLI, the bench, the placement's
+// activities and every test import the contract. Before, all of them
+// imported workflows, and activities/fleet's import ran back up a layer.
+func TestOnlyTheWiringImportsTheWorkflows(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f",
+		`{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`, "./...").Output()
+	require.NoError(t, err, "go list")
+	contract := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], module), "/")
+		for _, dep := range fields[1:] {
+			switch dep {
+			case module + "/workflows":
+				if pkg != "workflows" && pkg != "worker/app" {
+					t.Errorf("%s imports workflows: import the contract, %s/api, instead", fields[0], module)
+				}
+			case module + "/api":
+				contract[pkg] = true
+			}
+		}
+	}
+	for _, pkg := range []string{"starter", "hack/bench", "activities/fleet", "worker/app", "workflows"} {
+		assert.True(t, contract[pkg], "%s imports the contract", pkg)
+	}
 }

@@ -22,11 +22,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Issue 10.2, least privilege proven on the real apiserver: the chart's
@@ -158,7 +158,7 @@ func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
 	_, err = acts.Leases.Create(ctx, lease, "acme")
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		_ = env.Temporal.TerminateWorkflow(context.Background(), workflows.DeployWorkflowID(lease), "", "test over")
+		_ = env.Temporal.TerminateWorkflow(context.Background(), api.DeployWorkflowID(lease), "", "test over")
 		_ = acts.Hostnames.ReleaseAll(context.Background(), lease)
 		_ = acts.IPs.ReleaseAll(context.Background(), lease)
 		_ = env.Dynamic.Resource(crds.Leases).Delete(context.Background(), lease, metav1.DeleteOptions{})
@@ -195,9 +195,9 @@ func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
 	}, 90*time.Second, 250*time.Millisecond, "the last good version (nginx:1.27) must be what runs after the failed update")
 	out, err = cli("status", lease, "-o", "json")
 	require.NoError(t, err, out)
-	var st workflows.DeployStatus
+	var st api.DeployStatus
 	require.NoError(t, json.Unmarshal([]byte(out), &st))
-	assert.Equal(t, workflows.PhaseFailed, st.Phase)
+	assert.Equal(t, api.PhaseFailed, st.Phase)
 
 	out, err = cli("teardown", lease)
 	require.NoError(t, err, "teardown:\n%s", out)

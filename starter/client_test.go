@@ -8,13 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/mocks"
-
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Which of Temporal's errors the CLI waits out. A query of a lease whose
@@ -45,23 +44,23 @@ func TestTransientErrors(t *testing.T) {
 func TestHistoryWaitsForItsRecordsAndNeverPrintsAnEmptyHistoryInstead(t *testing.T) {
 	var progress bytes.Buffer
 	ctx := withRetrying(context.Background(), retrying{bound: time.Minute, progress: &progress})
-	records := []workflows.DeployRecord{{Revision: 3, Trigger: "retry", Outcome: "Succeeded"}}
+	records := []api.DeployRecord{{Revision: 3, Trigger: "retry", Outcome: "Succeeded"}}
 	answer := &mocks.Value{}
 	answer.On("Get", mock.Anything).Run(func(args mock.Arguments) {
-		*args.Get(0).(*workflows.DeployStatus) = workflows.DeployStatus{History: records}
+		*args.Get(0).(*api.DeployStatus) = api.DeployStatus{History: records}
 	}).Return(nil)
 
 	c := &mocks.Client{}
-	c.On("QueryWorkflow", mock.Anything, workflows.DeployWorkflowID("l"), "", workflows.QueryDeploy).
+	c.On("QueryWorkflow", mock.Anything, api.DeployWorkflowID("l"), "", api.QueryStatus).
 		Return(nil, serviceerror.NewDeadlineExceeded("context deadline exceeded")).Once()
-	c.On("QueryWorkflow", mock.Anything, workflows.DeployWorkflowID("l"), "", workflows.QueryDeploy).Return(answer, nil).Once()
+	c.On("QueryWorkflow", mock.Anything, api.DeployWorkflowID("l"), "", api.QueryStatus).Return(answer, nil).Once()
 	got, err := deployRecords(ctx, c, "l")
 	require.NoError(t, err)
 	assert.Equal(t, records, got)
 	assert.Contains(t, progress.String(), "waiting for Temporal to answer the status of lease l")
 
 	c = &mocks.Client{}
-	c.On("QueryWorkflow", mock.Anything, workflows.DeployWorkflowID("l"), "", workflows.QueryDeploy).
+	c.On("QueryWorkflow", mock.Anything, api.DeployWorkflowID("l"), "", api.QueryStatus).
 		Return(nil, serviceerror.NewInvalidArgument("unknown queryType"))
 	_, err = deployRecords(ctx, c, "l")
 	require.Error(t, err)

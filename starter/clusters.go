@@ -10,8 +10,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/config"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Another cluster's lease workflow and rollouts (issue 23): the commands
@@ -41,7 +41,7 @@ func rolloutIn(ctx context.Context, c client.Client, cluster, namespace, service
 	if cluster == "" {
 		return rolloutID(ctx, c, namespace, service)
 	}
-	return workflows.ClusterRolloutWorkflowID(cluster, namespace, service)
+	return api.ClusterRolloutWorkflowID(cluster, namespace, service)
 }
 
 // inCluster says where a lease workflow runs, for messages.
@@ -74,9 +74,9 @@ func watchPlacement(ctx context.Context, c client.Client, lease string, out io.W
 		printPlacement(&b, st)
 		screen.draw(b.String())
 		switch st.Phase {
-		case workflows.PlacementSucceeded:
+		case api.PlacementSucceeded:
 			return nil
-		case workflows.PlacementFailed, workflows.PlacementAborted:
+		case api.PlacementFailed, api.PlacementAborted:
 			return fmt.Errorf("placement of lease %s ended %s: %s", lease, st.Phase, st.Error)
 		}
 		select {

@@ -11,8 +11,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Operator controls, like `kubectl rollout pause|resume|undo|restart` and
@@ -20,21 +20,21 @@ import (
 // in progress; scale and restart go through the lease's workflow (they
 // change what the lease runs) and roll out from there.
 func runPause(g *globals, fs *flag.FlagSet) runner {
-	return rolloutControl(g, fs, "pause", workflows.UpdatePause, nil)
+	return rolloutControl(g, fs, "pause", api.UpdatePause, nil)
 }
 
 func runResume(g *globals, fs *flag.FlagSet) runner {
-	return rolloutControl(g, fs, "resume", workflows.UpdateResume, nil)
+	return rolloutControl(g, fs, "resume", api.UpdateResume, nil)
 }
 
 func runAbort(g *globals, fs *flag.FlagSet) runner {
-	rollout := rolloutControl(g, fs, "abort", workflows.UpdateAbort, nil)
+	rollout := rolloutControl(g, fs, "abort", api.UpdateAbort, nil)
 	return func(ctx context.Context, pos []string, out io.Writer) error {
 		if len(pos) == 1 {
 			if err := noClusterOnPlacement(fs, "abort"); err != nil {
 				return err
 			}
-			return placementControl(ctx, g, "abort", workflows.UpdatePlacementAbort, pos[0], out)
+			return placementControl(ctx, g, "abort", api.UpdateAbort, pos[0], out)
 		}
 		return rollout(ctx, pos, out)
 	}
@@ -54,13 +54,13 @@ func noClusterOnPlacement(fs *flag.FlagSet, name string) error {
 // `deployflow promote <lease>`: a placement's held wave goes on.
 func runPromote(g *globals, fs *flag.FlagSet) runner {
 	full := fs.Bool("full", false, "skip every remaining canary step (the rollout still respects maxSurge/maxUnavailable)")
-	rollout := rolloutControl(g, fs, "promote", workflows.UpdatePromote, func() any { return workflows.PromoteRequest{Full: *full} })
+	rollout := rolloutControl(g, fs, "promote", api.UpdatePromote, func() any { return api.PromoteRequest{Full: *full} })
 	return func(ctx context.Context, pos []string, out io.Writer) error {
 		if len(pos) == 1 { // a placement's held wave
 			if err := noClusterOnPlacement(fs, "promote"); err != nil {
 				return err
 			}
-			return placementControl(ctx, g, "promote", workflows.UpdatePlacementPromote, pos[0], out)
+			return placementControl(ctx, g, "promote", api.UpdatePromote, pos[0], out)
 		}
 		return rollout(ctx, pos, out)
 	}
@@ -68,7 +68,7 @@ func runPromote(g *globals, fs *flag.FlagSet) runner {
 
 func runUndo(g *globals, fs *flag.FlagSet) runner {
 	rev := fs.Int64("to-revision", 0, "the revision to go back to (0: the previous one)")
-	return rolloutControl(g, fs, "undo", workflows.UpdateUndo, func() any { return workflows.UndoRequest{ToRevision: *rev} })
+	return rolloutControl(g, fs, "undo", api.UpdateUndo, func() any { return api.UndoRequest{ToRevision: *rev} })
 }
 
 // rolloutControl sends update (with arg's value, if any) to the rollout of
@@ -97,7 +97,7 @@ func rolloutControl(g *globals, fs *flag.FlagSet, name, update string, arg func(
 			opts.Args = []any{arg()}
 		}
 		h, err := updateWorkflow(ctx, c, opts)
-		var st workflows.RolloutStatus
+		var st api.RolloutStatus
 		if err == nil {
 			err = h.Get(ctx, &st)
 		}
@@ -120,8 +120,8 @@ func runScale(g *globals, fs *flag.FlagSet) runner {
 		if err != nil {
 			return usageError{fmt.Errorf("replicas %q: give a whole number", pos[2])}
 		}
-		return leaseUpdate(ctx, g, *cluster, pos[0], workflows.UpdateScaleService,
-			workflows.ScaleServiceRequest{Service: pos[1], Replicas: int32(n)}, out,
+		return leaseUpdate(ctx, g, *cluster, pos[0], api.UpdateScale,
+			api.ScaleServiceRequest{Service: pos[1], Replicas: int32(n)}, out,
 			fmt.Sprintf("scaling %s of lease %s to %d", pos[1], pos[0], n))
 	}
 }
@@ -133,7 +133,7 @@ func runRestart(g *globals, fs *flag.FlagSet) runner {
 		if len(pos) != 1 {
 			return usageError{errors.New("usage: deployflow restart <lease> [--cluster NAME]")}
 		}
-		return leaseUpdate(ctx, g, *cluster, pos[0], workflows.UpdateRestart, nil, out, "restarting every pod of lease "+pos[0])
+		return leaseUpdate(ctx, g, *cluster, pos[0], api.UpdateRestart, nil, out, "restarting every pod of lease "+pos[0])
 	}
 }
 
@@ -144,7 +144,7 @@ func runRetry(g *globals, fs *flag.FlagSet) runner {
 		if len(pos) != 1 {
 			return usageError{errors.New("usage: deployflow retry <lease> [--cluster NAME]")}
 		}
-		return leaseUpdate(ctx, g, *cluster, pos[0], workflows.UpdateRetry, nil, out, "retrying the failed deploy of lease "+pos[0])
+		return leaseUpdate(ctx, g, *cluster, pos[0], api.UpdateRetry, nil, out, "retrying the failed deploy of lease "+pos[0])
 	}
 }
 
@@ -159,7 +159,7 @@ func leaseUpdate(ctx context.Context, g *globals, clusterName, lease, update str
 	}
 	defer c.Close()
 	opts := client.UpdateWorkflowOptions{
-		WorkflowID: workflows.DeployWorkflowIDIn(lease, cluster), UpdateName: update, WaitForStage: client.WorkflowUpdateStageCompleted,
+		WorkflowID: api.DeployWorkflowIDIn(lease, cluster), UpdateName: update, WaitForStage: client.WorkflowUpdateStageCompleted,
 	}
 	if arg != nil {
 		opts.Args = []any{arg}
@@ -181,13 +181,13 @@ func leaseUpdate(ctx context.Context, g *globals, clusterName, lease, update str
 // the new ID has no running workflow and the legacy one's status names this
 // very namespace and service.
 func rolloutID(ctx context.Context, c client.Client, namespace, service string) string {
-	id := workflows.RolloutWorkflowID(namespace, service)
+	id := api.RolloutWorkflowID(namespace, service)
 	if d, err := c.DescribeWorkflowExecution(ctx, id, ""); err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return id
 	}
-	legacy := workflows.LegacyRolloutWorkflowID(namespace, service)
-	v, err := c.QueryWorkflow(ctx, legacy, "", workflows.QueryStatus)
-	var st workflows.RolloutStatus
+	legacy := api.LegacyRolloutWorkflowID(namespace, service)
+	v, err := c.QueryWorkflow(ctx, legacy, "", api.QueryStatus)
+	var st api.RolloutStatus
 	if err == nil && v.Get(&st) == nil && st.Namespace == namespace && st.Service == service {
 		return legacy
 	}

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // The operator commands on a real lease: scale (a scale-only deploy),
@@ -30,14 +30,14 @@ func TestOperatorCommands(t *testing.T) {
 			"    podAnnotations: {deployflow.dev/ready-after: "+readyAfter+"}\n"), 0o644))
 		return p
 	}
-	status := func() workflows.DeployStatus {
+	status := func() api.DeployStatus {
 		out, _ := cli(t, env, tq, "status", lease, "-o", "json")
-		var st workflows.DeployStatus
+		var st api.DeployStatus
 		require.NoError(t, json.Unmarshal([]byte(out), &st))
 		return st
 	}
-	waitFor := func(what string, cond func(workflows.DeployStatus) bool) workflows.DeployStatus {
-		var st workflows.DeployStatus
+	waitFor := func(what string, cond func(api.DeployStatus) bool) api.DeployStatus {
+		var st api.DeployStatus
 		require.Eventually(t, func() bool { st = status(); return cond(st) }, 60*time.Second, 200*time.Millisecond, "never %s (last %+v)", what, st)
 		return st
 	}
@@ -46,8 +46,8 @@ func TestOperatorCommands(t *testing.T) {
 
 	out, _ := cli(t, env, tq, "scale", lease, "web", "6")
 	assert.Contains(t, out, "scaling web of lease "+lease+" to 6")
-	st := waitFor("scaled", func(s workflows.DeployStatus) bool {
-		return s.Revision == 2 && s.Phase == workflows.PhaseActive && !s.Pending
+	st := waitFor("scaled", func(s api.DeployStatus) bool {
+		return s.Revision == 2 && s.Phase == api.PhaseActive && !s.Pending
 	})
 	assert.Equal(t, "scale-only", st.Classes["web"])
 	rss, err := env.Kube.AppsV1().ReplicaSets(manifest.Namespace(lease)).List(context.Background(), metav1.ListOptions{})
@@ -56,7 +56,7 @@ func TestOperatorCommands(t *testing.T) {
 	assert.Equal(t, int32(6), *rss.Items[0].Spec.Replicas)
 
 	cli(t, env, tq, "deploy", "-f", write("v2.yaml", "nginx:1.27", "30s"))
-	waitFor("rolling out", func(s workflows.DeployStatus) bool { return s.Revision == 3 && s.Classes["web"] == "rollout" })
+	waitFor("rolling out", func(s api.DeployStatus) bool { return s.Revision == 3 && s.Classes["web"] == "rollout" })
 	require.Eventually(t, func() bool {
 		code, _, _ := runCLI("pause", lease, "web", "--temporal-address", "127.0.0.1:7233")
 		return code == 0
@@ -65,7 +65,7 @@ func TestOperatorCommands(t *testing.T) {
 	assert.Contains(t, out, "web of lease "+lease+": resumed")
 	out, _ = cli(t, env, tq, "abort", lease, "web")
 	assert.Contains(t, out, "aborted: rolling back to revision 1")
-	st = waitFor("aborted", func(s workflows.DeployStatus) bool { return len(s.History) == 3 && !s.Pending })
+	st = waitFor("aborted", func(s api.DeployStatus) bool { return len(s.History) == 3 && !s.Pending })
 	assert.Contains(t, st.History[len(st.History)-1].Outcome, "RolloutAborted", "%+v", st.History)
 
 	code, _, stderr := runCLI("pause", lease, "web", "--temporal-address", "127.0.0.1:7233")
@@ -74,8 +74,8 @@ func TestOperatorCommands(t *testing.T) {
 
 	out, _ = cli(t, env, tq, "restart", lease)
 	assert.Contains(t, out, "restarting every pod of lease "+lease)
-	st = waitFor("restarted", func(s workflows.DeployStatus) bool {
-		return s.Revision == 4 && s.Phase == workflows.PhaseActive && !s.Pending
+	st = waitFor("restarted", func(s api.DeployStatus) bool {
+		return s.Revision == 4 && s.Phase == api.PhaseActive && !s.Pending
 	})
 	assert.Equal(t, "rollout", st.Classes["web"])
 }

@@ -16,9 +16,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // runDeploy is `deployflow deploy -f manifest.yaml [--wait]`: one command
@@ -67,20 +67,20 @@ func runDeploy(g *globals, fs *flag.FlagSet) runner {
 			fmt.Fprintln(stdout)
 		}
 
-		id := workflows.DeployWorkflowID(m.Lease)
+		id := api.DeployWorkflowID(m.Lease)
 		start := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 			ID: id, TaskQueue: g.cfg.TaskQueue,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 			StaticSummary:            "deploy lease " + m.Lease,
-		}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: *m, Trigger: "cli"})
+		}, api.DeployWorkflow, api.DeployInput{Manifest: *m, Trigger: "cli"})
 		var h client.WorkflowUpdateHandle
 		err = retryTemporal(ctx, "deploy lease "+m.Lease, func() error {
 			var err error
 			h, err = c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 				StartWorkflowOperation: start,
 				UpdateOptions: client.UpdateWorkflowOptions{
-					WorkflowID: id, UpdateName: workflows.UpdateDeploy,
-					Args:         []any{workflows.DeployRequest{Manifest: *m, Trigger: "cli", PlanFingerprint: approved}},
+					WorkflowID: id, UpdateName: api.UpdateDeploy,
+					Args:         []any{api.DeployRequest{Manifest: *m, Trigger: "cli", PlanFingerprint: approved}},
 					WaitForStage: client.WorkflowUpdateStageCompleted,
 				},
 			})
@@ -89,7 +89,7 @@ func runDeploy(g *globals, fs *flag.FlagSet) runner {
 		if err != nil {
 			return fmt.Errorf("deploy lease %s: %w", m.Lease, err)
 		}
-		var accepted workflows.DeployStatus
+		var accepted api.DeployStatus
 		if err := h.Get(ctx, &accepted); err != nil {
 			return fmt.Errorf("lease %s refused the manifest: %w", m.Lease, err)
 		}
@@ -131,7 +131,7 @@ func runDeploy(g *globals, fs *flag.FlagSet) runner {
 		} else {
 			printStatus(stdout, st)
 		}
-		if st.Phase != workflows.PhaseActive {
+		if st.Phase != api.PhaseActive {
 			return fmt.Errorf("deploy of lease %s ended %s: %s", m.Lease, st.Phase, st.LastError)
 		}
 		return nil
@@ -148,12 +148,12 @@ func readFile(name string) ([]byte, error) {
 // waitDeploy polls the lease's status until a deploy after revision has
 // finished (the workflow continues as new after each deploy, so it follows
 // the newest run).
-func waitDeploy(ctx context.Context, c client.Client, lease string, revision int64) (workflows.DeployStatus, error) {
-	var st workflows.DeployStatus
+func waitDeploy(ctx context.Context, c client.Client, lease string, revision int64) (api.DeployStatus, error) {
+	var st api.DeployStatus
 	for {
 		if s, err := queryDeploy(ctx, c, lease, ""); err == nil {
 			st = s
-			if n := len(st.History); n > 0 && st.History[n-1].Revision > revision && !st.Pending && st.Phase != workflows.PhaseDeploying {
+			if n := len(st.History); n > 0 && st.History[n-1].Revision > revision && !st.Pending && st.Phase != api.PhaseDeploying {
 				return st, nil
 			}
 		}
@@ -188,7 +188,7 @@ func runStatus(g *globals, fs *flag.FlagSet) runner {
 		}
 		pl, placed := queryPlacement(ctx, c, pos[0])
 		if *watch && g.output == "text" {
-			if placed && (pl.Phase == workflows.PlacementDeploying || pl.Phase == workflows.PlacementRevertingP) {
+			if placed && (pl.Phase == api.PlacementDeploying || pl.Phase == api.PlacementRevertingP) {
 				return watchPlacement(ctx, c, pos[0], stdout, *interval)
 			}
 			return watchStatus(ctx, c, pos[0], "", stdout, *interval)
@@ -226,12 +226,12 @@ func clusterStatus(ctx context.Context, g *globals, c client.Client, lease, clus
 
 // printLease prints a lease workflow's status (cluster "" the worker's
 // own), with where each canary and blue-green in progress is.
-func printLease(ctx context.Context, g *globals, c client.Client, st workflows.DeployStatus, cluster string, stdout io.Writer) error {
+func printLease(ctx context.Context, g *globals, c client.Client, st api.DeployStatus, cluster string, stdout io.Writer) error {
 	if g.output == "json" {
 		return json.NewEncoder(stdout).Encode(st)
 	}
-	var rollouts map[string]workflows.RolloutStatus
-	if st.Phase == workflows.PhaseDeploying {
+	var rollouts map[string]api.RolloutStatus
+	if st.Phase == api.PhaseDeploying {
 		rollouts = rolloutStatuses(ctx, c, cluster, st)
 		liveSteps(st.Tree, rollouts)
 	}
@@ -250,7 +250,7 @@ func printLease(ctx context.Context, g *globals, c client.Client, st workflows.D
 			fmt.Fprintf(stdout, "  %s: blue-green %s (active selects %s, preview %s)\n", svc, r.BlueGreen.Summary, orNone(r.BlueGreen.Active), orNone(r.BlueGreen.Preview))
 		}
 	}
-	fmt.Fprintf(stdout, "  %s\n", workflowURL(g.cfg, workflows.DeployWorkflowIDIn(st.Lease, cluster), ""))
+	fmt.Fprintf(stdout, "  %s\n", workflowURL(g.cfg, api.DeployWorkflowIDIn(st.Lease, cluster), ""))
 	return nil
 }
 
@@ -266,7 +266,7 @@ func runTeardown(g *globals, fs *flag.FlagSet) runner {
 		}
 		defer c.Close()
 		h, err := updateWorkflow(ctx, c, client.UpdateWorkflowOptions{
-			WorkflowID: workflows.DeployWorkflowID(pos[0]), UpdateName: workflows.UpdateTeardown,
+			WorkflowID: api.DeployWorkflowID(pos[0]), UpdateName: api.UpdateTeardown,
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		})
 		if err == nil {
@@ -280,7 +280,7 @@ func runTeardown(g *globals, fs *flag.FlagSet) runner {
 	}
 }
 
-func printStatus(w io.Writer, st workflows.DeployStatus) {
+func printStatus(w io.Writer, st api.DeployStatus) {
 	fmt.Fprintf(w, "lease %s (owner %s): %s, deploy #%d\n", st.Lease, st.Owner, st.Phase, st.Revision)
 	if st.LastError != "" {
 		fmt.Fprintf(w, "  last error: %s\n", st.LastError)
@@ -316,7 +316,7 @@ func printStatus(w io.Writer, st workflows.DeployStatus) {
 		r := st.History[n-1]
 		fmt.Fprintf(w, "  last deploy #%d (%s): %s in %s\n", r.Revision, r.Trigger, r.Outcome, r.Finished.Sub(r.Started).Round(100*time.Millisecond))
 	}
-	if st.Tree != nil && (st.Phase == workflows.PhaseDeploying || st.Phase == workflows.PhaseAwaitingApproval) {
+	if st.Tree != nil && (st.Phase == api.PhaseDeploying || st.Phase == api.PhaseAwaitingApproval) {
 		// The deploy in progress: its plan's tree, each operation's state.
 		fmt.Fprintln(w, "  deploy in progress:")
 		var b strings.Builder
@@ -330,7 +330,7 @@ func printStatus(w io.Writer, st workflows.DeployStatus) {
 // liveSteps marks the steps of the tree's running rollouts by where their
 // RolloutWorkflows are (the lease's workflow learns it only when they end):
 // the steps before the current one done, the current one running.
-func liveSteps(tree *plan.Node, rollouts map[string]workflows.RolloutStatus) {
+func liveSteps(tree *plan.Node, rollouts map[string]api.RolloutStatus) {
 	if tree == nil {
 		return
 	}

@@ -12,12 +12,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/deployflow/deployflow/api"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
-
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // runHistory is `deployflow history <lease>`: every deploy of the lease
@@ -37,7 +36,7 @@ func runHistory(g *globals, fs *flag.FlagSet) runner {
 		defer c.Close()
 
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query: fmt.Sprintf(`WorkflowId = %q`, workflows.DeployWorkflowID(lease)),
+			Query: fmt.Sprintf(`WorkflowId = %q`, api.DeployWorkflowID(lease)),
 		})
 		if err != nil {
 			return fmt.Errorf("list runs of lease %s: %w", lease, err)
@@ -49,7 +48,7 @@ func runHistory(g *globals, fs *flag.FlagSet) runner {
 		}
 		sort.Slice(runs, func(i, j int) bool { return runs[i].GetStartTime().AsTime().Before(runs[j].GetStartTime().AsTime()) })
 
-		var records []workflows.DeployRecord
+		var records []api.DeployRecord
 		if len(runs) > 0 {
 			if records, err = deployRecords(ctx, c, lease); err != nil {
 				return err
@@ -63,9 +62,9 @@ func runHistory(g *globals, fs *flag.FlagSet) runner {
 				Close  time.Time `json:"close,omitempty"`
 			}
 			out := struct {
-				Deploys    []workflows.DeployRecord    `json:"deploys"`
-				Runs       []run                       `json:"runs"`
-				Placements []workflows.PlacementStatus `json:"placements,omitempty"`
+				Deploys    []api.DeployRecord    `json:"deploys"`
+				Runs       []run                 `json:"runs"`
+				Placements []api.PlacementStatus `json:"placements,omitempty"`
 			}{Deploys: records, Placements: placements}
 			for _, r := range runs {
 				out.Runs = append(out.Runs, run{RunID: r.GetExecution().GetRunId(), Status: r.GetStatus().String(),
@@ -105,7 +104,7 @@ func runHistory(g *globals, fs *flag.FlagSet) runner {
 			fmt.Fprintf(stdout, "\nplacement #%d, as executed:\n", i+1)
 			printPlacement(stdout, pl)
 		}
-		fmt.Fprintf(stdout, "\n%d workflow runs of %s (one per finished deploy; continue-as-new)\n", len(runs), workflows.DeployWorkflowID(lease))
+		fmt.Fprintf(stdout, "\n%d workflow runs of %s (one per finished deploy; continue-as-new)\n", len(runs), api.DeployWorkflowID(lease))
 		return nil
 	}
 }
@@ -115,7 +114,7 @@ func runHistory(g *globals, fs *flag.FlagSet) runner {
 // retried). What cannot be read is an error, never an empty history: on a
 // loaded server the query once failed and history printed no deploy at
 // all, exit 0 (CI).
-func deployRecords(ctx context.Context, c client.Client, lease string) ([]workflows.DeployRecord, error) {
+func deployRecords(ctx context.Context, c client.Client, lease string) ([]api.DeployRecord, error) {
 	st, err := queryDeploy(ctx, c, lease, "")
 	if err != nil {
 		return nil, fmt.Errorf("read the deploy records: %w", err)
@@ -125,27 +124,27 @@ func deployRecords(ctx context.Context, c client.Client, lease string) ([]workfl
 
 // placementHistory is each placement of the lease, oldest first, as it
 // ended (or stands, if it runs).
-func placementHistory(ctx context.Context, c client.Client, lease string) []workflows.PlacementStatus {
+func placementHistory(ctx context.Context, c client.Client, lease string) []api.PlacementStatus {
 	resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-		Query: fmt.Sprintf(`WorkflowId = %q`, workflows.PlacementWorkflowID(lease)),
+		Query: fmt.Sprintf(`WorkflowId = %q`, api.PlacementWorkflowID(lease)),
 	})
 	if err != nil {
 		return nil
 	}
 	runs := resp.GetExecutions()
 	sort.Slice(runs, func(i, j int) bool { return runs[i].GetStartTime().AsTime().Before(runs[j].GetStartTime().AsTime()) })
-	var out []workflows.PlacementStatus
+	var out []api.PlacementStatus
 	for _, r := range runs {
-		var st workflows.PlacementStatus
+		var st api.PlacementStatus
 		if r.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			if v, err := c.QueryWorkflow(ctx, r.GetExecution().GetWorkflowId(), r.GetExecution().GetRunId(), workflows.QueryPlacement); err == nil && v.Get(&st) == nil {
+			if v, err := c.QueryWorkflow(ctx, r.GetExecution().GetWorkflowId(), r.GetExecution().GetRunId(), api.QueryStatus); err == nil && v.Get(&st) == nil {
 				out = append(out, st)
 			}
 			continue
 		}
 		err := c.GetWorkflow(ctx, r.GetExecution().GetWorkflowId(), r.GetExecution().GetRunId()).Get(ctx, &st)
 		var appErr *temporal.ApplicationError
-		if err == nil || (errors.As(err, &appErr) && appErr.Type() == workflows.ErrPlacement && appErr.Details(&st) == nil) {
+		if err == nil || (errors.As(err, &appErr) && appErr.Type() == api.ErrPlacement && appErr.Details(&st) == nil) {
 			out = append(out, st)
 		}
 	}

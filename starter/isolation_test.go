@@ -15,10 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Guards 8.7: `deploy --plan` computed the plan in the CLI with the CLI's own
@@ -73,7 +73,7 @@ func TestRolloutRefusesToAttachToAnotherDesiredState(t *testing.T) {
 	code, _, stderr := runCLI(append([]string{"rollout", "-f", file, "--wait=false"}, args...)...)
 	require.Equal(t, 0, code, stderr)
 	t.Cleanup(func() {
-		_ = env.Temporal.TerminateWorkflow(context.Background(), workflows.RolloutWorkflowID(ns, "web"), "", "test over")
+		_ = env.Temporal.TerminateWorkflow(context.Background(), api.RolloutWorkflowID(ns, "web"), "", "test over")
 	})
 	code, stdout, stderr := runCLI(append([]string{"rollout", "--service", "web", "--image", "nginx:1.27"}, args...)...)
 	assert.Equal(t, 1, code, stdout)
@@ -97,20 +97,20 @@ func TestControlsReachALegacyRolloutOnlyOfTheirOwnLease(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = env.Kube.CoreV1().Namespaces().Delete(context.Background(), nsB, metav1.DeleteOptions{}) })
 
-	legacy := workflows.LegacyRolloutWorkflowID(nsB, "c")
-	require.Equal(t, workflows.LegacyRolloutWorkflowID(manifest.Namespace(a), "b-c"), legacy)
-	in := workflows.RolloutInput{Namespace: nsB, Service: "c"}
+	legacy := api.LegacyRolloutWorkflowID(nsB, "c")
+	require.Equal(t, api.LegacyRolloutWorkflowID(manifest.Namespace(a), "b-c"), legacy)
+	in := api.RolloutInput{Namespace: nsB, Service: "c"}
 	two := int32(2)
 	in.Deployment.Spec.Replicas = &two
 	in.Deployment.Spec.Template.Annotations = map[string]string{"deployflow.dev/ready-after": "60s"}
 	in.Deployment.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", Image: "nginx:1.27"}}
-	_, err = env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: legacy, TaskQueue: tq}, workflows.RolloutWorkflow, in)
+	_, err = env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: legacy, TaskQueue: tq}, api.RolloutWorkflow, in)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = env.Temporal.TerminateWorkflow(context.Background(), legacy, "", "test over") })
-	status := func() workflows.RolloutStatus {
-		var st workflows.RolloutStatus
+	status := func() api.RolloutStatus {
+		var st api.RolloutStatus
 		require.Eventually(t, func() bool {
-			v, err := env.Temporal.QueryWorkflow(ctx, legacy, "", workflows.QueryStatus)
+			v, err := env.Temporal.QueryWorkflow(ctx, legacy, "", api.QueryStatus)
 			return err == nil && v.Get(&st) == nil && st.Step != ""
 		}, 30*time.Second, 100*time.Millisecond)
 		return st

@@ -9,9 +9,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/lease"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // runLease is `deployflow lease create <id> --owner <owner> | close <id> | list`.
@@ -51,7 +51,7 @@ func runLease(g *globals, fs *flag.FlagSet) runner {
 			// lease; tell it now so that happens at once.
 			if c, err := g.temporal(ctx); err == nil {
 				defer c.Close()
-				if err := c.SignalWorkflow(ctx, workflows.DeployWorkflowID(l.ID), "", workflows.SignalTeardown, nil); err == nil && g.output == "text" {
+				if err := c.SignalWorkflow(ctx, api.DeployWorkflowID(l.ID), "", api.SignalTeardown, nil); err == nil && g.output == "text" {
 					fmt.Fprintf(stdout, "lease %s closed; its workload is being torn down (deployflow status %s)\n", l.ID, l.ID)
 					return nil
 				}
@@ -87,7 +87,7 @@ func printLeases(w io.Writer, g *globals, ls []lease.Lease) error {
 		if l.ClosedAt != nil {
 			closed = l.ClosedAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.Owner, l.State, manifest.Namespace(l.ID), workflows.DeployWorkflowID(l.ID), closed, l.UID)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.Owner, l.State, manifest.Namespace(l.ID), api.DeployWorkflowID(l.ID), closed, l.UID)
 	}
 	return tw.Flush()
 }

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 func runCLI(args ...string) (code int, stdout, stderr string) {
@@ -60,15 +60,15 @@ func TestRolloutCommandAgainstTheLocalStack(t *testing.T) {
 	code, stdout, stderr := runCLI("rollout", "--temporal-address", devstack.TemporalAddress, "--task-queue", tq,
 		"--namespace", ns, "--service", "api", "--image", "nginx:1.27", "--replicas", "2")
 	require.Equal(t, 0, code, "stderr: %s", stderr)
-	assert.Contains(t, stdout, "rollout "+ns+"/api started: workflow "+workflows.RolloutWorkflowID(ns, "api"))
-	assert.Contains(t, stdout, "http://127.0.0.1:8233/namespaces/default/workflows/"+workflows.RolloutWorkflowID(ns, "api")+"/")
+	assert.Contains(t, stdout, "rollout "+ns+"/api started: workflow "+api.RolloutWorkflowID(ns, "api"))
+	assert.Contains(t, stdout, "http://127.0.0.1:8233/namespaces/default/workflows/"+api.RolloutWorkflowID(ns, "api")+"/")
 	assert.Regexp(t, `replicaset "api-[a-z0-9]+" successfully rolled out: 2/2 available`, stdout)
 
 	// -o json prints the result as JSON; the second run finds the work done.
 	code, stdout, stderr = runCLI("rollout", "--temporal-address", devstack.TemporalAddress, "--task-queue", tq,
 		"--namespace", ns, "--service", "api", "--image", "nginx:1.27", "--replicas", "2", "-o", "json")
 	require.Equal(t, 0, code, "stderr: %s", stderr)
-	var res workflows.RolloutResult
+	var res api.RolloutResult
 	require.NoError(t, json.Unmarshal([]byte(stdout), &res), stdout)
 	assert.Equal(t, int32(2), res.AvailableReplicas)
 

@@ -13,8 +13,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // A manifest with a placement (issue 23) deploys through the lease's
@@ -24,7 +24,7 @@ import (
 // deployPlacement is `deployflow deploy -f m.yaml` for a manifest with a
 // placement: --plan prints its waves as the tree the workflow executes.
 func deployPlacement(ctx context.Context, g *globals, c client.Client, m *manifest.Manifest, planOnly, yes, wait bool, out io.Writer) error {
-	tree := workflows.PlacementTree(m)
+	tree := api.PlacementTree(m)
 	if planOnly {
 		if g.output == "json" && !yes {
 			return json.NewEncoder(out).Encode(tree)
@@ -35,7 +35,7 @@ func deployPlacement(ctx context.Context, g *globals, c client.Client, m *manife
 		}
 		fmt.Fprintln(out)
 	}
-	id := workflows.PlacementWorkflowID(m.Lease)
+	id := api.PlacementWorkflowID(m.Lease)
 	var run client.WorkflowRun
 	err := retryTemporal(ctx, "start the placement of lease "+m.Lease, func() error {
 		var err error
@@ -44,7 +44,7 @@ func deployPlacement(ctx context.Context, g *globals, c client.Client, m *manife
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 			StaticSummary:            "place lease " + m.Lease,
-		}, workflows.PlacementWorkflow, workflows.PlacementInput{Manifest: *m, Trigger: "cli"})
+		}, api.PlacementWorkflow, api.PlacementInput{Manifest: *m, Trigger: "cli"})
 		return err
 	})
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
@@ -60,10 +60,10 @@ func deployPlacement(ctx context.Context, g *globals, c client.Client, m *manife
 	if !wait {
 		return nil
 	}
-	var st workflows.PlacementStatus
+	var st api.PlacementStatus
 	err = run.Get(ctx, &st)
 	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && appErr.Type() == workflows.ErrPlacement {
+	if errors.As(err, &appErr) && appErr.Type() == api.ErrPlacement {
 		_ = appErr.Details(&st)
 	} else if err != nil {
 		return fmt.Errorf("placement of lease %s: %w", m.Lease, err)
@@ -75,14 +75,14 @@ func deployPlacement(ctx context.Context, g *globals, c client.Client, m *manife
 	} else {
 		printPlacement(out, st)
 	}
-	if st.Phase != workflows.PlacementSucceeded {
+	if st.Phase != api.PlacementSucceeded {
 		return fmt.Errorf("placement of lease %s ended %s: %s", m.Lease, st.Phase, st.Error)
 	}
 	return nil
 }
 
 // printPlacement is a placement's tree, each operation with its state.
-func printPlacement(out io.Writer, st workflows.PlacementStatus) {
+func printPlacement(out io.Writer, st api.PlacementStatus) {
 	fmt.Fprintf(out, "placement of lease %s: %s\n", st.Lease, st.Phase)
 	if st.Error != "" {
 		fmt.Fprintf(out, "  %s\n", st.Error)
@@ -108,9 +108,9 @@ func printPlacement(out io.Writer, st workflows.PlacementStatus) {
 }
 
 // queryPlacement is the lease's placement, if it has one.
-func queryPlacement(ctx context.Context, c client.Client, lease string) (workflows.PlacementStatus, bool) {
-	var st workflows.PlacementStatus
-	v, err := c.QueryWorkflow(ctx, workflows.PlacementWorkflowID(lease), "", workflows.QueryPlacement)
+func queryPlacement(ctx context.Context, c client.Client, lease string) (api.PlacementStatus, bool) {
+	var st api.PlacementStatus
+	v, err := c.QueryWorkflow(ctx, api.PlacementWorkflowID(lease), "", api.QueryStatus)
 	if err != nil || v.Get(&st) != nil {
 		return st, false
 	}
@@ -128,7 +128,7 @@ func placementControl(ctx context.Context, g *globals, name, update, lease strin
 	}
 	defer c.Close()
 	h, err := updateWorkflow(ctx, c, client.UpdateWorkflowOptions{
-		WorkflowID: workflows.PlacementWorkflowID(lease), UpdateName: update,
+		WorkflowID: api.PlacementWorkflowID(lease), UpdateName: update,
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {
@@ -138,7 +138,7 @@ func placementControl(ctx context.Context, g *globals, name, update, lease strin
 		return fmt.Errorf("%s the placement of lease %s: %w (%s <lease> acts on a placement in progress; %s <lease> <service> on a rollout)", name, lease, err, name, name)
 	}
 	switch update {
-	case workflows.UpdatePlacementAbort:
+	case api.UpdateAbort:
 		fmt.Fprintf(out, "placement of lease %s: aborting; every cluster that moved returns to its last-known-good manifest ('deployflow status %s')\n", lease, lease)
 	default:
 		fmt.Fprintf(out, "placement of lease %s: promoted; the held wave goes on ('deployflow status %s')\n", lease, lease)

@@ -15,11 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Issue 23.4 from the CLI: `deploy --plan` prints a placement's waves as
@@ -40,7 +40,7 @@ func TestAPlacementFromTheCLI(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		for _, c := range []string{"", eu.Name} {
-			_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowIDIn(lease, c), "", "test over")
+			_ = env.Temporal.TerminateWorkflow(ctx, api.DeployWorkflowIDIn(lease, c), "", "test over")
 		}
 		_ = env.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(lease), metav1.DeleteOptions{})
 		_ = eu.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(lease), metav1.DeleteOptions{})

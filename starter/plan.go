@@ -13,8 +13,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // computePlan asks a worker for the plan (PlanWorkflow): the deploy
@@ -25,12 +25,12 @@ func computePlan(ctx context.Context, g *globals, c client.Client, m *manifest.M
 	err := retryTemporal(ctx, "start the plan of lease "+m.Lease, func() error {
 		var err error
 		run, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID: workflows.PlanWorkflowID(*m), TaskQueue: g.cfg.TaskQueue,
+			ID: api.PlanWorkflowID(*m), TaskQueue: g.cfg.TaskQueue,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 			WorkflowExecutionTimeout: 2 * time.Minute,
 			StaticSummary:            "plan lease " + m.Lease,
-		}, workflows.PlanWorkflow, workflows.PlanRequest{Manifest: *m})
+		}, api.PlanWorkflow, api.PlanRequest{Manifest: *m})
 		return err
 	})
 	if err != nil {
@@ -84,8 +84,8 @@ func orNone(s string) string {
 
 func approve(ctx context.Context, c client.Client, lease, fingerprint string) error {
 	h, err := updateWorkflow(ctx, c, client.UpdateWorkflowOptions{
-		WorkflowID: workflows.DeployWorkflowID(lease), UpdateName: workflows.UpdateApprove,
-		Args: []any{workflows.ApproveRequest{Fingerprint: fingerprint}}, WaitForStage: client.WorkflowUpdateStageCompleted,
+		WorkflowID: api.DeployWorkflowID(lease), UpdateName: api.UpdateApprove,
+		Args: []any{api.ApproveRequest{Fingerprint: fingerprint}}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {
 		err = h.Get(ctx, nil)

@@ -9,11 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
-
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // `deploy --plan` prints the plan and changes nothing; `--plan --yes`
@@ -31,7 +30,7 @@ func TestDeployPlanPrintsThePlanAndYesDeploysIt(t *testing.T) {
 	assert.Contains(t, out, "│  ├─ reserve hostname "+lease+".plan.example.com")
 	assert.Contains(t, out, "├─ roll out web: nginx:1.27, 2 replicas")
 	assert.Contains(t, out, "summary: 1 services (1 rollout); hostnames: 1 to reserve, 0 to release")
-	_, err := env.Temporal.DescribeWorkflowExecution(context.Background(), workflows.DeployWorkflowID(lease), "")
+	_, err := env.Temporal.DescribeWorkflowExecution(context.Background(), api.DeployWorkflowID(lease), "")
 	var notFound *serviceerror.NotFound
 	assert.ErrorAs(t, err, &notFound, "--plan alone starts nothing")
 

@@ -10,13 +10,12 @@ import (
 	"os"
 	"time"
 
+	"github.com/deployflow/deployflow/api"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
-
-	"github.com/deployflow/deployflow/workflows"
 )
 
 func runRollout(g *globals, fs *flag.FlagSet) runner {
@@ -29,7 +28,7 @@ func runRollout(g *globals, fs *flag.FlagSet) runner {
 	return func(ctx context.Context, _ []string, stdout io.Writer) error {
 		cfg, output := g.cfg, &g.output
 
-		in := workflows.RolloutInput{Namespace: *namespace, Service: *service}
+		in := api.RolloutInput{Namespace: *namespace, Service: *service}
 		switch {
 		case *file != "":
 			b, err := os.ReadFile(*file)
@@ -59,7 +58,7 @@ func runRollout(g *globals, fs *flag.FlagSet) runner {
 		}
 		defer c.Close()
 
-		id := workflows.RolloutWorkflowID(in.Namespace, in.Service)
+		id := api.RolloutWorkflowID(in.Namespace, in.Service)
 		var run client.WorkflowRun
 		err = retryTemporal(ctx, "start the rollout of "+in.Namespace+"/"+in.Service, func() error {
 			var err error
@@ -70,7 +69,7 @@ func runRollout(g *globals, fs *flag.FlagSet) runner {
 				// Without it the SDK would hand back the running rollout's run.
 				WorkflowExecutionErrorWhenAlreadyStarted: true,
 				StaticSummary:                            fmt.Sprintf("rollout %s/%s", in.Namespace, in.Service),
-			}, workflows.RolloutWorkflow, in)
+			}, api.RolloutWorkflow, in)
 			return err
 		})
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
@@ -91,7 +90,7 @@ func runRollout(g *globals, fs *flag.FlagSet) runner {
 			return nil
 		}
 		t0 := time.Now()
-		var res workflows.RolloutResult
+		var res api.RolloutResult
 		if err := run.Get(ctx, &res); err != nil {
 			return fmt.Errorf("rollout %s/%s failed: %w\n  see %s", in.Namespace, in.Service, err, link)
 		}
@@ -107,14 +106,14 @@ func runRollout(g *globals, fs *flag.FlagSet) runner {
 // runningRollout explains why a rollout of the same service cannot start:
 // one runs already. deployflow never attaches to it silently, which would
 // report its outcome as the outcome of a desired state it never had.
-func runningRollout(ctx context.Context, c client.Client, id string, in workflows.RolloutInput) error {
+func runningRollout(ctx context.Context, c client.Client, id string, in api.RolloutInput) error {
 	want := ""
 	if cs := in.Deployment.Spec.Template.Spec.Containers; len(cs) > 0 {
 		want = cs[0].Image
 	}
 	running := "another desired state"
-	if v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus); err == nil {
-		var st workflows.RolloutStatus
+	if v, err := c.QueryWorkflow(ctx, id, "", api.QueryStatus); err == nil {
+		var st api.RolloutStatus
 		if v.Get(&st) == nil {
 			for _, rs := range st.ReplicaSets {
 				if rs.New {

@@ -11,10 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/deployflow/deployflow/api"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // ScheduleID is the Temporal Schedule of a lease's scheduled redeploys.
@@ -26,7 +25,7 @@ func ScheduleID(lease, action string) string { return "redeploy-" + lease + "-" 
 func runSchedule(g *globals, fs *flag.FlagSet) runner {
 	cron := fs.String("cron", "", `when, as a cron expression, e.g. "0 3 * * *" (03:00 UTC daily)`)
 	every := fs.Duration("every", 0, "when, as an interval, e.g. 6h")
-	action := fs.String("action", workflows.RedeployRestart, "restart (roll every pod) or reapply (deploy the last good manifest again)")
+	action := fs.String("action", api.RedeployRestart, "restart (roll every pod) or reapply (deploy the last good manifest again)")
 	paused := fs.Bool("paused", false, "create the schedule paused")
 	return func(ctx context.Context, pos []string, stdout io.Writer) error {
 		if len(pos) == 0 {
@@ -45,7 +44,7 @@ func runSchedule(g *globals, fs *flag.FlagSet) runner {
 			if len(pos) != 1 {
 				return usageError{errors.New("usage: deployflow schedule create <lease> (--cron EXPR | --every DURATION) [--action restart|reapply]")}
 			}
-			if *action != workflows.RedeployRestart && *action != workflows.RedeployReapply {
+			if *action != api.RedeployRestart && *action != api.RedeployReapply {
 				return usageError{fmt.Errorf("--action %q: want restart or reapply", *action)}
 			}
 			var spec client.ScheduleSpec
@@ -69,8 +68,8 @@ func runSchedule(g *globals, fs *flag.FlagSet) runner {
 				Note:    fmt.Sprintf("deployflow: %s lease %s", *action, lease),
 				Action: &client.ScheduleWorkflowAction{
 					ID:        "scheduled-" + lease + "-" + *action,
-					Workflow:  workflows.ScheduledDeployWorkflow,
-					Args:      []any{workflows.ScheduledDeployInput{Lease: lease, Action: *action}},
+					Workflow:  api.ScheduledDeployWorkflow,
+					Args:      []any{api.ScheduledDeployInput{Lease: lease, Action: *action}},
 					TaskQueue: g.cfg.TaskQueue,
 				},
 			})

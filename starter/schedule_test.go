@@ -15,11 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // newLease is a lease for a CLI test: the local stack, a worker on a task
@@ -31,7 +31,7 @@ func newLease(t *testing.T, prefix string) (env *testenv.Env, tq, lease string) 
 	lease = testenv.ShortName(prefix)
 	t.Cleanup(func() {
 		ctx := context.Background()
-		_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowID(lease), "", "test over")
+		_ = env.Temporal.TerminateWorkflow(ctx, api.DeployWorkflowID(lease), "", "test over")
 		_ = env.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(lease), metav1.DeleteOptions{})
 		_ = env.Dynamic.Resource(crds.Leases).Delete(ctx, lease, metav1.DeleteOptions{})
 	})
@@ -64,7 +64,7 @@ func TestScheduledRestartGoesThroughTheLeaseWorkflow(t *testing.T) {
 	assert.Contains(t, out, "Active, deploy #2")
 	assert.Contains(t, out, "web      no-op")
 
-	id := ScheduleID(lease, workflows.RedeployRestart)
+	id := ScheduleID(lease, api.RedeployRestart)
 	out, _ = cli(t, env, tq, "schedule", "create", lease, "--every", "24h", "--action", "restart")
 	assert.Contains(t, out, "schedule "+id+" created")
 	t.Cleanup(func() { runCLI("schedule", "delete", id, "--temporal-address", devstack.TemporalAddress) })
@@ -87,7 +87,7 @@ func TestScheduledRestartGoesThroughTheLeaseWorkflow(t *testing.T) {
 	b, err := trigger.CombinedOutput()
 	require.NoError(t, err, "temporal schedule trigger: %s", b)
 
-	var st workflows.DeployStatus
+	var st api.DeployStatus
 	testenv.Eventually(t, 3*time.Minute, 250*time.Millisecond, "the scheduled restart never ran", func() (bool, string) {
 		code, out, stderr := runCLI("status", lease, "-o", "json", "--temporal-address", devstack.TemporalAddress, "--task-queue", tq, "--kubeconfig", env.Stack.Kubeconfig())
 		if code != 0 {
@@ -96,7 +96,7 @@ func TestScheduledRestartGoesThroughTheLeaseWorkflow(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &st); err != nil {
 			return false, err.Error()
 		}
-		return st.Revision >= 3 && st.Phase == workflows.PhaseActive && !st.Pending, fmt.Sprintf("revision %d, %s, pending %v", st.Revision, st.Phase, st.Pending)
+		return st.Revision >= 3 && st.Phase == api.PhaseActive && !st.Pending, fmt.Sprintf("revision %d, %s, pending %v", st.Revision, st.Phase, st.Pending)
 	})
 	last := st.History[len(st.History)-1]
 	assert.Equal(t, "schedule", last.Trigger)
@@ -106,7 +106,7 @@ func TestScheduledRestartGoesThroughTheLeaseWorkflow(t *testing.T) {
 	require.NoError(t, err)
 	restarted := 0
 	for _, rs := range list.Items {
-		if rs.Spec.Template.Annotations[workflows.RestartedAtAnnotation] != "" && rs.Status.AvailableReplicas == 2 {
+		if rs.Spec.Template.Annotations[api.RestartedAtAnnotation] != "" && rs.Status.AvailableReplicas == 2 {
 			restarted++
 		}
 	}

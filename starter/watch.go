@@ -9,11 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deployflow/deployflow/api"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"golang.org/x/term"
-
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // watchStatus redraws the lease's tree until no deploy is in progress, like
@@ -27,9 +26,9 @@ func watchStatus(ctx context.Context, c client.Client, lease, cluster string, ou
 			return err
 		}
 		screen.draw(renderTree(st, rolloutStatuses(ctx, c, cluster, st)))
-		if st.Phase != workflows.PhaseDeploying && !st.Pending && st.Phase != "" {
+		if st.Phase != api.PhaseDeploying && !st.Pending && st.Phase != "" {
 			switch st.Phase {
-			case workflows.PhaseActive:
+			case api.PhaseActive:
 				return nil
 			default:
 				return fmt.Errorf("lease %s%s is %s: %s", lease, inCluster(cluster), st.Phase, st.LastError)
@@ -74,12 +73,12 @@ func (f *frames) draw(frame string) {
 	f.last = frame
 }
 
-func queryDeploy(ctx context.Context, c client.Client, lease, cluster string) (workflows.DeployStatus, error) {
-	var st workflows.DeployStatus
+func queryDeploy(ctx context.Context, c client.Client, lease, cluster string) (api.DeployStatus, error) {
+	var st api.DeployStatus
 	var v converter.EncodedValue
 	err := retryTemporal(ctx, "answer the status of lease "+lease+inCluster(cluster), func() error {
 		var err error
-		v, err = c.QueryWorkflow(ctx, workflows.DeployWorkflowIDIn(lease, cluster), "", workflows.QueryDeploy)
+		v, err = c.QueryWorkflow(ctx, api.DeployWorkflowIDIn(lease, cluster), "", api.QueryStatus)
 		return err
 	})
 	if err != nil {
@@ -89,17 +88,17 @@ func queryDeploy(ctx context.Context, c client.Client, lease, cluster string) (w
 }
 
 // rolloutStatuses asks each service's running rollout for its status.
-func rolloutStatuses(ctx context.Context, c client.Client, cluster string, st workflows.DeployStatus) map[string]workflows.RolloutStatus {
-	out := map[string]workflows.RolloutStatus{}
+func rolloutStatuses(ctx context.Context, c client.Client, cluster string, st api.DeployStatus) map[string]api.RolloutStatus {
+	out := map[string]api.RolloutStatus{}
 	for _, svc := range st.Services {
 		if class := st.Classes[svc]; class != "rollout" && class != "scale-only" {
 			continue // nothing rolls; its last rollout is history
 		}
-		v, err := c.QueryWorkflow(ctx, rolloutIn(ctx, c, cluster, st.Namespace, svc), "", workflows.QueryStatus)
+		v, err := c.QueryWorkflow(ctx, rolloutIn(ctx, c, cluster, st.Namespace, svc), "", api.QueryStatus)
 		if err != nil {
 			continue // no rollout of this service, or it has finished
 		}
-		var rs workflows.RolloutStatus
+		var rs api.RolloutStatus
 		if v.Get(&rs) == nil {
 			out[svc] = rs
 		}
@@ -108,7 +107,7 @@ func rolloutStatuses(ctx context.Context, c client.Client, cluster string, st wo
 }
 
 // renderTree draws lease → service → ReplicaSets → step and conditions.
-func renderTree(st workflows.DeployStatus, rollouts map[string]workflows.RolloutStatus) string {
+func renderTree(st api.DeployStatus, rollouts map[string]api.RolloutStatus) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "lease %s (owner %s) — %s, deploy #%d", st.Lease, st.Owner, st.Phase, st.Revision)
 	if st.Pending {
@@ -168,7 +167,7 @@ func renderTree(st workflows.DeployStatus, rollouts map[string]workflows.Rollout
 			fmt.Fprintf(&b, "%s%s %s\n", indent, sub, l)
 		}
 	}
-	if st.LastError != "" && st.Phase != workflows.PhaseDeploying {
+	if st.LastError != "" && st.Phase != api.PhaseDeploying {
 		fmt.Fprintf(&b, "last error: %s\n", st.LastError)
 	}
 	return b.String()

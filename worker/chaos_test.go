@@ -42,13 +42,13 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/k8s/rollout"
 	"github.com/deployflow/deployflow/worker/app"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // The fault-injection suite (issue 13), `make chaos`: for each scenario, a
@@ -99,7 +99,7 @@ type chaosRun struct {
 	cluster *app.Cluster
 	placed  error // how the placement ended (nil: it succeeded)
 	// secondStatus is the lease's workflow of the second cluster, at the end.
-	secondStatus workflows.DeployStatus
+	secondStatus api.DeployStatus
 }
 
 // chaosCluster is the placement scenario's second cluster: extra cluster
@@ -181,29 +181,29 @@ func scenarios() []scenario {
 	deployed := func(image string, ro func() *manifest.Rollout) func(r *chaosRun) {
 		return func(r *chaosRun) {
 			r.deploy(webManifest(r.lease, image, ro(), false))
-			r.waitPhase(workflows.PhaseActive, 1)
+			r.waitPhase(api.PhaseActive, 1)
 		}
 	}
 	none := func(*chaosRun) {}
 	deadline := int32(6)
 	return []scenario{
 		{name: "first deploy", setup: none, run: func(r *chaosRun) { r.deploy(webManifest(r.lease, "nginx:1.26", rolling(), false)) },
-			phase: workflows.PhaseActive, revision: 1, image: "nginx:1.26", floor: 0, ceiling: 5},
+			phase: api.PhaseActive, revision: 1, image: "nginx:1.26", floor: 0, ceiling: 5},
 		{name: "rolling update", setup: deployed("nginx:1.26", rolling),
 			run:   func(r *chaosRun) { r.deploy(webManifest(r.lease, "nginx:1.27", rolling(), false)) },
-			phase: workflows.PhaseActive, revision: 2, image: "nginx:1.27", floor: 4, ceiling: 5},
+			phase: api.PhaseActive, revision: 2, image: "nginx:1.27", floor: 4, ceiling: 5},
 		{name: "recreate", setup: deployed("nginx:1.26", func() *manifest.Rollout { return &manifest.Rollout{Strategy: manifest.StrategyRecreate} }),
 			run: func(r *chaosRun) {
 				r.deploy(webManifest(r.lease, "nginx:1.27", &manifest.Rollout{Strategy: manifest.StrategyRecreate}, false))
 			},
-			phase: workflows.PhaseActive, revision: 2, image: "nginx:1.27", floor: 0, ceiling: 4},
+			phase: api.PhaseActive, revision: 2, image: "nginx:1.27", floor: 0, ceiling: 4},
 		{name: "failed update, reverted", setup: deployed("nginx:1.26", rolling),
 			run: func(r *chaosRun) {
 				ro := rolling()
 				ro.ProgressDeadlineSeconds = &deadline
 				r.deploy(webManifest(r.lease, "nginx:1.27", ro, true))
 			},
-			phase: workflows.PhaseFailed, revision: 2, image: "nginx:1.26", floor: 4, ceiling: 5,
+			phase: api.PhaseFailed, revision: 2, image: "nginx:1.26", floor: 4, ceiling: 5,
 			after: func(r *chaosRun) []string { return r.webRuns("nginx:1.26", 4) }},
 		{name: "canary", setup: deployed("nginx:1.26", rolling),
 			run: func(r *chaosRun) {
@@ -212,9 +212,9 @@ func scenarios() []scenario {
 				ro.Strategy, ro.Steps = manifest.StrategyCanary, []manifest.CanaryStep{{SetWeight: &w}, {Pause: &manifest.Pause{Duration: "2s"}}}
 				r.deploy(webManifest(r.lease, "nginx:1.27", ro, false))
 			},
-			phase: workflows.PhaseActive, revision: 2, image: "nginx:1.27", floor: 4, ceiling: 5},
+			phase: api.PhaseActive, revision: 2, image: "nginx:1.27", floor: 4, ceiling: 5},
 		{name: "teardown", setup: deployed("nginx:1.26", rolling), run: func(r *chaosRun) { r.teardown() },
-			phase: workflows.PhaseTornDown, revision: 1, floor: 0, ceiling: 4,
+			phase: api.PhaseTornDown, revision: 1, floor: 0, ceiling: 4,
 			after: func(r *chaosRun) []string { return r.nothingHeld() }},
 		{name: "placement, two clusters", setup: none, placement: true,
 			run: func(r *chaosRun) {
@@ -222,15 +222,15 @@ func scenarios() []scenario {
 				m.Placement = &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local"}}, {Clusters: []string{chaosCluster}}}}
 				r.place(m)
 			},
-			phase: workflows.PhaseActive, revision: 1, image: "nginx:1.26", floor: 0, ceiling: 5,
+			phase: api.PhaseActive, revision: 1, image: "nginx:1.26", floor: 0, ceiling: 5,
 			after: func(r *chaosRun) []string { return r.placedOnce("nginx:1.26") }},
 	}
 }
 
 // place starts the lease's placement.
 func (r *chaosRun) place(m manifest.Manifest) {
-	_, err := r.env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: workflows.PlacementWorkflowID(r.lease), TaskQueue: r.tq},
-		workflows.PlacementWorkflow, workflows.PlacementInput{Manifest: m, Trigger: "chaos"})
+	_, err := r.env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: api.PlacementWorkflowID(r.lease), TaskQueue: r.tq},
+		api.PlacementWorkflow, api.PlacementInput{Manifest: m, Trigger: "chaos"})
 	require.NoError(r.t, err)
 }
 
@@ -244,7 +244,7 @@ func (r *chaosRun) placedOnce(image string) []string {
 		return []string{"the placement did not succeed within 3m of the fault: " + r.placed.Error()}
 	}
 	var msgs []string
-	if ds := r.secondStatus; len(ds.History) != 1 || ds.History[0].Key == "" || ds.Phase != workflows.PhaseActive {
+	if ds := r.secondStatus; len(ds.History) != 1 || ds.History[0].Key == "" || ds.Phase != api.PhaseActive {
 		msgs = append(msgs, fmt.Sprintf("%s: %d deploys, phase %s: want one, the placement's, Active", chaosCluster, len(ds.History), ds.Phase))
 	}
 	rss, err := r.cluster.Kube.AppsV1().ReplicaSets(manifest.Namespace(r.lease)).List(ctx, metav1.ListOptions{})
@@ -634,10 +634,10 @@ func (r *chaosRun) close() {
 		r.proxy.close()
 	}
 	acts := r.env.Activities()
-	_ = r.env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowID(r.lease), "", "chaos run over")
+	_ = r.env.Temporal.TerminateWorkflow(ctx, api.DeployWorkflowID(r.lease), "", "chaos run over")
 	if r.cluster != nil {
-		_ = r.env.Temporal.TerminateWorkflow(ctx, workflows.PlacementWorkflowID(r.lease), "", "chaos run over")
-		_ = r.env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowIDIn(r.lease, chaosCluster), "", "chaos run over")
+		_ = r.env.Temporal.TerminateWorkflow(ctx, api.PlacementWorkflowID(r.lease), "", "chaos run over")
+		_ = r.env.Temporal.TerminateWorkflow(ctx, api.DeployWorkflowIDIn(r.lease, chaosCluster), "", "chaos run over")
 		_ = r.cluster.Activities.Hostnames.ReleaseAll(ctx, r.lease)
 		_ = r.cluster.Activities.IPs.ReleaseAll(ctx, r.lease)
 		_ = r.cluster.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(r.lease), metav1.DeleteOptions{})
@@ -652,9 +652,9 @@ func (r *chaosRun) close() {
 func (r *chaosRun) deploy(m manifest.Manifest) {
 	ctx := context.Background()
 	start := r.env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID: workflows.DeployWorkflowID(r.lease), TaskQueue: r.tq,
+		ID: api.DeployWorkflowID(r.lease), TaskQueue: r.tq,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "chaos", DegradedAfterSeconds: 30})
+	}, api.DeployWorkflow, api.DeployInput{Manifest: m, Trigger: "chaos", DegradedAfterSeconds: 30})
 	// Sent again while the server does not answer in time: with twelve
 	// runs side by side and a fault, one attempt timed out waiting for the
 	// update (CI). The same manifest sent again joins its deploy
@@ -663,29 +663,29 @@ func (r *chaosRun) deploy(m manifest.Manifest) {
 	for deadline := time.Now().Add(2 * time.Minute); ; {
 		_, err = r.env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 			StartWorkflowOperation: start,
-			UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: workflows.DeployWorkflowID(r.lease), UpdateName: workflows.UpdateDeploy,
-				Args: []any{workflows.DeployRequest{Manifest: m, Trigger: "chaos"}}, WaitForStage: client.WorkflowUpdateStageAccepted},
+			UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: api.DeployWorkflowID(r.lease), UpdateName: api.UpdateDeploy,
+				Args: []any{api.DeployRequest{Manifest: m, Trigger: "chaos"}}, WaitForStage: client.WorkflowUpdateStageAccepted},
 		})
 		if err == nil || !strings.Contains(err.Error(), "context deadline exceeded") || time.Now().After(deadline) {
 			break
 		}
 		start = r.env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-			ID: workflows.DeployWorkflowID(r.lease), TaskQueue: r.tq,
+			ID: api.DeployWorkflowID(r.lease), TaskQueue: r.tq,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "chaos", DegradedAfterSeconds: 30})
+		}, api.DeployWorkflow, api.DeployInput{Manifest: m, Trigger: "chaos", DegradedAfterSeconds: 30})
 	}
 	require.NoError(r.t, err)
 }
 
 func (r *chaosRun) teardown() {
 	_, err := r.env.Temporal.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{
-		WorkflowID: workflows.DeployWorkflowID(r.lease), UpdateName: workflows.UpdateTeardown, WaitForStage: client.WorkflowUpdateStageAccepted})
+		WorkflowID: api.DeployWorkflowID(r.lease), UpdateName: api.UpdateTeardown, WaitForStage: client.WorkflowUpdateStageAccepted})
 	require.NoError(r.t, err)
 }
 
-func (r *chaosRun) status() (workflows.DeployStatus, error) {
-	var st workflows.DeployStatus
-	v, err := r.env.Temporal.QueryWorkflow(context.Background(), workflows.DeployWorkflowID(r.lease), "", workflows.QueryDeploy)
+func (r *chaosRun) status() (api.DeployStatus, error) {
+	var st api.DeployStatus
+	v, err := r.env.Temporal.QueryWorkflow(context.Background(), api.DeployWorkflowID(r.lease), "", api.QueryStatus)
 	if err == nil {
 		err = v.Get(&st)
 	}
@@ -693,8 +693,8 @@ func (r *chaosRun) status() (workflows.DeployStatus, error) {
 }
 
 // done reports whether deploy number rev has ended in phase.
-func done(st workflows.DeployStatus, phase string, rev int64) bool {
-	if phase == workflows.PhaseTornDown {
+func done(st api.DeployStatus, phase string, rev int64) bool {
+	if phase == api.PhaseTornDown {
 		return st.Phase == phase
 	}
 	return st.Revision >= rev && !st.Pending && st.Phase == phase && len(st.History) > 0 && st.History[len(st.History)-1].Revision >= rev
@@ -718,10 +718,10 @@ func (r *chaosRun) boundaries(since time.Time) int {
 	ctx := context.Background()
 	n := 0
 	ns := manifest.Namespace(r.lease)
-	ids := []string{workflows.DeployWorkflowID(r.lease), workflows.RolloutWorkflowID(ns, "web"), workflows.RolloutWorkflowID(ns, "api")}
+	ids := []string{api.DeployWorkflowID(r.lease), api.RolloutWorkflowID(ns, "web"), api.RolloutWorkflowID(ns, "api")}
 	if r.cluster != nil { // a placement: its own steps, and wave 2's
-		ids = append(ids, workflows.PlacementWorkflowID(r.lease), workflows.DeployWorkflowIDIn(r.lease, chaosCluster),
-			workflows.ClusterRolloutWorkflowID(chaosCluster, ns, "web"), workflows.ClusterRolloutWorkflowID(chaosCluster, ns, "api"))
+		ids = append(ids, api.PlacementWorkflowID(r.lease), api.DeployWorkflowIDIn(r.lease, chaosCluster),
+			api.ClusterRolloutWorkflowID(chaosCluster, ns, "web"), api.ClusterRolloutWorkflowID(chaosCluster, ns, "api"))
 	}
 	for _, id := range ids {
 		it := r.env.Temporal.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -810,7 +810,7 @@ func (r *chaosRun) finish(sc scenario, f fault, fault time.Time, mended <-chan s
 			minAvail, maxSpec = min(minAvail, avail), max(maxSpec, spec)
 		}
 	}()
-	var st workflows.DeployStatus
+	var st api.DeployStatus
 	var err error
 	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
@@ -821,10 +821,10 @@ func (r *chaosRun) finish(sc scenario, f fault, fault time.Time, mended <-chan s
 	}
 	if r.cluster != nil { // a placement ends when its last wave does
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		r.placed = r.env.Temporal.GetWorkflow(ctx, workflows.PlacementWorkflowID(r.lease), "").Get(ctx, nil)
+		r.placed = r.env.Temporal.GetWorkflow(ctx, api.PlacementWorkflowID(r.lease), "").Get(ctx, nil)
 		if r.placed == nil { // asked while its workers live: a query needs one
 			var v converter.EncodedValue
-			if v, r.placed = r.env.Temporal.QueryWorkflow(ctx, workflows.DeployWorkflowIDIn(r.lease, chaosCluster), "", workflows.QueryDeploy); r.placed == nil {
+			if v, r.placed = r.env.Temporal.QueryWorkflow(ctx, api.DeployWorkflowIDIn(r.lease, chaosCluster), "", api.QueryStatus); r.placed == nil {
 				r.placed = v.Get(&r.secondStatus)
 			}
 		}
@@ -843,7 +843,7 @@ func (r *chaosRun) finish(sc scenario, f fault, fault time.Time, mended <-chan s
 	if st.Revision != sc.revision {
 		msgs = append(msgs, fmt.Sprintf("deploy #%d: a restart or an outage deployed again (want #%d)", st.Revision, sc.revision))
 	}
-	if sc.phase != workflows.PhaseTornDown {
+	if sc.phase != api.PhaseTornDown {
 		msgs = append(msgs, r.objectsOnce()...)
 		msgs = append(msgs, r.reservationsHeld()...)
 		if f.writes {
@@ -855,7 +855,7 @@ func (r *chaosRun) finish(sc scenario, f fault, fault time.Time, mended <-chan s
 			msgs = append(msgs, r.writesDecidedOnceVisible()...)
 		}
 	}
-	if sc.after != nil && (!f.writes || sc.phase == workflows.PhaseTornDown) {
+	if sc.after != nil && (!f.writes || sc.phase == api.PhaseTornDown) {
 		// (After a conflicting write, undoneOrReported judges what web runs:
 		// the write may have taken the last-known-good version's pods itself.)
 		msgs = append(msgs, sc.after(r)...)
@@ -909,7 +909,7 @@ func (r *chaosRun) writesDecided() []string {
 	created := map[string]bool{}
 	var read []string // what was read, for the message when nothing was
 	for _, svc := range []string{"web", "api"} {
-		id := workflows.RolloutWorkflowID(ns, svc)
+		id := api.RolloutWorkflowID(ns, svc)
 		var runs []*workflowpb.WorkflowExecutionInfo
 		var token []byte
 		for {
@@ -1058,7 +1058,7 @@ func (r *chaosRun) undoneOrReported(sc scenario) []string {
 		if st, err := r.status(); err == nil {
 			phase = st.Phase
 		}
-		if len(last) == 0 || phase == workflows.PhaseDegraded {
+		if len(last) == 0 || phase == api.PhaseDegraded {
 			return nil
 		}
 		time.Sleep(250 * time.Millisecond)

@@ -21,13 +21,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/reserve"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/worker/app"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Issue 23.1: a worker started with --clusters deploys a lease to another
@@ -64,7 +64,7 @@ func TestAWorkerDeploysALeaseToAnotherClusterOnly(t *testing.T) {
 	id := testenv.ShortName("lease")
 	createLease(t, env, id) // in the worker's own cluster only
 	ns := manifest.Namespace(id)
-	wfID := workflows.DeployWorkflowIDIn(id, cluster)
+	wfID := api.DeployWorkflowIDIn(id, cluster)
 	t.Cleanup(func() {
 		_ = env.Temporal.TerminateWorkflow(context.Background(), wfID, "", "test over")
 		_ = eu.Activities.Hostnames.ReleaseAll(context.Background(), id)
@@ -78,18 +78,18 @@ func TestAWorkerDeploysALeaseToAnotherClusterOnly(t *testing.T) {
 	// Started on the worker's own queue, a workflow of cluster it-eu would
 	// deploy to the wrong cluster: refused, typed, nothing created.
 	wrong, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: wfID, TaskQueue: tq},
-		workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Cluster: cluster})
+		api.DeployWorkflow, api.DeployInput{Manifest: m, Cluster: cluster})
 	require.NoError(t, err)
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	err = wrong.Get(wctx, nil)
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
-	assert.Equal(t, workflows.ErrInvalidInput, appErr.Type())
+	assert.Equal(t, api.ErrInvalidInput, appErr.Type())
 	assert.Contains(t, appErr.Error(), "task queue <worker's task queue>@"+cluster)
 
 	st := deployIn(t, env, tq, cluster, m)
-	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	require.Len(t, st.History, 1)
 	assert.Equal(t, []string{host}, st.Hostnames)
 
@@ -99,9 +99,9 @@ func TestAWorkerDeploysALeaseToAnotherClusterOnly(t *testing.T) {
 	assert.Equal(t, int32(2), list.Items[0].Status.AvailableReplicas)
 	_, err = env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the worker's own cluster has no namespace of the lease: %v", err)
-	_, err = env.Temporal.DescribeWorkflowExecution(ctx, workflows.ClusterRolloutWorkflowID(cluster, ns, "web"), "")
+	_, err = env.Temporal.DescribeWorkflowExecution(ctx, api.ClusterRolloutWorkflowID(cluster, ns, "web"), "")
 	assert.NoError(t, err, "the rollout is cluster it-eu's own workflow")
-	_, err = env.Temporal.DescribeWorkflowExecution(ctx, workflows.RolloutWorkflowID(ns, "web"), "")
+	_, err = env.Temporal.DescribeWorkflowExecution(ctx, api.RolloutWorkflowID(ns, "web"), "")
 	assert.Error(t, err, "no rollout of the worker's own cluster")
 }
 
@@ -122,7 +122,7 @@ func TestAPlacementSurvivesWorkerSIGKILLMidWave(t *testing.T) {
 	createLease(t, env, id)
 	ns := manifest.Namespace(id)
 	t.Cleanup(func() {
-		_ = env.Temporal.TerminateWorkflow(context.Background(), workflows.DeployWorkflowIDIn(id, cluster), "", "test over")
+		_ = env.Temporal.TerminateWorkflow(context.Background(), api.DeployWorkflowIDIn(id, cluster), "", "test over")
 		_ = eu.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 	})
 	four := int32(4)
@@ -131,8 +131,8 @@ func TestAPlacementSurvivesWorkerSIGKILLMidWave(t *testing.T) {
 			PodAnnotations: map[string]string{"deployflow.dev/ready-after": "3s"}}},
 		Placement: &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local"}}, {Clusters: []string{cluster}}}},
 	}
-	run, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PlacementWorkflowID(id), TaskQueue: tq},
-		workflows.PlacementWorkflow, workflows.PlacementInput{Manifest: m, Trigger: "test"})
+	run, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: api.PlacementWorkflowID(id), TaskQueue: tq},
+		api.PlacementWorkflow, api.PlacementInput{Manifest: m, Trigger: "test"})
 	require.NoError(t, err)
 
 	// Mid-wave 2: cluster it-eu's rollout under way.
@@ -146,14 +146,14 @@ func TestAPlacementSurvivesWorkerSIGKILLMidWave(t *testing.T) {
 
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	var st workflows.PlacementStatus
+	var st api.PlacementStatus
 	require.NoError(t, run.Get(wctx, &st))
-	assert.Equal(t, workflows.PlacementSucceeded, st.Phase)
+	assert.Equal(t, api.PlacementSucceeded, st.Phase)
 
 	for c, audit := range map[string]string{"": env.Stack.AuditLog(), cluster: filepath.Join(filepath.Dir(env.Stack.AuditLog()), "audit-"+cluster+".log")} {
-		v, err := env.Temporal.QueryWorkflow(ctx, workflows.DeployWorkflowIDIn(id, c), "", workflows.QueryDeploy)
+		v, err := env.Temporal.QueryWorkflow(ctx, api.DeployWorkflowIDIn(id, c), "", api.QueryStatus)
 		require.NoError(t, err)
-		var ds workflows.DeployStatus
+		var ds api.DeployStatus
 		require.NoError(t, v.Get(&ds))
 		assert.Len(t, ds.History, 1, "cluster %q: deployed once", c)
 		assert.Equal(t, 1, replicaSetCreates(t, audit, ns), "cluster %q: its ReplicaSet created once", c)
@@ -194,16 +194,16 @@ func TestGlobalHostnamesBelongToOneLeaseInEveryCluster(t *testing.T) {
 	}
 
 	st := deployIn(t, env, tq, "", web(a))
-	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 
 	st = deployIn(t, env, tq, cluster, web(b))
-	assert.Equal(t, workflows.PhaseFailed, st.Phase)
+	assert.Equal(t, api.PhaseFailed, st.Phase)
 	assert.Contains(t, st.LastError, "hostname "+host+" is held by lease "+a+" of owner acme")
 	_, err := eu.Kube.CoreV1().Namespaces().Get(ctx, manifest.Namespace(b), metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "nothing of lease %s written in %s: %v", b, cluster, err)
 
 	st = deployIn(t, env, tq, cluster, web(a))
-	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	assert.Equal(t, []string{host}, st.Hostnames, "the lease's deploy to it-eu shares its hostname")
 	res, err := env.Dynamic.Resource(crds.HostnameReservations).Get(ctx, host, metav1.GetOptions{})
 	require.NoError(t, err)
@@ -236,18 +236,18 @@ func TestGlobalIPsGiveAnEndpointOneAddressInEveryCluster(t *testing.T) {
 	}
 
 	st := deployIn(t, env, tq, "", edge(a))
-	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	home := st.IPs["edge"]
 	require.True(t, netip.MustParsePrefix(pool).Contains(netip.MustParseAddr(home)), home)
 
 	// b first: from it-eu's own store it would get the lowest address, a's.
 	st = deployIn(t, env, tq, cluster, edge(b))
-	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	assert.NotEqual(t, home, st.IPs["edge"], "another lease never gets it, in any cluster")
 	assert.Equal(t, st.IPs["edge"], lbIP(eu.Kube, b))
 
 	st = deployIn(t, env, tq, cluster, edge(a))
-	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	assert.Equal(t, home, st.IPs["edge"], "the lease's endpoint has one address in every cluster")
 	assert.Equal(t, home, lbIP(eu.Kube, a))
 	assert.Equal(t, home, lbIP(env.Kube, a))
@@ -276,7 +276,7 @@ func twoOwnersInTwoClusters(t *testing.T, env *testenv.Env, flags ...string) (eu
 	t.Cleanup(func() {
 		ctx := context.Background()
 		for _, id := range []string{a, b} {
-			_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowIDIn(id, eu.Name), "", "test over")
+			_ = env.Temporal.TerminateWorkflow(ctx, api.DeployWorkflowIDIn(id, eu.Name), "", "test over")
 			for _, acts := range []*activities.Activities{env.Activities(), eu.Activities} {
 				_ = acts.Hostnames.ReleaseAll(ctx, id)
 				_ = acts.IPs.ReleaseAll(ctx, id)
@@ -290,39 +290,39 @@ func twoOwnersInTwoClusters(t *testing.T, env *testenv.Env, flags ...string) (eu
 
 // deployIn deploys m to a cluster ("" the worker's own) through the
 // lease's workflow there, and waits for the deploy's end.
-func deployIn(t *testing.T, env *testenv.Env, tq, cluster string, m manifest.Manifest) workflows.DeployStatus {
+func deployIn(t *testing.T, env *testenv.Env, tq, cluster string, m manifest.Manifest) api.DeployStatus {
 	t.Helper()
 	ctx := context.Background()
-	id := workflows.DeployWorkflowIDIn(m.Lease, cluster)
+	id := api.DeployWorkflowIDIn(m.Lease, cluster)
 	start := env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID: id, TaskQueue: config.ClusterTaskQueue(tq, cluster),
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, // after a run that failed
-	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "test", Cluster: cluster, HealthIntervalSeconds: 1})
+	}, api.DeployWorkflow, api.DeployInput{Manifest: m, Trigger: "test", Cluster: cluster, HealthIntervalSeconds: 1})
 	before := 0
-	if v, err := env.Temporal.QueryWorkflow(ctx, id, "", workflows.QueryDeploy); err == nil {
-		var st workflows.DeployStatus
+	if v, err := env.Temporal.QueryWorkflow(ctx, id, "", api.QueryStatus); err == nil {
+		var st api.DeployStatus
 		if v.Get(&st) == nil {
 			before = len(st.History)
 		}
 	}
 	h, err := env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
-		UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: workflows.UpdateDeploy,
-			Args: []any{workflows.DeployRequest{Manifest: m, Trigger: "test"}}, WaitForStage: client.WorkflowUpdateStageCompleted},
+		UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: api.UpdateDeploy,
+			Args: []any{api.DeployRequest{Manifest: m, Trigger: "test"}}, WaitForStage: client.WorkflowUpdateStageCompleted},
 	})
 	require.NoError(t, err)
 	require.NoError(t, h.Get(ctx, nil))
-	var st workflows.DeployStatus
+	var st api.DeployStatus
 	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "the deploy of "+id+" never ended", func() (bool, string) {
-		v, err := env.Temporal.QueryWorkflow(ctx, id, "", workflows.QueryDeploy)
+		v, err := env.Temporal.QueryWorkflow(ctx, id, "", api.QueryStatus)
 		if err != nil {
 			return false, err.Error()
 		}
 		if err := v.Get(&st); err != nil {
 			return false, err.Error()
 		}
-		return len(st.History) > before && st.Phase != workflows.PhaseDeploying, fmt.Sprintf("phase %s, %d deploys", st.Phase, len(st.History))
+		return len(st.History) > before && st.Phase != api.PhaseDeploying, fmt.Sprintf("phase %s, %d deploys", st.Phase, len(st.History))
 	})
 	return st
 }

@@ -13,10 +13,10 @@ import (
 	"go.temporal.io/sdk/client"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // The worker is SIGKILLed in the middle of a deploy and started again: the
@@ -41,13 +41,13 @@ func TestDeploySurvivesWorkerSIGKILL(t *testing.T) {
 			Ports: []manifest.Port{{Port: 8080, Expose: &manifest.Expose{IP: "public"}}}},
 	}}
 	start := env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID: workflows.DeployWorkflowID(id), TaskQueue: tq,
+		ID: api.DeployWorkflowID(id), TaskQueue: tq,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "test", HealthIntervalSeconds: 1})
+	}, api.DeployWorkflow, api.DeployInput{Manifest: m, Trigger: "test", HealthIntervalSeconds: 1})
 	h, err := env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
-		UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: workflows.DeployWorkflowID(id), UpdateName: workflows.UpdateDeploy,
-			Args: []any{workflows.DeployRequest{Manifest: m, Trigger: "test"}}, WaitForStage: client.WorkflowUpdateStageCompleted},
+		UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: api.DeployWorkflowID(id), UpdateName: api.UpdateDeploy,
+			Args: []any{api.DeployRequest{Manifest: m, Trigger: "test"}}, WaitForStage: client.WorkflowUpdateStageCompleted},
 	})
 	require.NoError(t, err)
 	require.NoError(t, h.Get(ctx, nil))
@@ -62,10 +62,10 @@ func TestDeploySurvivesWorkerSIGKILL(t *testing.T) {
 	addr := freeAddr(t)
 	startWorker(t, env, tq, addr)
 
-	var st workflows.DeployStatus
+	var st api.DeployStatus
 	require.Eventually(t, func() bool {
-		v, err := env.Temporal.QueryWorkflow(ctx, workflows.DeployWorkflowID(id), "", workflows.QueryDeploy)
-		return err == nil && v.Get(&st) == nil && st.Phase == workflows.PhaseActive
+		v, err := env.Temporal.QueryWorkflow(ctx, api.DeployWorkflowID(id), "", api.QueryStatus)
+		return err == nil && v.Get(&st) == nil && st.Phase == api.PhaseActive
 	}, 120*time.Second, 200*time.Millisecond, "the deploy never finished after the restart (last %+v)", st)
 	assert.Equal(t, int64(1), st.Revision, "the restart replayed the deploy; it did not start another")
 	assert.Len(t, st.History, 1)
@@ -109,7 +109,7 @@ func createLease(t *testing.T, env *testenv.Env, id string) {
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx := context.Background()
-		_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowID(id), "", "test over")
+		_ = env.Temporal.TerminateWorkflow(ctx, api.DeployWorkflowID(id), "", "test over")
 		_ = acts.Hostnames.ReleaseAll(ctx, id)
 		_ = acts.IPs.ReleaseAll(ctx, id)
 		_ = env.Kube.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(id), metav1.DeleteOptions{})

@@ -12,9 +12,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Helpers of the tests that move many deploys between workers (upgrade,
@@ -28,8 +28,8 @@ func startDeploy(t *testing.T, env *testenv.Env, tq, id, readyAfter string) {
 	three := int32(3)
 	m := manifest.Manifest{Lease: id, Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &three,
 		PodAnnotations: map[string]string{"deployflow.dev/ready-after": readyAfter}}}}
-	_, err := env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: workflows.DeployWorkflowID(id), TaskQueue: tq},
-		workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, HealthIntervalSeconds: 1})
+	_, err := env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: api.DeployWorkflowID(id), TaskQueue: tq},
+		api.DeployWorkflow, api.DeployInput{Manifest: m, HealthIntervalSeconds: 1})
 	require.NoError(t, err)
 }
 
@@ -79,12 +79,12 @@ func startDeploys(t *testing.T, env *testenv.Env, tq, base string, n int, readyA
 }
 
 // deployEnded waits until lease id's deploy has ended and returns its status.
-func deployEnded(t *testing.T, env *testenv.Env, id string) workflows.DeployStatus {
+func deployEnded(t *testing.T, env *testenv.Env, id string) api.DeployStatus {
 	t.Helper()
-	var st workflows.DeployStatus
+	var st api.DeployStatus
 	require.Eventually(t, func() bool {
-		v, err := env.Temporal.QueryWorkflow(context.Background(), workflows.DeployWorkflowID(id), "", workflows.QueryDeploy)
-		return err == nil && v.Get(&st) == nil && len(st.History) > 0 && st.Phase != workflows.PhaseDeploying
+		v, err := env.Temporal.QueryWorkflow(context.Background(), api.DeployWorkflowID(id), "", api.QueryStatus)
+		return err == nil && v.Get(&st) == nil && len(st.History) > 0 && st.Phase != api.PhaseDeploying
 	}, 3*time.Minute, 250*time.Millisecond, "lease %s never finished its deploy", id)
 	return st
 }
@@ -92,14 +92,14 @@ func deployEnded(t *testing.T, env *testenv.Env, id string) workflows.DeployStat
 // assertActiveAndWrittenOnce checks that lease id's deploy ended Active with
 // its one ReplicaSet fully available and written once per decision: its
 // generation is its create plus the scales its rollout decided.
-func assertActiveAndWrittenOnce(t *testing.T, env *testenv.Env, id string) workflows.DeployStatus {
+func assertActiveAndWrittenOnce(t *testing.T, env *testenv.Env, id string) api.DeployStatus {
 	t.Helper()
 	st := deployEnded(t, env, id)
-	assert.Equal(t, workflows.PhaseActive, st.Phase, "lease %s: %s", id, st.LastError)
+	assert.Equal(t, api.PhaseActive, st.Phase, "lease %s: %s", id, st.LastError)
 	rss, err := env.Kube.AppsV1().ReplicaSets(manifest.Namespace(id)).List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, rss.Items, 1, "lease %s: no ReplicaSet created twice", id)
-	decided := decidedScales(t, env, workflows.RolloutWorkflowID(manifest.Namespace(id), "web"), "")[rss.Items[0].Name]
+	decided := decidedScales(t, env, api.RolloutWorkflowID(manifest.Namespace(id), "web"), "")[rss.Items[0].Name]
 	assert.Equal(t, 1+decided, rss.Items[0].Generation, "lease %s: created once, then one write per decided scale", id)
 	assert.Equal(t, int32(3), rss.Items[0].Status.AvailableReplicas, id)
 	return st

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/observe"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Issue 22, the observer's cost during a fleet: while a lease deploys, its
@@ -41,8 +41,8 @@ func TestTheObserverWaitsForADeploysEndInsteadOfAskingAgain(t *testing.T) {
 	const minReady = 20
 	m := manifest.Manifest{Lease: id, Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &one,
 		Rollout: &manifest.Rollout{MinReadySeconds: minReady}}}}
-	_, err := env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: workflows.DeployWorkflowID(id), TaskQueue: tq},
-		workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, DegradedAfterSeconds: 3})
+	_, err := env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: api.DeployWorkflowID(id), TaskQueue: tq},
+		api.DeployWorkflow, api.DeployInput{Manifest: m, DegradedAfterSeconds: 3})
 	require.NoError(t, err)
 
 	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "the observer's first send is deferred by the deploy", func() (bool, string) {
@@ -50,7 +50,7 @@ func TestTheObserverWaitsForADeploysEndInsteadOfAskingAgain(t *testing.T) {
 		return s[observe.SentDeferred] >= 1, formatSends(s)
 	})
 	st := deployEnded(t, env, id)
-	require.Equal(t, workflows.PhaseActive, st.Phase)
+	require.Equal(t, api.PhaseActive, st.Phase)
 	ended := time.Now()
 	// As the run ends: well before the observer's fallback, a minute after
 	// the deferral. (How soon within that is the machine's load: seconds
@@ -71,7 +71,7 @@ func TestTheObserverWaitsForADeploysEndInsteadOfAskingAgain(t *testing.T) {
 
 	// Idle, the lease hears of a change at once, as before.
 	env.ScaleService(t, id, "web", 0)
-	waitLeasePhase(t, env, id, workflows.PhaseDegraded, 30*time.Second)
+	waitLeasePhase(t, env, id, api.PhaseDegraded, 30*time.Second)
 }
 
 // sendsByResult is the worker's deployflow_observer_sends_total by result.

@@ -16,10 +16,10 @@ import (
 	"go.temporal.io/sdk/client"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/observe"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Issue 22.4: three workers on one task queue share the leases'
@@ -53,12 +53,12 @@ func TestThreeWorkersSendEachObservationOnceAndTakeOverAKilledWorkersLeases(t *t
 		m := manifest.Manifest{Lease: leases[i], Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &three}}}
 		// No safety-net tick (an hour by default): only an observation
 		// can tell an idle lease what changed.
-		_, err := env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: workflows.DeployWorkflowID(leases[i]), TaskQueue: tq},
-			workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, DegradedAfterSeconds: 3})
+		_, err := env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: api.DeployWorkflowID(leases[i]), TaskQueue: tq},
+			api.DeployWorkflow, api.DeployInput{Manifest: m, DegradedAfterSeconds: 3})
 		require.NoError(t, err)
 	}
 	for _, id := range leases {
-		require.Equal(t, workflows.PhaseActive, deployEnded(t, env, id).Phase, id)
+		require.Equal(t, api.PhaseActive, deployEnded(t, env, id).Phase, id)
 	}
 	for _, id := range ids {
 		waitGauge(t, addrs[id], "deployflow_observer_members", 3)
@@ -71,7 +71,7 @@ func TestThreeWorkersSendEachObservationOnceAndTakeOverAKilledWorkersLeases(t *t
 		env.ScaleService(t, id, "web", 0)
 	}
 	for _, id := range leases {
-		waitLeasePhase(t, env, id, workflows.PhaseDegraded, 30*time.Second)
+		waitLeasePhase(t, env, id, api.PhaseDegraded, 30*time.Second)
 	}
 	time.Sleep(2 * time.Second) // any late duplicate would be counted
 	sent := sends(t, addrs, ids)
@@ -104,7 +104,7 @@ func TestThreeWorkersSendEachObservationOnceAndTakeOverAKilledWorkersLeases(t *t
 		env.ScaleService(t, id, "web", 3)
 	}
 	for _, id := range leases {
-		waitLeasePhase(t, env, id, workflows.PhaseActive, 2*time.Minute)
+		waitLeasePhase(t, env, id, api.PhaseActive, 2*time.Minute)
 	}
 	took := time.Since(killed)
 	t.Logf("%s (owner of %s) SIGKILLed: every lease Active again %s later", victim, leases[0], took.Round(100*time.Millisecond))
@@ -141,11 +141,11 @@ func acceptedObservations(t *testing.T, env *testenv.Env, leases []string) int {
 	t.Helper()
 	n := 0
 	for _, id := range leases {
-		it := env.Temporal.GetWorkflowHistory(context.Background(), workflows.DeployWorkflowID(id), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		it := env.Temporal.GetWorkflowHistory(context.Background(), api.DeployWorkflowID(id), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			ev, err := it.Next()
 			require.NoError(t, err)
-			if ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetName() == workflows.UpdateObserve {
+			if ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetName() == api.UpdateObserve {
 				n++
 			}
 		}
@@ -156,11 +156,11 @@ func acceptedObservations(t *testing.T, env *testenv.Env, leases []string) int {
 func waitLeasePhase(t *testing.T, env *testenv.Env, id, phase string, within time.Duration) {
 	t.Helper()
 	testenv.Eventually(t, within, 250*time.Millisecond, fmt.Sprintf("lease %s never %s", id, phase), func() (bool, string) {
-		v, err := env.Temporal.QueryWorkflow(context.Background(), workflows.DeployWorkflowID(id), "", workflows.QueryDeploy)
+		v, err := env.Temporal.QueryWorkflow(context.Background(), api.DeployWorkflowID(id), "", api.QueryStatus)
 		if err != nil {
 			return false, err.Error()
 		}
-		var st workflows.DeployStatus
+		var st api.DeployStatus
 		if err := v.Get(&st); err != nil {
 			return false, err.Error()
 		}

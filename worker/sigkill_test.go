@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 func web(image, readyAfter string) appsv1.Deployment {
@@ -44,22 +44,22 @@ func TestRolloutSurvivesWorkerSIGKILL(t *testing.T) {
 
 	start := func(d appsv1.Deployment) client.WorkflowRun {
 		run, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: testenv.Name(t, "rollout"), TaskQueue: tq},
-			workflows.RolloutWorkflow, workflows.RolloutInput{Namespace: ns, Service: "web", Deployment: d})
+			api.RolloutWorkflow, api.RolloutInput{Namespace: ns, Service: "web", Deployment: d})
 		require.NoError(t, err)
 		return run
 	}
-	var v1 workflows.RolloutResult
+	var v1 api.RolloutResult
 	require.NoError(t, start(web("nginx:1.26", "0s")).Get(ctx, &v1))
 	oldRS, err := env.Kube.AppsV1().ReplicaSets(ns).Get(ctx, v1.NewReplicaSet, metav1.GetOptions{})
 	require.NoError(t, err)
 
 	run := start(web("nginx:1.27", "2s"))
 	require.Eventually(t, func() bool {
-		v, err := env.Temporal.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), workflows.QueryStatus)
+		v, err := env.Temporal.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), api.QueryStatus)
 		if err != nil {
 			return false
 		}
-		var st workflows.RolloutStatus
+		var st api.RolloutStatus
 		return v.Get(&st) == nil && st.UpdatedReplicas >= 3 && st.AvailableReplicas < 10+3
 	}, 30*time.Second, 20*time.Millisecond, "rollout never got under way")
 
@@ -67,7 +67,7 @@ func TestRolloutSurvivesWorkerSIGKILL(t *testing.T) {
 	<-first.exited
 	startWorker(t, env, tq, freeAddr(t))
 
-	var v2 workflows.RolloutResult
+	var v2 api.RolloutResult
 	require.NoError(t, run.Get(ctx, &v2), "the rollout completes on the restarted worker")
 	assert.Equal(t, int32(10), v2.AvailableReplicas)
 

@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Issue 10: deployflow reaches a Temporal server that requires mutual TLS
@@ -69,9 +69,9 @@ func TestWorkerAndClientsUseMutualTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: testenv.Name(t, "rollout"), TaskQueue: tq},
-		workflows.RolloutWorkflow, workflows.RolloutInput{Namespace: ns, Service: "web", Deployment: web("nginx:1.27", "0s")})
+		api.RolloutWorkflow, api.RolloutInput{Namespace: ns, Service: "web", Deployment: web("nginx:1.27", "0s")})
 	require.NoError(t, err)
-	var res workflows.RolloutResult
+	var res api.RolloutResult
 	require.NoError(t, run.Get(ctx, &res), "the rollout runs on the worker behind mutual TLS")
 	assert.Equal(t, int32(10), res.AvailableReplicas)
 

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Issue 9.4, a live upgrade: 20 leases are mid-deploy (slow pods) on worker
@@ -46,6 +46,6 @@ func TestLiveUpgradeInTheMiddleOfTwentyDeploys(t *testing.T) {
 	after := base + "-after"
 	startDeploy(t, env, tq, after, "1s")
 	st := deployEnded(t, env, after)
-	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	assert.Contains(t, st.History[len(st.History)-1].Outcome, "(build B)")
 }

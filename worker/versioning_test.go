@@ -13,10 +13,10 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Issue 9.3: under Temporal Worker Versioning (--deployment-name,
@@ -48,10 +48,10 @@ func TestWorkerVersioningPinsRolloutsAndShowsBothBuilds(t *testing.T) {
 	three := int32(3)
 	m := manifest.Manifest{Lease: id, Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &three,
 		PodAnnotations: map[string]string{"deployflow.dev/ready-after": "8s"}}}}
-	_, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.DeployWorkflowID(id), TaskQueue: tq},
-		workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, HealthIntervalSeconds: 1})
+	_, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: api.DeployWorkflowID(id), TaskQueue: tq},
+		api.DeployWorkflow, api.DeployInput{Manifest: m, HealthIntervalSeconds: 1})
 	require.NoError(t, err)
-	rollout := workflows.RolloutWorkflowID(manifest.Namespace(id), "web")
+	rollout := api.RolloutWorkflowID(manifest.Namespace(id), "web")
 	behavior := func(wid string) enumspb.VersioningBehavior {
 		d, err := env.Temporal.DescribeWorkflowExecution(ctx, wid, "")
 		if err != nil {
@@ -61,7 +61,7 @@ func TestWorkerVersioningPinsRolloutsAndShowsBothBuilds(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return behavior(rollout) == enumspb.VERSIONING_BEHAVIOR_PINNED },
 		60*time.Second, 200*time.Millisecond, "the rollout is not pinned")
-	assert.Equal(t, enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE, behavior(workflows.DeployWorkflowID(id)))
+	assert.Equal(t, enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE, behavior(api.DeployWorkflowID(id)))
 
 	// Build B joins and becomes current while the rollout runs on A.
 	startWorker(t, env, tq, freeAddr(t), "--deployment-name", deployment, "--build-id", "build-b")
@@ -75,10 +75,10 @@ func TestWorkerVersioningPinsRolloutsAndShowsBothBuilds(t *testing.T) {
 		return err == nil && strings.Contains(string(out), "build-a") && strings.Contains(string(out), "build-b"), fmt.Sprintf("%v: %s", err, out)
 	})
 
-	var st workflows.DeployStatus
+	var st api.DeployStatus
 	require.Eventually(t, func() bool {
-		v, err := env.Temporal.QueryWorkflow(ctx, workflows.DeployWorkflowID(id), "", workflows.QueryDeploy)
-		return err == nil && v.Get(&st) == nil && len(st.History) > 0 && st.Phase == workflows.PhaseActive
+		v, err := env.Temporal.QueryWorkflow(ctx, api.DeployWorkflowID(id), "", api.QueryStatus)
+		return err == nil && v.Get(&st) == nil && len(st.History) > 0 && st.Phase == api.PhaseActive
 	}, 90*time.Second, 250*time.Millisecond, "the deploy never finished (%+v)", st)
 	d, err := env.Temporal.DescribeWorkflowExecution(ctx, rollout, "")
 	require.NoError(t, err)

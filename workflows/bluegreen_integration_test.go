@@ -17,10 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Blue-green rollouts (issue 12.4) on the local stack.
@@ -77,9 +77,9 @@ func (dt *deployTest) pods() []string {
 
 // waitBlueGreen waits until the web rollout's blue-green summary starts
 // with want.
-func (dt *deployTest) waitBlueGreen(want string, within time.Duration) workflows.RolloutStatus {
+func (dt *deployTest) waitBlueGreen(want string, within time.Duration) api.RolloutStatus {
 	dt.t.Helper()
-	var st workflows.RolloutStatus
+	var st api.RolloutStatus
 	testenv.Eventually(dt.t, within, 200*time.Millisecond, fmt.Sprintf("the blue-green never reached %q", want), func() (bool, string) {
 		s, err := dt.rolloutStatus()
 		if err != nil {
@@ -99,7 +99,7 @@ func TestBlueGreenPreviewPromoteAndUndoWithinTheDelay(t *testing.T) {
 	delay, preview := int32(600), int32(2)
 	bg := &manifest.BlueGreen{ScaleDownDelaySeconds: &delay, PreviewReplicaCount: &preview}
 	dt.deploy(blueGreenManifest(dt.lease, "nginx:1.26", bg))
-	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase, "the first deploy has nothing to switch from")
+	require.Equal(t, api.PhaseActive, dt.waitRevision(dt.lease, 1).Phase, "the first deploy has nothing to switch from")
 	blue := dt.hashOf("nginx:1.26")
 	assert.Equal(t, map[string]string{"web": blue, "web-preview": blue}, dt.selects(), "a first deploy's rolling update ends with both Services pinned to it")
 
@@ -121,13 +121,13 @@ func TestBlueGreenPreviewPromoteAndUndoWithinTheDelay(t *testing.T) {
 	assert.Equal(t, map[string]int32{"nginx:1.26": 4, "nginx:1.27": 4}, spec, "the old version stays up through the delay")
 
 	before := dt.pods()
-	require.NoError(t, dt.rolloutUpdate(workflows.UpdateUndo, workflows.UndoRequest{}))
+	require.NoError(t, dt.rolloutUpdate(api.UpdateUndo, api.UndoRequest{}))
 	testenv.Eventually(t, 30*time.Second, pollQuery, "the active Service never switched back", func() (bool, string) {
 		s := dt.selects()
 		return s["web"] == blue, fmt.Sprintf("%v", s)
 	})
 	lease := dt.waitRevision(dt.lease, 2)
-	assert.Equal(t, workflows.PhaseFailed, lease.Phase, "an undone deploy fails, and the lease returns to its last-known-good manifest")
+	assert.Equal(t, api.PhaseFailed, lease.Phase, "an undone deploy fails, and the lease returns to its last-known-good manifest")
 	after := dt.pods()
 	assert.Subset(t, before, after, "undo created no pod")
 	_, available = dt.byImage()
@@ -155,7 +155,7 @@ func TestBlueGreenPromotesItself(t *testing.T) {
 	dt.waitRevision(dt.lease, 1)
 	dt.deploy(blueGreenManifest(dt.lease, "nginx:1.27", bg))
 	lease := dt.waitRevision(dt.lease, 2)
-	require.Equal(t, workflows.PhaseActive, lease.Phase, lease.LastError)
+	require.Equal(t, api.PhaseActive, lease.Phase, lease.LastError)
 	green := dt.hashOf("nginx:1.27")
 	assert.Equal(t, map[string]string{"web": green, "web-preview": green}, dt.selects())
 	_, available := dt.byImage()
@@ -192,7 +192,7 @@ func TestBlueGreenPostPromotionAnalysisSwitchesBack(t *testing.T) {
 
 	dt.deploy(blueGreenManifest(dt.lease, "nginx:1.27", bg))
 	lease := dt.waitRevision(dt.lease, 2)
-	assert.Equal(t, workflows.PhaseFailed, lease.Phase)
+	assert.Equal(t, api.PhaseFailed, lease.Phase)
 	assert.Contains(t, lease.History[len(lease.History)-1].Outcome, "post-promotion analysis failed: 1 measured: 0 successful, 1 failed")
 	assert.Equal(t, blue, dt.selects()["web"], "the active Service selects the old version again")
 	_, available := dt.byImage()
@@ -253,16 +253,16 @@ func TestBlueGreenSupersededInItsPreviewSwitchesFromTheActiveVersion(t *testing.
 	spec, _ := dt.byImage()
 	assert.Equal(t, map[string]int32{"nginx:1.26": 4, "nginx:1.27": 0, "nginx:1.28": 4}, spec, "the superseded preview is scaled down")
 
-	err := dt.rolloutUpdate(workflows.UpdateRestart)
+	err := dt.rolloutUpdate(api.UpdateRestart)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "a blue-green changes its template by a new deploy")
-	err = dt.rolloutUpdate(workflows.UpdateUndo, workflows.UndoRequest{ToRevision: 2})
+	err = dt.rolloutUpdate(api.UpdateUndo, api.UndoRequest{ToRevision: 2})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "a blue-green switches back to its stable version, revision 1, which is still up")
 
 	require.NoError(t, dt.promote(false))
 	st := dt.waitRevision(dt.lease, 3)
-	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	green := dt.hashOf("nginx:1.28")
 	assert.Equal(t, map[string]string{"web": green, "web-preview": green}, dt.selects())
 }

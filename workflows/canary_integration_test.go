@@ -28,12 +28,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
 	"github.com/deployflow/deployflow/worker/app"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Canary rollouts (issue 12.2, 12.3) on the local stack, with the stack's
@@ -136,9 +136,9 @@ func errorRateBelow(target *errorRateTarget, threshold string) manifest.CanarySt
 }
 
 // rolloutStatus is the web rollout's status query.
-func (dt *deployTest) rolloutStatus() (workflows.RolloutStatus, error) {
-	var st workflows.RolloutStatus
-	v, err := dt.env.Temporal.QueryWorkflow(context.Background(), workflows.RolloutWorkflowID(manifest.Namespace(dt.lease), "web"), "", workflows.QueryStatus)
+func (dt *deployTest) rolloutStatus() (api.RolloutStatus, error) {
+	var st api.RolloutStatus
+	v, err := dt.env.Temporal.QueryWorkflow(context.Background(), api.RolloutWorkflowID(manifest.Namespace(dt.lease), "web"), "", api.QueryStatus)
 	if err == nil {
 		err = v.Get(&st)
 	}
@@ -146,9 +146,9 @@ func (dt *deployTest) rolloutStatus() (workflows.RolloutStatus, error) {
 }
 
 // waitCanary waits until the web rollout's canary summary starts with want.
-func (dt *deployTest) waitCanary(want string, within time.Duration) workflows.RolloutStatus {
+func (dt *deployTest) waitCanary(want string, within time.Duration) api.RolloutStatus {
 	dt.t.Helper()
-	var st workflows.RolloutStatus
+	var st api.RolloutStatus
 	testenv.Eventually(dt.t, within, 200*time.Millisecond, fmt.Sprintf("the canary never reached %q", want), func() (bool, string) {
 		s, err := dt.rolloutStatus()
 		if err != nil {
@@ -175,13 +175,13 @@ func (dt *deployTest) byImage() (spec, available map[string]int32) {
 }
 
 func (dt *deployTest) promote(full bool) error {
-	return dt.rolloutUpdate(workflows.UpdatePromote, workflows.PromoteRequest{Full: full})
+	return dt.rolloutUpdate(api.UpdatePromote, api.PromoteRequest{Full: full})
 }
 
 // rolloutUpdate sends the web rollout an operator's update.
 func (dt *deployTest) rolloutUpdate(name string, args ...any) error {
 	h, err := dt.env.Temporal.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{
-		WorkflowID: workflows.RolloutWorkflowID(manifest.Namespace(dt.lease), "web"), UpdateName: name,
+		WorkflowID: api.RolloutWorkflowID(manifest.Namespace(dt.lease), "web"), UpdateName: name,
 		Args: args, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {
@@ -194,7 +194,7 @@ func (dt *deployTest) rolloutUpdate(name string, args ...any) error {
 // history by type.
 func (dt *deployTest) rolloutActivities() map[string]int {
 	dt.t.Helper()
-	it := dt.env.Temporal.GetWorkflowHistory(context.Background(), workflows.RolloutWorkflowID(manifest.Namespace(dt.lease), "web"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := dt.env.Temporal.GetWorkflowHistory(context.Background(), api.RolloutWorkflowID(manifest.Namespace(dt.lease), "web"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	out := map[string]int{}
 	dc := converter.GetDefaultDataConverter()
 	for it.HasNext() {
@@ -225,7 +225,7 @@ func TestCanaryWithAnAnalysisGateIsPromoted(t *testing.T) {
 	target := newErrorRateTarget(t, dt.env, manifest.Namespace(dt.lease), 0.01)
 	steps := []manifest.CanaryStep{weight(10), pause("30s"), errorRateBelow(target, "0.05"), weight(50), pause("")}
 	dt.deploy(canaryManifest(dt.lease, "nginx:1.26", 3, 0, steps...))
-	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase, "the first deploy has nothing to compare with: no canary")
+	require.Equal(t, api.PhaseActive, dt.waitRevision(dt.lease, 1).Phase, "the first deploy has nothing to compare with: no canary")
 
 	dt.deploy(canaryManifest(dt.lease, "nginx:1.27", 3, 0, steps...))
 	st := dt.waitCanary("step 2/5: pause", 60*time.Second)
@@ -244,14 +244,14 @@ func TestCanaryWithAnAnalysisGateIsPromoted(t *testing.T) {
 	require.NoError(t, dt.promote(false))
 
 	lease := dt.waitRevision(dt.lease, 2)
-	require.Equal(t, workflows.PhaseActive, lease.Phase, lease.LastError)
+	require.Equal(t, api.PhaseActive, lease.Phase, lease.LastError)
 	_, available = dt.byImage()
 	assert.Equal(t, map[string]int32{"nginx:1.27": 10, "nginx:1.26": 0}, available)
 	acts := dt.rolloutActivities()
 	assert.Equal(t, 3, acts["MeasurePrometheus"], "the analysis's three measurements are in the rollout's history")
 	// Issue 20.1: each was judged by the activity that took it (its
 	// recorded result carries the verdict), not by workflow code.
-	for _, m := range dt.measurements(workflows.RolloutWorkflowID(manifest.Namespace(dt.lease), "web"), "MeasurePrometheus") {
+	for _, m := range dt.measurements(api.RolloutWorkflowID(manifest.Namespace(dt.lease), "web"), "MeasurePrometheus") {
 		assert.Equal(t, "Successful", string(m.Phase), m.Message)
 	}
 	assert.Positive(t, acts["timer"], "the pause's timer is in the rollout's history")
@@ -307,7 +307,7 @@ func TestCanaryAbortsAtAFailedAnalysis(t *testing.T) {
 	}()
 	lease := dt.waitRevision(dt.lease, 2)
 	close(done)
-	assert.Equal(t, workflows.PhaseFailed, lease.Phase)
+	assert.Equal(t, api.PhaseFailed, lease.Phase)
 	last := lease.History[len(lease.History)-1]
 	assert.Contains(t, last.Outcome, "canary aborted: analysis failed")
 	assert.Contains(t, last.Outcome, "rolled back to the last-known-good manifest")
@@ -389,9 +389,9 @@ func TestCanaryPauseWaitsUntilAbortReturnsToStable(t *testing.T) {
 	spec, _ := dt.byImage()
 	assert.Equal(t, map[string]int32{"nginx:1.27": 2, "nginx:1.26": 8}, spec)
 
-	require.NoError(t, dt.rolloutUpdate(workflows.UpdateAbort))
+	require.NoError(t, dt.rolloutUpdate(api.UpdateAbort))
 	lease := dt.waitRevision(dt.lease, 2)
-	assert.Equal(t, workflows.PhaseFailed, lease.Phase)
+	assert.Equal(t, api.PhaseFailed, lease.Phase)
 	assert.Contains(t, lease.History[len(lease.History)-1].Outcome, "canary aborted: by an operator")
 	_, available := dt.byImage()
 	assert.Equal(t, map[string]int32{"nginx:1.26": 10, "nginx:1.27": 0}, available)
@@ -430,7 +430,7 @@ func TestCanaryBackgroundAnalysisAbortsDuringAPause(t *testing.T) {
 	rate.Store("0.5")
 
 	lease := dt.waitRevision(dt.lease, 2)
-	assert.Equal(t, workflows.PhaseFailed, lease.Phase)
+	assert.Equal(t, api.PhaseFailed, lease.Phase)
 	last := lease.History[len(lease.History)-1]
 	assert.Contains(t, last.Outcome, "canary aborted: background analysis failed")
 	_, available := dt.byImage()
@@ -466,7 +466,7 @@ func TestSetCanaryScaleSplitsByCount(t *testing.T) {
 	spec, _ = dt.byImage()
 	assert.Equal(t, map[string]int32{"nginx:1.27": 2, "nginx:1.26": 8}, spec, "back to setWeight 20%")
 	require.NoError(t, dt.promote(false))
-	assert.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 2).Phase)
+	assert.Equal(t, api.PhaseActive, dt.waitRevision(dt.lease, 2).Phase)
 }
 
 // A Job check: the first smoke test exits 0 and the canary goes on; the
@@ -485,7 +485,7 @@ func TestCanaryJobChecksGateTheSteps(t *testing.T) {
 	dt.waitRevision(dt.lease, 1)
 	dt.deploy(canaryManifest(dt.lease, "nginx:1.27", 2, 0, steps...))
 	lease := dt.waitRevision(dt.lease, 2)
-	assert.Equal(t, workflows.PhaseFailed, lease.Phase)
+	assert.Equal(t, api.PhaseFailed, lease.Phase)
 	last := lease.History[len(lease.History)-1]
 	assert.Contains(t, last.Outcome, "canary aborted: analysis failed: 1 measured: 0 successful, 1 failed")
 	assert.Contains(t, last.Outcome, "failed: BackoffLimitExceeded")

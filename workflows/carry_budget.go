@@ -1,6 +1,10 @@
 package workflows
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/deployflow/deployflow/api"
+)
 
 // Where a lease's continue-as-new payload is kept under Temporal's blob
 // limit (issue 20.7). A run hands its successor one payload: the manifest
@@ -21,12 +25,12 @@ const carryBudget = 3 << 19 // 1.5 MiB
 // fitCarry returns in with its carried history trimmed until the payload
 // is within carryBudget. Encoding is deterministic (encoding/json sorts map
 // keys), so a replay trims the same way.
-func fitCarry(in DeployInput) DeployInput {
+func fitCarry(in deployInput) deployInput {
 	if in.Carry == nil || size(in) <= carryBudget {
 		return in
 	}
 	c := *in.Carry
-	c.History = append([]DeployRecord(nil), c.History...)
+	c.History = append([]api.DeployRecord(nil), c.History...)
 	in.Carry = &c
 	for i := 0; i < len(c.History)-1 && size(in) > carryBudget; i++ {
 		c.History[i].Tree, c.History[i].Rollback, c.History[i].Operations = nil, nil, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
 )
@@ -41,16 +42,16 @@ func largestManifest(t *testing.T) manifest.Manifest {
 // manifest could be 1 MiB, and four of them made a 4 MiB payload.
 func TestTheContinueAsNewPayloadFitsTemporalsBlobLimitAtTheLimits(t *testing.T) {
 	m := largestManifest(t)
-	var history []DeployRecord
+	var history []api.DeployRecord
 	for i := range maxHistoryRecords {
 		tree := plan.New(plan.OpDeploy, "l", "deploy")
 		for j := range 400 {
 			tree.Children = append(tree.Children, plan.New(plan.OpRollOut, fmt.Sprintf("svc-%d", j), strings.Repeat("step ", 20)))
 		}
-		history = append(history, DeployRecord{Revision: int64(i + 1), Trigger: "cli", Outcome: "Succeeded", Tree: tree, Rollback: tree})
+		history = append(history, api.DeployRecord{Revision: int64(i + 1), Trigger: "cli", Outcome: "Succeeded", Tree: tree, Rollback: tree})
 	}
-	in := DeployInput{Manifest: m, Trigger: "cli", Carry: &DeployCarry{
-		Phase: PhaseActive, LastGood: &m, Pending: &m, LastFailed: &m, Revision: 20, History: history,
+	in := deployInput{DeployInput: api.DeployInput{Manifest: m, Trigger: "cli"}, Carry: &deployCarry{
+		Phase: api.PhaseActive, LastGood: &m, Pending: &m, LastFailed: &m, Revision: 20, History: history,
 	}}
 	require.Greater(t, size(in), temporalBlobLimit, "the test is at the limits: untrimmed, it is over")
 
@@ -65,6 +66,6 @@ func TestTheContinueAsNewPayloadFitsTemporalsBlobLimitAtTheLimits(t *testing.T) 
 	assert.NotNil(t, out.Carry.LastFailed)
 	assert.Len(t, in.Carry.History[0].Tree.Children, 400, "the run's own history is not changed")
 
-	small := DeployInput{Manifest: oneService("l"), Carry: &DeployCarry{Phase: PhaseActive, History: history[:1]}}
+	small := deployInput{DeployInput: api.DeployInput{Manifest: oneService("l")}, Carry: &deployCarry{Phase: api.PhaseActive, History: history[:1]}}
 	assert.Equal(t, small, fitCarry(small), "a payload within the budget is carried as it is")
 }

@@ -6,6 +6,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/config"
 )
 
@@ -19,9 +20,9 @@ import (
 // checkCluster refuses a lease workflow whose cluster, ID and task queue
 // disagree: started on another cluster's queue, it would deploy the lease
 // where its input does not say.
-func checkCluster(ctx workflow.Context, in DeployInput) error {
+func checkCluster(ctx workflow.Context, in deployInput) error {
 	if in.Manifest.Placement != nil {
-		return fmt.Errorf("manifest.placement: a lease's workflow deploys to one cluster; a manifest with a placement deploys through 'deployflow deploy', which starts the lease's placement workflow (%s)", PlacementWorkflowID(in.Manifest.Lease))
+		return fmt.Errorf("manifest.placement: a lease's workflow deploys to one cluster; a manifest with a placement deploys through 'deployflow deploy', which starts the lease's placement workflow (%s)", api.PlacementWorkflowID(in.Manifest.Lease))
 	}
 	info := workflow.GetInfo(ctx)
 	if in.Cluster == "" {
@@ -41,7 +42,7 @@ func checkCluster(ctx workflow.Context, in DeployInput) error {
 	// through: a replayer runs histories under an ID of its own.)
 	if lease, cluster, ok := leaseOfWorkflowID(info.WorkflowExecution.ID); ok && (lease != in.Manifest.Lease || cluster != in.Cluster) {
 		return fmt.Errorf("cluster: lease %s's deploys to cluster %s run as workflow %s, not %s", in.Manifest.Lease, in.Cluster,
-			DeployWorkflowIDIn(in.Manifest.Lease, in.Cluster), info.WorkflowExecution.ID)
+			api.DeployWorkflowIDIn(in.Manifest.Lease, in.Cluster), info.WorkflowExecution.ID)
 	}
 	if queueCluster != in.Cluster {
 		return fmt.Errorf("cluster: lease %s's deploys to cluster %s run on task queue <worker's task queue>@%s (the worker's --clusters), not %s",

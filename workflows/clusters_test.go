@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 )
 
@@ -37,11 +38,11 @@ func TestALeaseWorkflowRunsOnlyWhereItsClusterSays(t *testing.T) {
 			env := s.NewTestWorkflowEnvironment()
 			env.RegisterActivity(&activities.Activities{}) // none may run: unmocked, any would fail the test differently
 			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: c.id, TaskQueue: c.queue})
-			env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: c.m, Cluster: c.cluster})
+			env.ExecuteWorkflow(DeployWorkflow, api.DeployInput{Manifest: c.m, Cluster: c.cluster})
 			err := env.GetWorkflowError()
 			var appErr *temporal.ApplicationError
 			require.ErrorAs(t, err, &appErr)
-			assert.Contains(t, []string{ErrInvalidInput, ErrInvalidManifest}, appErr.Type())
+			assert.Contains(t, []string{api.ErrInvalidInput, api.ErrInvalidManifest}, appErr.Type())
 			assert.Contains(t, appErr.Error(), c.want)
 		})
 	}

@@ -9,61 +9,14 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 )
-
-// Error types of DeployWorkflow's failures.
-const (
-	ErrLeaseNotActive   = activities.ErrLeaseNotActive
-	ErrHostnameConflict = activities.ErrHostnameConflict
-	ErrHostnameBlocked  = activities.ErrHostnameBlocked
-	ErrIPPoolExhausted  = activities.ErrIPPoolExhausted
-	ErrInvalidManifest  = activities.ErrInvalidManifest
-)
-
-// Phases of a lease, as DeployStatus.Phase and the DeployflowPhase search
-// attribute show them.
-const (
-	PhaseDeploying   = "Deploying"
-	PhaseActive      = "Active"   // the last deploy is healthy
-	PhaseDegraded    = "Degraded" // fewer replicas available than desired for too long
-	PhaseUnknown     = "Unknown"  // the cluster could not be observed
-	PhaseFailed      = "Failed"   // the last deploy failed (and was rolled back if it could be)
-	PhaseTearingDown = "TearingDown"
-	PhaseTornDown    = "TornDown"
-	PhaseAborted     = "Aborted" // the first deploy was not approved; nothing was deployed
-)
-
-// Names of DeployWorkflow's updates, signal and query.
-const (
-	UpdateDeploy   = "deploy"   // argument: a manifest; starts or supersedes a deploy
-	UpdateTeardown = "teardown" // tear the lease's workload down and release its reservations
-	UpdateRetry    = "retry"    // deploy the last failed manifest again (an aborted canary, a failed analysis)
-	SignalTeardown = "teardown"
-	// UpdateScaleService scales one service (a scale-only deploy); the lease
-	// workflow's "restart" update restarts every pod (UpdateRestart).
-	UpdateScaleService = "scale"
-	QueryDeploy        = "status"
-)
-
-// DeployWorkflowID is the one workflow of a lease (on the worker's own
-// cluster).
-func DeployWorkflowID(lease string) string { return "deploy-" + lease }
-
-// DeployWorkflowIDIn is the workflow of a lease's deploys to cluster:
-// deploy-<lease>@<cluster>, DeployWorkflowID for the default cluster "".
-func DeployWorkflowIDIn(lease, cluster string) string {
-	if cluster == "" {
-		return DeployWorkflowID(lease)
-	}
-	return DeployWorkflowID(lease) + "@" + cluster
-}
 
 // leaseOfWorkflowID is DeployWorkflowIDIn's inverse: the lease and cluster
 // a lease workflow's ID names.
 func leaseOfWorkflowID(id string) (lease, cluster string, ok bool) {
-	rest, ok := strings.CutPrefix(id, DeployWorkflowID(""))
+	rest, ok := strings.CutPrefix(id, api.DeployWorkflowID(""))
 	if !ok {
 		return "", "", false
 	}
@@ -81,18 +34,22 @@ func leaseOfWorkflowID(id string) (lease, cluster string, ok bool) {
 // lease to its last-known-good manifest; nothing running is ever deleted
 // except by teardown. After each finished deploy it continues as new.
 // Replaying it after a worker restart writes nothing to the cluster.
-func DeployWorkflow(ctx workflow.Context, in DeployInput) (*DeployStatus, error) {
-	if in.invalid != nil && refusesMalformedInput(ctx) {
-		return nil, temporal.NewNonRetryableApplicationError(in.invalid.Error(), inputErrorType(in.invalid, "manifest"), nil)
+func DeployWorkflow(ctx workflow.Context, start api.DeployInput) (*api.DeployStatus, error) {
+	if bad := start.Invalid(); bad != nil && refusesMalformedInput(ctx) {
+		return nil, temporal.NewNonRetryableApplicationError(bad.Error(), api.InputErrorType(bad, "manifest"), nil)
+	}
+	in, err := decodeDeployInput(start)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidInput, nil)
 	}
 	if err := validateManifest(ctx, &in.Manifest, in.Carry != nil && continued(ctx)); err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidManifest, nil)
 	}
 	if err := refuseGuarded(ctx, in.guard(continued(ctx))); err != nil {
 		return nil, err
 	}
 	if err := checkCluster(ctx, in); err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidInput, nil)
 	}
 	if err := checkLeaseWorkflowID(ctx, in); err != nil {
 		return nil, err
@@ -167,11 +124,11 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 	defer func() { w.requested = nil }()
 	m = w.keepRestarts(m)
 	w.Revision++
-	rec := DeployRecord{Revision: w.Revision, Trigger: w.trigger, Key: w.key, Started: workflow.Now(w.ctx), Image: images(m)}
+	rec := api.DeployRecord{Revision: w.Revision, Trigger: w.trigger, Key: w.key, Started: workflow.Now(w.ctx), Image: images(m)}
 	w.deployStarted = rec.Started
 	w.LastFailed = nil // set again if this deploy fails: retry is of the last deploy only
 	before := w.Phase
-	w.setPhase(PhaseDeploying)
+	w.setPhase(api.PhaseDeploying)
 	w.current = m
 
 	res, err := w.runChain(m)
@@ -185,9 +142,9 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 	case errors.Is(err, errApprovalTimeout) || errors.Is(err, errStaleApproval):
 		rec.Outcome = "Aborted: " + err.Error()
 		w.LastError = err.Error()
-		if w.Phase == PhaseDeploying { // aborted before anything changed
-			if before == "" || before == PhaseDeploying {
-				before = PhaseAborted
+		if w.Phase == api.PhaseDeploying { // aborted before anything changed
+			if before == "" || before == api.PhaseDeploying {
+				before = api.PhaseAborted
 			}
 			w.setPhase(before)
 		}
@@ -205,13 +162,13 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 			rec.Outcome += " (build B)"
 		}
 		w.LastError, w.lastFailure = "", nil
-		w.setPhase(PhaseActive)
+		w.setPhase(api.PhaseActive)
 	default:
 		rec.Outcome = "Failed: " + errorMessage(err)
 		w.LastFailed = m
 		w.LastError = errorMessage(err)
 		w.lastFailure = err
-		w.setPhase(PhaseFailed)
+		w.setPhase(api.PhaseFailed)
 		switch {
 		case res.changed && w.LastGood != nil && !sameManifest(w.LastGood, m):
 			workflow.GetLogger(w.ctx).Warn("deploy failed; returning to the last-known-good manifest", "lease", m.Lease, "error", err)
@@ -260,11 +217,11 @@ func (w *deployRun) keepRestarts(m *manifest.Manifest) *manifest.Manifest {
 	out.Services = slices.Clone(m.Services)
 	for i, s := range out.Services {
 		old, ok := w.current.Lookup(s.Name)
-		at := old.PodAnnotations[RestartedAtAnnotation]
-		if !ok || at == "" || s.PodAnnotations[RestartedAtAnnotation] != "" {
+		at := old.PodAnnotations[api.RestartedAtAnnotation]
+		if !ok || at == "" || s.PodAnnotations[api.RestartedAtAnnotation] != "" {
 			continue
 		}
-		ann := map[string]string{RestartedAtAnnotation: at}
+		ann := map[string]string{api.RestartedAtAnnotation: at}
 		for k, v := range s.PodAnnotations {
 			ann[k] = v
 		}
@@ -284,7 +241,7 @@ func errorMessage(err error) string {
 // end closes the workflow of a lease that is unknown or closed and has
 // nothing deployed: failed with LeaseNotActive, after releasing anything
 // it still holds.
-func (w *deployRun) end() (*DeployStatus, error) {
+func (w *deployRun) end() (*api.DeployStatus, error) {
 	if len(w.releaseUnheld()) > 0 {
 		w.publish()
 	}
@@ -293,31 +250,31 @@ func (w *deployRun) end() (*DeployStatus, error) {
 	if w.lastFailure != nil {
 		msg = errorMessage(w.lastFailure)
 	}
-	return nil, temporal.NewNonRetryableApplicationError(msg, ErrLeaseNotActive, nil)
+	return nil, temporal.NewNonRetryableApplicationError(msg, api.ErrLeaseNotActive, nil)
 }
 
 // continueAsNew hands the lease's state to a new run. Signals that arrived
 // in this very workflow task (a teardown or redeploy racing the end of a
 // deploy) are drained first and carried over, not dropped with the run.
-func (w *deployRun) continueAsNew() (*DeployStatus, error) {
+func (w *deployRun) continueAsNew() (*api.DeployStatus, error) {
 	w.settle()
 	if w.drainsSignals() {
 		w.drainSignals()
 	}
-	return nil, workflow.NewContinueAsNewError(w.ctx, DeployWorkflow, fitCarry(w.carryOver()))
+	return nil, workflow.NewContinueAsNewError(w.ctx, DeployWorkflow, w.carryOver())
 }
 
 // tearDown cancels any rollout, deletes the lease's namespace (and with it
 // every workload object) and releases its IPs and hostnames, last.
-func (w *deployRun) tearDown() (*DeployStatus, error) {
-	w.setPhase(PhaseTearingDown)
+func (w *deployRun) tearDown() (*api.DeployStatus, error) {
+	w.setPhase(api.PhaseTearingDown)
 	if err := w.deleteWorkloads(); err != nil {
 		return nil, err
 	}
 	if err := w.releaseAll(); err != nil {
 		return nil, err
 	}
-	w.setPhase(PhaseTornDown)
+	w.setPhase(api.PhaseTornDown)
 	w.settle()
 	st := w.status()
 	return &st, nil

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 )
 
@@ -15,8 +16,6 @@ import (
 // after computing its plan, shows it in the status query, and waits for the
 // "approve" update. Nothing has been written by then.
 const (
-	UpdateApprove          = "approve"
-	PhaseAwaitingApproval  = "AwaitingApproval"
 	defaultApprovalTimeout = time.Hour
 	errApprovalTimeoutText = "not approved in time"
 	errStalePlanText       = "the cluster changed since the plan was approved"
@@ -27,14 +26,6 @@ var (
 	errStaleApproval   = errors.New(errStalePlanText)
 )
 
-// ApproveRequest is the "approve" update's argument. Fingerprint, if given,
-// must be the plan awaiting approval (the one the approver has seen).
-type ApproveRequest struct {
-	Fingerprint string `json:"fingerprint,omitempty"`
-
-	invalid error // a field unknown or of the wrong type (UnmarshalJSON)
-}
-
 // awaitApproval waits for the plan's approval. A timeout aborts the deploy
 // with nothing changed; so does a newer manifest or a teardown. Once
 // approved, the plan is computed again: if the cluster changed since, the
@@ -42,7 +33,7 @@ type ApproveRequest struct {
 func (w *deployRun) awaitApproval(m *manifest.Manifest, plan *activities.DeployPlan) error {
 	previous := w.Phase
 	w.approved = false
-	w.setPhase(PhaseAwaitingApproval)
+	w.setPhase(api.PhaseAwaitingApproval)
 	timeout := inputSeconds(w.in.ApprovalTimeoutSeconds)
 	if timeout <= 0 {
 		timeout = defaultApprovalTimeout
@@ -54,8 +45,8 @@ func (w *deployRun) awaitApproval(m *manifest.Manifest, plan *activities.DeployP
 		return err
 	}
 	restore := func() {
-		if previous == "" || previous == PhaseDeploying {
-			previous = PhaseAborted
+		if previous == "" || previous == api.PhaseDeploying {
+			previous = api.PhaseAborted
 		}
 		w.setPhase(previous)
 	}
@@ -77,24 +68,24 @@ func (w *deployRun) awaitApproval(m *manifest.Manifest, plan *activities.DeployP
 		restore()
 		return fmt.Errorf("%w (plan %s, now %s): nothing was changed; plan again and approve the new plan", errStaleApproval, plan.Fingerprint, again.Fingerprint)
 	}
-	w.setPhase(PhaseDeploying)
+	w.setPhase(api.PhaseDeploying)
 	return nil
 }
 
 func (w *deployRun) registerApproval() error {
-	return workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateApprove,
-		func(_ workflow.Context, _ ApproveRequest) (DeployStatus, error) {
+	return workflow.SetUpdateHandlerWithOptions(w.ctx, api.UpdateApprove,
+		func(_ workflow.Context, _ api.ApproveRequest) (api.DeployStatus, error) {
 			w.approved = true
 			w.unsettle()
 			return w.status(), nil
 		},
 		workflow.UpdateHandlerOptions{
 			Description: `Approve the plan awaiting approval (status query: plan). Argument: {"fingerprint": "<plan fingerprint>"} or {}`,
-			Validator: func(_ workflow.Context, req ApproveRequest) error {
-				if req.invalid != nil {
-					return req.invalid
+			Validator: func(_ workflow.Context, req api.ApproveRequest) error {
+				if req.Invalid() != nil {
+					return req.Invalid()
 				}
-				if w.Phase != PhaseAwaitingApproval || w.Plan == nil {
+				if w.Phase != api.PhaseAwaitingApproval || w.Plan == nil {
 					return errors.New("no plan is awaiting approval for lease " + w.lease)
 				}
 				if req.Fingerprint != "" && req.Fingerprint != w.Plan.Fingerprint {

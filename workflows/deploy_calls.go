@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/observe"
 )
@@ -84,7 +85,7 @@ func (w *deployRun) releaseAll() error {
 	return nil
 }
 
-func (w *deployRun) reportDeploy(rec DeployRecord, err error) {
+func (w *deployRun) reportDeploy(rec api.DeployRecord, err error) {
 	result := "success"
 	if err != nil {
 		result = "failure"

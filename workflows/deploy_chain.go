@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	planpkg "github.com/deployflow/deployflow/internal/plan"
 )
@@ -23,10 +24,6 @@ type chainResult struct {
 	// operators changed of its rollouts (scale, restart) folded in.
 	ran *manifest.Manifest
 }
-
-// ErrRolloutUndone: an operator undid a lease's rollout; the lease returns
-// to its last-known-good manifest instead of recording the new one.
-const ErrRolloutUndone = "RolloutUndone"
 
 var errSuperseded = errors.New("superseded by a newer manifest")
 
@@ -115,7 +112,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	}
 	w.Objects = applied.Applied.Kept
 	res.changed = len(applied.Applied.Changed)+len(applied.Applied.Pruned) > 0
-	rollouts := map[string]RolloutInput{}
+	rollouts := map[string]api.RolloutInput{}
 	// A return to the last-known-good manifest runs no canary steps and no
 	// blue-green waits (runs that started before that change replay without).
 	fastRevert := w.revertsWithoutWaits()
@@ -123,7 +120,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		svc := c.Service
 		d, err := m.Deployment(svc)
 		if err != nil {
-			return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
+			return res, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidManifest, nil)
 		}
 		if c.Class == activities.ChangeNone && activities.TouchesService(*applied.Applied, m, svc) {
 			c.Class = activities.ChangeMetadata
@@ -134,7 +131,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 			w.serviceNode(change)
 		}
 		if c.Class == activities.ChangeScale || c.Class == activities.ChangeRollout {
-			in := RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.batches(), QuickWait: w.batches(), Revert: fastRevert,
+			in := api.RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.batches(), QuickWait: w.batches(), Revert: fastRevert,
 				MaxReplicas: maxReplicasOf(plan.MaxReplicas, m, svc)}
 			if s, ok := m.Lookup(svc); ok && s.Rollout != nil && c.Class == activities.ChangeRollout {
 				switch s.Rollout.Strategy {
@@ -225,7 +222,7 @@ func autoRollback(m *manifest.Manifest, svc string) bool {
 // current step (the next deploy continues from wherever they stopped, as a
 // Deployment does when its template changes mid-rollout); so does the lease
 // closing, which the wait checks on the health timer.
-func (w *deployRun) rollOut(rollouts map[string]RolloutInput) (map[string]RolloutResult, error) {
+func (w *deployRun) rollOut(rollouts map[string]api.RolloutInput) (map[string]api.RolloutResult, error) {
 	childCtx, cancel := workflow.WithCancel(w.ctx)
 	defer cancel()
 	services := make([]string, 0, len(rollouts))
@@ -236,7 +233,7 @@ func (w *deployRun) rollOut(rollouts map[string]RolloutInput) (map[string]Rollou
 
 	rolloutID := w.rolloutWorkflowID()
 	errs := map[string]error{}
-	results := map[string]RolloutResult{}
+	results := map[string]api.RolloutResult{}
 	done := 0
 	for _, svc := range services {
 		in := rollouts[svc]
@@ -246,7 +243,7 @@ func (w *deployRun) rollOut(rollouts map[string]RolloutInput) (map[string]Rollou
 			n.Mark(planpkg.Running, nil)
 		}
 		workflow.Go(w.ctx, func(gctx workflow.Context) {
-			var r RolloutResult
+			var r api.RolloutResult
 			errs[svc] = f.Get(gctx, &r)
 			results[svc] = r
 			w.markRollout(svc, r, errs[svc])
@@ -311,7 +308,7 @@ func (w *deployRun) rollOut(rollouts map[string]RolloutInput) (map[string]Rollou
 // restarted through its rollout runs that, and the lease records it. A
 // service an operator undid no longer runs m's template: that is an error
 // (RolloutUndone), and the lease returns to its last-known-good manifest.
-func followRollouts(m *manifest.Manifest, results map[string]RolloutResult) (*manifest.Manifest, error) {
+func followRollouts(m *manifest.Manifest, results map[string]api.RolloutResult) (*manifest.Manifest, error) {
 	out := *m
 	out.Services = append([]manifest.Service(nil), m.Services...)
 	for i, s := range out.Services {
@@ -322,16 +319,16 @@ func followRollouts(m *manifest.Manifest, results map[string]RolloutResult) (*ma
 		if r.UndoneTo != 0 {
 			return nil, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("%s: an operator undid the rollout (back to revision %d); the lease returns to its last-known-good manifest", s.Name, r.UndoneTo),
-				ErrRolloutUndone, nil)
+				api.ErrRolloutUndone, nil)
 		}
 		if s.Replicas == nil || *s.Replicas != r.DesiredReplicas {
 			n := r.DesiredReplicas
 			out.Services[i].Replicas = &n
 		}
-		if r.RestartedAt != "" && s.PodAnnotations[RestartedAtAnnotation] != r.RestartedAt {
-			ann := map[string]string{RestartedAtAnnotation: r.RestartedAt}
+		if r.RestartedAt != "" && s.PodAnnotations[api.RestartedAtAnnotation] != r.RestartedAt {
+			ann := map[string]string{api.RestartedAtAnnotation: r.RestartedAt}
 			for k, v := range s.PodAnnotations {
-				if k != RestartedAtAnnotation {
+				if k != api.RestartedAtAnnotation {
 					ann[k] = v
 				}
 			}
@@ -341,7 +338,7 @@ func followRollouts(m *manifest.Manifest, results map[string]RolloutResult) (*ma
 	return &out, nil
 }
 
-func firstImage(in RolloutInput) string {
+func firstImage(in api.RolloutInput) string {
 	if cs := in.Deployment.Spec.Template.Spec.Containers; len(cs) > 0 {
 		return cs[0].Image
 	}

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 )
 
@@ -16,20 +17,12 @@ import (
 // CLI, the UI, a schedule) sends a lease's workflow, their validators, and
 // what each does to the run's state.
 
-// ScaleServiceRequest is the "scale" update's argument.
-type ScaleServiceRequest struct {
-	Service  string `json:"service"`
-	Replicas int32  `json:"replicas"`
-
-	invalid error // a field unknown or of the wrong type (UnmarshalJSON)
-}
-
 // redeploy queues the lease's last-known-good manifest again, restarted if
 // asked. A lease with nothing deployed yet has nothing to redeploy.
-func (w *deployRun) redeploy(req RedeployRequest) {
-	if req.Action != RedeployRestart && req.Action != RedeployReapply && refusesMalformedInput(w.ctx) {
+func (w *deployRun) redeploy(req api.RedeployRequest) {
+	if req.Action != api.RedeployRestart && req.Action != api.RedeployReapply && refusesMalformedInput(w.ctx) {
 		// A signal has no answer: what is wrong goes to the worker's log.
-		workflow.GetLogger(w.ctx).Warn(fmt.Sprintf("redeploy signal ignored: action %q: want %s or %s", req.Action, RedeployRestart, RedeployReapply), "lease", w.lease)
+		workflow.GetLogger(w.ctx).Warn(fmt.Sprintf("redeploy signal ignored: action %q: want %s or %s", req.Action, api.RedeployRestart, api.RedeployReapply), "lease", w.lease)
 		return
 	}
 	base := w.base()
@@ -38,23 +31,23 @@ func (w *deployRun) redeploy(req RedeployRequest) {
 		return
 	}
 	m := *base.WithDefaults()
-	if req.Action == RedeployRestart {
+	if req.Action == api.RedeployRestart {
 		at := workflow.Now(w.ctx).UTC().Format(time.RFC3339)
 		for i := range m.Services {
 			if m.Services[i].PodAnnotations == nil {
 				m.Services[i].PodAnnotations = map[string]string{}
 			}
-			m.Services[i].PodAnnotations[RestartedAtAnnotation] = at
+			m.Services[i].PodAnnotations[api.RestartedAtAnnotation] = at
 		}
 	}
 	if w.Pending == nil {
 		w.Pending = &m
 		w.PendingKey = ""
 		w.PendingTrigger = req.Trigger
-		if checkTrigger("trigger", req.Trigger) != nil && refusesGuarded(w.ctx) {
+		if api.CheckTrigger("trigger", req.Trigger) != nil && refusesGuarded(w.ctx) {
 			// A signal has no answer: a trigger that is not a short
 			// printable word never reaches the search attributes.
-			workflow.GetLogger(w.ctx).Warn("redeploy signal's trigger dropped", "lease", w.lease, "error", checkTrigger("trigger", req.Trigger))
+			workflow.GetLogger(w.ctx).Warn("redeploy signal's trigger dropped", "lease", w.lease, "error", api.CheckTrigger("trigger", req.Trigger))
 			w.PendingTrigger = ""
 		}
 		if w.PendingTrigger == "" {
@@ -62,36 +55,6 @@ func (w *deployRun) redeploy(req RedeployRequest) {
 		}
 	}
 }
-
-// DeployRequest is the "deploy" update's argument.
-type DeployRequest struct {
-	Manifest manifest.Manifest `json:"manifest"`
-	// PlanFingerprint, if set, is the plan the requester reviewed
-	// (`deploy --plan --yes`): the deploy acts only if its own plan has this
-	// fingerprint, and counts as approved (requireApproval); otherwise it is
-	// aborted with nothing changed.
-	PlanFingerprint string `json:"planFingerprint,omitempty"`
-	// Trigger says who asked: cli, ui, schedule, api (the default).
-	Trigger string `json:"trigger,omitempty"`
-	// Key, if set, names this request (a placement's deploy to one
-	// cluster): the deploy it starts is recorded with it (DeployRecord.Key)
-	// and shown as DeployingKey while it runs, so the sender finds its
-	// outcome after a retry or a continue-as-new instead of deploying
-	// twice. A keyed request never joins a deploy in progress.
-	Key string `json:"key,omitempty"`
-	// IfLast, if set, deploys only if the lease's last deploy, or the one
-	// in progress or pending, is the one with this key (a placement's
-	// return to the last-known-good manifest); otherwise the update fails
-	// with ErrNotLastDeploy and nothing changes. Checked here, as the
-	// request lands, so a deploy sent meanwhile is never replaced.
-	IfLast string `json:"ifLast,omitempty"`
-
-	invalid error // what is wrong with a request typed by hand (UnmarshalJSON)
-}
-
-// ErrNotLastDeploy is the failure type of a deploy request whose IfLast is
-// not the lease's last deploy: it was deployed again since.
-const ErrNotLastDeploy = "NotLastDeploy"
 
 // lastIs reports whether the lease's deploy in progress, else the pending
 // one, else its last recorded one, has key.
@@ -107,15 +70,15 @@ func (w *deployRun) lastIs(key string) bool {
 	return false
 }
 
-func (w *deployRun) notLast(req DeployRequest) error {
+func (w *deployRun) notLast(req api.DeployRequest) error {
 	if req.IfLast == "" || w.lastIs(req.IfLast) {
 		return nil
 	}
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-		"ifLast: lease %s's last deploy is not %s: it was deployed again since; nothing changed", w.lease, req.IfLast), ErrNotLastDeploy, nil)
+		"ifLast: lease %s's last deploy is not %s: it was deployed again since; nothing changed", w.lease, req.IfLast), api.ErrNotLastDeploy, nil)
 }
 
-func (r DeployRequest) trigger() string {
+func triggerOf(r api.DeployRequest) string {
 	if r.Trigger == "" {
 		return "api"
 	}
@@ -123,7 +86,7 @@ func (r DeployRequest) trigger() string {
 }
 
 func (w *deployRun) registerControls() error {
-	if err := workflow.SetQueryHandlerWithOptions(w.ctx, QueryDeploy, func() (DeployStatus, error) {
+	if err := workflow.SetQueryHandlerWithOptions(w.ctx, api.QueryStatus, func() (api.DeployStatus, error) {
 		return w.status(), nil
 	}, workflow.QueryHandlerOptions{Description: "The lease's phase, deploys, reservations and change classes"}); err != nil {
 		return err
@@ -133,8 +96,8 @@ func (w *deployRun) registerControls() error {
 		handler, validator any
 	}
 	controls := []control{
-		{UpdateDeploy, `Deploy a manifest to this lease (supersedes a deploy in progress). Argument: {"manifest": {...}, "trigger": "ui"}`,
-			func(_ workflow.Context, req DeployRequest) (DeployStatus, error) {
+		{api.UpdateDeploy, `Deploy a manifest to this lease (supersedes a deploy in progress). Argument: {"manifest": {...}, "trigger": "ui"}`,
+			func(_ workflow.Context, req api.DeployRequest) (api.DeployStatus, error) {
 				if err := w.notLast(req); err != nil {
 					return w.status(), err // another request landed first, in this task
 				}
@@ -147,26 +110,26 @@ func (w *deployRun) registerControls() error {
 					return st, nil
 				}
 				w.Pending = w.accepted(&req.Manifest, req.IfLast != "") // the newest manifest wins; older pending ones are dropped
-				w.PendingTrigger = req.trigger()
+				w.PendingTrigger = triggerOf(req)
 				w.PendingKey = req.Key
 				w.PendingPlan = req.PlanFingerprint
 				w.unsettle()
 				return w.status(), nil
 			},
-			func(_ workflow.Context, req DeployRequest) error {
-				if req.invalid != nil {
-					return req.invalid
+			func(_ workflow.Context, req api.DeployRequest) error {
+				if req.Invalid() != nil {
+					return req.Invalid()
 				}
-				if err := checkTrigger("trigger", req.Trigger); err != nil {
+				if err := api.CheckTrigger("trigger", req.Trigger); err != nil {
 					return err
 				}
-				if err := checkKey("key", req.Key); err != nil {
+				if err := api.CheckKey("key", req.Key); err != nil {
 					return err
 				}
-				if err := checkKey("ifLast", req.IfLast); err != nil {
+				if err := api.CheckKey("ifLast", req.IfLast); err != nil {
 					return err
 				}
-				if err := checkPlanFingerprint("planFingerprint", req.PlanFingerprint); err != nil {
+				if err := api.CheckPlanFingerprint("planFingerprint", req.PlanFingerprint); err != nil {
 					return err
 				}
 				if err := w.notLast(req); err != nil {
@@ -183,14 +146,14 @@ func (w *deployRun) registerControls() error {
 				}
 				return req.Manifest.Validate()
 			}},
-		{UpdateTeardown, "Tear the lease's workload down and release its hostnames and IPs",
-			func(workflow.Context) (DeployStatus, error) {
+		{api.UpdateTeardown, "Tear the lease's workload down and release its hostnames and IPs",
+			func(workflow.Context) (api.DeployStatus, error) {
 				w.Teardown = true
 				w.unsettle()
 				return w.status(), nil
 			}, nil},
-		{UpdateRetry, "Deploy the manifest of the last deploy again, if it failed (an aborted canary, a failed analysis)",
-			func(workflow.Context) (DeployStatus, error) {
+		{api.UpdateRetry, "Deploy the manifest of the last deploy again, if it failed (an aborted canary, a failed analysis)",
+			func(workflow.Context) (api.DeployStatus, error) {
 				if w.LastFailed == nil { // a deploy ended between the validator and here
 					return w.status(), errors.New("the last deploy of lease " + w.lease + " did not fail: there is nothing to retry")
 				}
@@ -205,13 +168,13 @@ func (w *deployRun) registerControls() error {
 					return w.notTornDown()
 				case w.LastFailed == nil:
 					return errors.New("the last deploy of lease " + w.lease + " did not fail: there is nothing to retry")
-				case w.Pending != nil || w.Phase == PhaseDeploying || w.Phase == PhaseAwaitingApproval:
+				case w.Pending != nil || w.Phase == api.PhaseDeploying || w.Phase == api.PhaseAwaitingApproval:
 					return errors.New("a deploy of lease " + w.lease + " is in progress or waiting: retry once it has ended")
 				}
 				return nil
 			}},
-		{UpdateScaleService, `Scale one service of the lease (a scale-only deploy). Argument: {"service": "web", "replicas": 6}`,
-			func(_ workflow.Context, req ScaleServiceRequest) (DeployStatus, error) {
+		{api.UpdateScale, `Scale one service of the lease (a scale-only deploy). Argument: {"service": "web", "replicas": 6}`,
+			func(_ workflow.Context, req api.ScaleServiceRequest) (api.DeployStatus, error) {
 				m := *w.base().WithDefaults()
 				for i := range m.Services {
 					if m.Services[i].Name == req.Service {
@@ -223,9 +186,9 @@ func (w *deployRun) registerControls() error {
 				w.unsettle()
 				return w.status(), nil
 			},
-			func(_ workflow.Context, req ScaleServiceRequest) error {
-				if req.invalid != nil {
-					return req.invalid
+			func(_ workflow.Context, req api.ScaleServiceRequest) error {
+				if req.Invalid() != nil {
+					return req.Invalid()
 				}
 				if w.base() == nil {
 					return errors.New("nothing is deployed to lease " + w.lease + " yet")
@@ -251,9 +214,9 @@ func (w *deployRun) registerControls() error {
 				}
 				return nil
 			}},
-		{UpdateRestart, "Restart every pod of the lease on a new revision of the same manifest",
-			func(workflow.Context) (DeployStatus, error) {
-				w.redeploy(RedeployRequest{Action: RedeployRestart, Trigger: "cli"})
+		{api.UpdateRestart, "Restart every pod of the lease on a new revision of the same manifest",
+			func(workflow.Context) (api.DeployStatus, error) {
+				w.redeploy(api.RedeployRequest{Action: api.RedeployRestart, Trigger: "cli"})
 				w.unsettle()
 				return w.status(), nil
 			},
@@ -280,17 +243,17 @@ func (w *deployRun) registerControls() error {
 		return err
 	}
 	// Signals: a teardown, a redeploy (restart or reapply).
-	w.teardowns = workflow.GetSignalChannel(w.ctx, SignalTeardown)
+	w.teardowns = workflow.GetSignalChannel(w.ctx, api.SignalTeardown)
 	workflow.Go(w.ctx, func(ctx workflow.Context) {
 		for {
 			w.teardowns.Receive(ctx, nil)
 			w.Teardown = true
 		}
 	})
-	w.redeploys = workflow.GetSignalChannel(w.ctx, SignalRedeploy)
+	w.redeploys = workflow.GetSignalChannel(w.ctx, api.SignalRedeploy)
 	workflow.Go(w.ctx, func(ctx workflow.Context) {
 		for {
-			var req RedeployRequest
+			var req api.RedeployRequest
 			w.redeploys.Receive(ctx, &req)
 			w.redeploy(req)
 		}
@@ -300,7 +263,7 @@ func (w *deployRun) registerControls() error {
 
 // notTornDown refuses a deploy or retry of a lease being torn down.
 func (w *deployRun) notTornDown() error {
-	if w.Teardown || w.Phase == PhaseTearingDown || w.Phase == PhaseTornDown {
+	if w.Teardown || w.Phase == api.PhaseTearingDown || w.Phase == api.PhaseTornDown {
 		return errors.New("the lease is being torn down; start a new deploy once it is gone")
 	}
 	return nil
@@ -312,7 +275,7 @@ func (w *deployRun) drainSignals() {
 		w.Teardown = true
 	}
 	for {
-		var req RedeployRequest
+		var req api.RedeployRequest
 		if !w.redeploys.ReceiveAsync(&req) {
 			return
 		}
@@ -323,7 +286,7 @@ func (w *deployRun) drainSignals() {
 // repeats reports whether req carries the key of the deploy in progress,
 // pending or recorded: the same request again (a placement's retry, or its
 // Update-with-Start whose start already carried the key).
-func (w *deployRun) repeats(req DeployRequest) bool {
+func (w *deployRun) repeats(req api.DeployRequest) bool {
 	if req.Key == "" {
 		return false
 	}
@@ -347,8 +310,8 @@ func (w *deployRun) repeats(req DeployRequest) bool {
 // update-with-start) hands the workflow the manifest twice, as its input and
 // as the update; when the update comes in a later workflow task than the
 // start (a loaded worker, a restart) the deploy of the input has begun.
-func (w *deployRun) joins(req DeployRequest) bool {
-	return req.Key == "" && w.Phase == PhaseDeploying && !w.reverting && w.Pending == nil && w.requested != nil &&
+func (w *deployRun) joins(req api.DeployRequest) bool {
+	return req.Key == "" && w.Phase == api.PhaseDeploying && !w.reverting && w.Pending == nil && w.requested != nil &&
 		req.PlanFingerprint == "" && w.approvedPlan == "" && !req.Manifest.RequireApproval &&
 		sameManifest(w.requested, w.accepted(&req.Manifest, req.IfLast != "")) && w.joinsSameManifest()
 }

@@ -20,10 +20,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // deployTest is one lease on the real local stack.
@@ -112,21 +112,21 @@ func (dt *deployTest) deploy(m manifest.Manifest) client.WorkflowRun {
 func (dt *deployTest) tryDeploy(m manifest.Manifest) (client.WorkflowRun, error) {
 	ctx := context.Background()
 	start := dt.env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID: workflows.DeployWorkflowID(m.Lease), TaskQueue: dt.tq,
+		ID: api.DeployWorkflowID(m.Lease), TaskQueue: dt.tq,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "test", HealthIntervalSeconds: dt.healthInterval, DegradedAfterSeconds: 3,
+	}, api.DeployWorkflow, api.DeployInput{Manifest: m, Trigger: "test", HealthIntervalSeconds: dt.healthInterval, DegradedAfterSeconds: 3,
 		ApprovalTimeoutSeconds: dt.approvalTimeout})
 	h, err := dt.env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{
-			WorkflowID: workflows.DeployWorkflowID(m.Lease), UpdateName: workflows.UpdateDeploy,
-			Args: []any{workflows.DeployRequest{Manifest: m, Trigger: "test"}}, WaitForStage: client.WorkflowUpdateStageCompleted,
+			WorkflowID: api.DeployWorkflowID(m.Lease), UpdateName: api.UpdateDeploy,
+			Args: []any{api.DeployRequest{Manifest: m, Trigger: "test"}}, WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("deploy %s: %w", m.Lease, err)
 	}
-	var st workflows.DeployStatus
+	var st api.DeployStatus
 	if err := h.Get(ctx, &st); err != nil {
 		return nil, fmt.Errorf("deploy %s: %w", m.Lease, err)
 	}
@@ -135,33 +135,33 @@ func (dt *deployTest) tryDeploy(m manifest.Manifest) (client.WorkflowRun, error)
 		return nil, fmt.Errorf("deploy %s: %w", m.Lease, err)
 	}
 	dt.t.Cleanup(func() {
-		_ = dt.env.Temporal.TerminateWorkflow(context.Background(), workflows.DeployWorkflowID(m.Lease), "", "test over")
+		_ = dt.env.Temporal.TerminateWorkflow(context.Background(), api.DeployWorkflowID(m.Lease), "", "test over")
 	})
 	return run, nil
 }
 
-func (dt *deployTest) status(lease string) (workflows.DeployStatus, error) {
-	v, err := dt.env.Temporal.QueryWorkflow(context.Background(), workflows.DeployWorkflowID(lease), "", workflows.QueryDeploy)
+func (dt *deployTest) status(lease string) (api.DeployStatus, error) {
+	v, err := dt.env.Temporal.QueryWorkflow(context.Background(), api.DeployWorkflowID(lease), "", api.QueryStatus)
 	if err != nil {
-		return workflows.DeployStatus{}, err
+		return api.DeployStatus{}, err
 	}
-	var st workflows.DeployStatus
+	var st api.DeployStatus
 	return st, v.Get(&st)
 }
 
 // waitRevision waits until deploy number rev of the lease has finished:
 // within three minutes, whatever the rest of the suite beside it does
 // (no test's deploy takes a minute alone).
-func (dt *deployTest) waitRevision(lease string, rev int64) workflows.DeployStatus {
+func (dt *deployTest) waitRevision(lease string, rev int64) api.DeployStatus {
 	dt.t.Helper()
-	var st workflows.DeployStatus
+	var st api.DeployStatus
 	testenv.Eventually(dt.t, 3*time.Minute, pollQuery, fmt.Sprintf("deploy %d of %s never finished", rev, lease), func() (bool, string) {
 		s, err := dt.status(lease)
 		if err != nil {
 			return false, "query: " + err.Error()
 		}
 		st = s
-		if len(s.History) > 0 && s.History[len(s.History)-1].Revision >= rev && !s.Pending && s.Phase != workflows.PhaseDeploying {
+		if len(s.History) > 0 && s.History[len(s.History)-1].Revision >= rev && !s.Pending && s.Phase != api.PhaseDeploying {
 			return true, ""
 		}
 		return false, fmt.Sprintf("phase %s, pending %v, %d history entries, last error %q; %s", s.Phase, s.Pending, len(s.History), s.LastError, dt.rolloutsSeen(lease, s))
@@ -171,11 +171,11 @@ func (dt *deployTest) waitRevision(lease string, rev int64) workflows.DeployStat
 
 // rolloutsSeen is what the lease's rollouts report, for a test's failure
 // message.
-func (dt *deployTest) rolloutsSeen(lease string, s workflows.DeployStatus) string {
+func (dt *deployTest) rolloutsSeen(lease string, s api.DeployStatus) string {
 	var out []string
 	for _, svc := range s.Services {
-		v, err := dt.env.Temporal.QueryWorkflow(context.Background(), workflows.RolloutWorkflowID(manifest.Namespace(lease), svc), "", workflows.QueryStatus)
-		var rs workflows.RolloutStatus
+		v, err := dt.env.Temporal.QueryWorkflow(context.Background(), api.RolloutWorkflowID(manifest.Namespace(lease), svc), "", api.QueryStatus)
+		var rs api.RolloutStatus
 		if err == nil {
 			err = v.Get(&rs)
 		}
@@ -217,7 +217,7 @@ func TestDeployTwoServicesWithHostnameAndIP(t *testing.T) {
 	dt.deploy(twoServices(dt.lease, host, "nginx:1.26", nil, false))
 	st := dt.waitRevision(dt.lease, 1)
 
-	require.Equal(t, workflows.PhaseActive, st.Phase, "last error: %s", st.LastError)
+	require.Equal(t, api.PhaseActive, st.Phase, "last error: %s", st.LastError)
 	assert.Equal(t, map[string]string{"web": activities.ChangeRollout, "api": activities.ChangeRollout}, st.Classes)
 	ns := manifest.Namespace(dt.lease)
 	for _, svc := range []string{"web", "api"} {
@@ -246,13 +246,13 @@ func TestHostnameOfAnotherOwnerFailsWritingNothing(t *testing.T) {
 	dt := newDeployTest(t)
 	host := dt.lease + ".shared.example.com"
 	dt.deploy(twoServices(dt.lease, host, "nginx:1.26", nil, false))
-	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	require.Equal(t, api.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
 
 	other := dt.lease + "-b"
 	dt.createLease(other, "globex")
 	dt.deploy(twoServices(other, host, "nginx:1.26", nil, false))
 	st := dt.waitRevision(other, 1)
-	assert.Equal(t, workflows.PhaseFailed, st.Phase)
+	assert.Equal(t, api.PhaseFailed, st.Phase)
 	assert.Contains(t, st.LastError, "HostnameConflict")
 	assert.Contains(t, st.LastError, "hostname "+host+" is held by lease "+dt.lease+" of owner acme")
 
@@ -294,9 +294,9 @@ func TestTenLeasesRaceForOneHostname(t *testing.T) {
 	for _, id := range leases {
 		st := dt.waitRevision(id, 1)
 		switch st.Phase {
-		case workflows.PhaseActive:
+		case api.PhaseActive:
 			winners++
-		case workflows.PhaseFailed:
+		case api.PhaseFailed:
 			assert.Contains(t, st.LastError, "HostnameConflict")
 			conflicts++
 		}
@@ -311,13 +311,13 @@ func TestImageUpdateAndFailingUpdateKeepsTheLastGoodVersion(t *testing.T) {
 	ns := manifest.Namespace(dt.lease)
 	dt.deploy(twoServices(dt.lease, host, "nginx:1.26", nil, false))
 	st := dt.waitRevision(dt.lease, 1)
-	require.Equal(t, workflows.PhaseActive, st.Phase)
+	require.Equal(t, api.PhaseActive, st.Phase)
 	ip := st.IPs["public"]
 
 	// An image update rolls out.
 	dt.deploy(twoServices(dt.lease, host, "nginx:1.27", map[string]string{"deployflow.dev/ready-after": "500ms"}, false))
 	st = dt.waitRevision(dt.lease, 2)
-	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	assert.Equal(t, activities.ChangeRollout, st.Classes["web"])
 	assert.Equal(t, activities.ChangeNone, st.Classes["api"])
 	_, available, images := dt.available(ns, "web")
@@ -328,7 +328,7 @@ func TestImageUpdateAndFailingUpdateKeepsTheLastGoodVersion(t *testing.T) {
 	// fully available and the hostname and IP intact.
 	dt.deploy(twoServices(dt.lease, host, "nginx:1.28-broken", nil, true))
 	st = dt.waitRevision(dt.lease, 3)
-	assert.Equal(t, workflows.PhaseFailed, st.Phase)
+	assert.Equal(t, api.PhaseFailed, st.Phase)
 	assert.Contains(t, st.History[len(st.History)-1].Outcome, "ProgressDeadlineExceeded")
 	desired, available, images := dt.available(ns, "web")
 	assert.Equal(t, int32(3), available, "the last good version is fully available")
@@ -354,9 +354,9 @@ func TestClosingTheLeaseMidRolloutTearsEverythingDown(t *testing.T) {
 
 	_, err := dt.acts.Leases.Close(context.Background(), dt.lease)
 	require.NoError(t, err)
-	var st workflows.DeployStatus
+	var st api.DeployStatus
 	require.NoError(t, run.Get(context.Background(), &st), "the lease's workflow ends with the teardown")
-	assert.Equal(t, workflows.PhaseTornDown, st.Phase)
+	assert.Equal(t, api.PhaseTornDown, st.Phase)
 
 	_, err = dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the lease's namespace is gone")
@@ -372,13 +372,13 @@ func TestBadManifestIsRefusedWritingNothing(t *testing.T) {
 	dt := newDeployTest(t)
 	m := twoServices(dt.lease, "*.wild.example.com", "nginx:1.26", nil, false)
 	run, err := dt.env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
-		ID: workflows.DeployWorkflowID(dt.lease), TaskQueue: dt.tq,
-	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m})
+		ID: api.DeployWorkflowID(dt.lease), TaskQueue: dt.tq,
+	}, api.DeployWorkflow, api.DeployInput{Manifest: m})
 	require.NoError(t, err)
 	err = run.Get(context.Background(), nil)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "got %v", err)
-	assert.Equal(t, workflows.ErrInvalidManifest, appErr.Type())
+	assert.Equal(t, api.ErrInvalidManifest, appErr.Type())
 	assert.Contains(t, appErr.Error(), "services[0].ports[0].expose.http.hostnames[0]")
 	_, err = dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(dt.lease), metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err))
@@ -398,11 +398,11 @@ func TestNewerManifestSupersedesARolloutInProgress(t *testing.T) {
 
 	dt.deploy(twoServices(dt.lease, host, "nginx:1.27", nil, false))
 	dt.deploy(twoServices(dt.lease, host, "nginx:1.28", nil, false))
-	var st workflows.DeployStatus
+	var st api.DeployStatus
 	require.Eventually(t, func() bool {
 		s, err := dt.status(dt.lease)
 		st = s
-		return err == nil && s.Phase == workflows.PhaseActive && !s.Pending
+		return err == nil && s.Phase == api.PhaseActive && !s.Pending
 	}, 90*time.Second, 100*time.Millisecond, "never Active on the newest manifest (last %+v)", st)
 
 	_, available, images := dt.available(ns, "web")
@@ -436,19 +436,19 @@ func TestTheSameManifestSentAgainJoinsItsDeploy(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, pollQuery, "the rollout never began", func() (bool, string) {
 		_, av, _ := dt.available(manifest.Namespace(dt.lease), "web")
 		st, err := dt.status(dt.lease)
-		return err == nil && st.Phase == workflows.PhaseDeploying && av == 0 && dt.rolloutsSeen(dt.lease, st) != "", fmt.Sprint(st.Phase)
+		return err == nil && st.Phase == api.PhaseDeploying && av == 0 && dt.rolloutsSeen(dt.lease, st) != "", fmt.Sprint(st.Phase)
 	})
 	h, err := dt.env.Temporal.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{
-		WorkflowID: workflows.DeployWorkflowID(dt.lease), UpdateName: workflows.UpdateDeploy,
-		Args: []any{workflows.DeployRequest{Manifest: m, Trigger: "test"}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+		WorkflowID: api.DeployWorkflowID(dt.lease), UpdateName: api.UpdateDeploy,
+		Args: []any{api.DeployRequest{Manifest: m, Trigger: "test"}}, WaitForStage: client.WorkflowUpdateStageCompleted})
 	require.NoError(t, err)
-	var answer workflows.DeployStatus
+	var answer api.DeployStatus
 	require.NoError(t, h.Get(context.Background(), &answer))
 	assert.Equal(t, int64(0), answer.Revision, "the caller waits for the deploy after revision 0: the one in progress")
 	assert.False(t, answer.Pending)
 
 	st := dt.waitRevision(dt.lease, 1)
-	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	assert.Equal(t, int64(1), st.Revision, "deployed twice")
 	require.Len(t, st.History, 1)
 	assert.Equal(t, "Succeeded", st.History[0].Outcome)

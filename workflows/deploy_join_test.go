@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
@@ -21,20 +22,20 @@ import (
 // request for the manifest being deployed now joins that deploy.
 func TestTheSameManifestDuringItsDeployJoinsIt(t *testing.T) {
 	env, rollouts := minuteLongRollouts(t)
-	var joined DeployStatus
+	var joined api.DeployStatus
 	var updateErr error
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(UpdateDeploy, "", &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(api.UpdateDeploy, "", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { updateErr = err }, OnAccept: func() {},
 			OnComplete: func(v any, err error) {
 				updateErr = err
-				if st, ok := v.(DeployStatus); ok {
+				if st, ok := v.(api.DeployStatus); ok {
 					joined = st
 				}
 			},
-		}, DeployRequest{Manifest: oneService("l"), Trigger: "cli"})
+		}, api.DeployRequest{Manifest: oneService("l"), Trigger: "cli"})
 	}, 10*time.Second)
-	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Trigger: "cli"})
+	env.ExecuteWorkflow(DeployWorkflow, api.DeployInput{Manifest: oneService("l"), Trigger: "cli"})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, updateErr)
 	assert.Equal(t, int64(0), joined.Revision, "the update's answer: the caller waits for the deploy after revision 0, the one in progress")
@@ -42,14 +43,14 @@ func TestTheSameManifestDuringItsDeployJoinsIt(t *testing.T) {
 
 	var can *workflow.ContinueAsNewError
 	require.True(t, errors.As(env.GetWorkflowError(), &can), "want continue-as-new after the deploy, got %v", env.GetWorkflowError())
-	var next DeployInput
+	var next api.DeployInput
 	require.NoError(t, converterDecode(can, &next))
 	assert.Equal(t, 1, *rollouts)
-	assert.Equal(t, int64(1), next.Carry.Revision, "one deploy")
-	assert.Nil(t, next.Carry.Pending, "nothing left to deploy again")
-	require.Len(t, next.Carry.History, 1)
-	assert.Equal(t, "Succeeded", next.Carry.History[0].Outcome)
-	assert.Equal(t, PhaseActive, next.Carry.Phase)
+	assert.Equal(t, int64(1), deployed(next).Carry.Revision, "one deploy")
+	assert.Nil(t, deployed(next).Carry.Pending, "nothing left to deploy again")
+	require.Len(t, deployed(next).Carry.History, 1)
+	assert.Equal(t, "Succeeded", deployed(next).Carry.History[0].Outcome)
+	assert.Equal(t, api.PhaseActive, deployed(next).Carry.Phase)
 }
 
 // A deploy bound to an approved plan may yet abort (the plan changed): the
@@ -57,30 +58,30 @@ func TestTheSameManifestDuringItsDeployJoinsIt(t *testing.T) {
 // a deploy that may never happen.
 func TestTheSameManifestDoesNotJoinADeployBoundToAPlan(t *testing.T) {
 	env := idleLease(t, func(env *deployEnv) {
-		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).After(time.Minute).Return(&RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil)
+		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).After(time.Minute).Return(&api.RolloutResult{Outcome: api.OutcomeComplete, DesiredReplicas: 1}, nil)
 	})
 	m := oneService("l")
 	m.Services[0].Image = "nginx:1.28"
-	var second DeployStatus
-	send := func(at time.Duration, req DeployRequest, into *DeployStatus) {
+	var second api.DeployStatus
+	send := func(at time.Duration, req api.DeployRequest, into *api.DeployStatus) {
 		env.RegisterDelayedCallback(func() {
-			env.UpdateWorkflow(UpdateDeploy, "", &testsuite.TestUpdateCallback{
+			env.UpdateWorkflow(api.UpdateDeploy, "", &testsuite.TestUpdateCallback{
 				OnReject: func(err error) { t.Errorf("rejected: %v", err) }, OnAccept: func() {},
 				OnComplete: func(v any, err error) {
-					if st, ok := v.(DeployStatus); ok && into != nil {
+					if st, ok := v.(api.DeployStatus); ok && into != nil {
 						*into = st
 					}
 				},
 			}, req)
 		}, at)
 	}
-	send(time.Second, DeployRequest{Manifest: m, PlanFingerprint: "0123456789abcdef"}, nil)
-	send(10*time.Second, DeployRequest{Manifest: m}, &second)
-	env.ExecuteWorkflow(DeployWorkflow, env.in)
+	send(time.Second, api.DeployRequest{Manifest: m, PlanFingerprint: "0123456789abcdef"}, nil)
+	send(10*time.Second, api.DeployRequest{Manifest: m}, &second)
+	env.ExecuteWorkflow(DeployWorkflow, env.in.encode())
 	require.True(t, env.IsWorkflowCompleted())
 	assert.True(t, second.Pending, "the request joined a deploy bound to a plan")
 	next := continuedWith(t, env.GetWorkflowError())
-	require.NotNil(t, next.Carry.Pending, "the second request was lost")
+	require.NotNil(t, deployed(next).Carry.Pending, "the second request was lost")
 }
 
 // Found by make chaos (a placement, the second cluster's API server
@@ -97,29 +98,29 @@ func TestARequestRepeatingTheKeyOfTheDeployInProgressChangesNothing(t *testing.T
 	const key = "placement:run-1:1:eu-1:deploy"
 	var updateErr error
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(UpdateDeploy, key, &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(api.UpdateDeploy, key, &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { updateErr = err }, OnAccept: func() {},
 			OnComplete: func(_ any, err error) { updateErr = err },
-		}, DeployRequest{Manifest: oneService("l"), Trigger: "placement", Key: key})
+		}, api.DeployRequest{Manifest: oneService("l"), Trigger: "placement", Key: key})
 	}, 10*time.Second) // the input's deploy is under way
-	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Trigger: "placement", Key: key})
+	env.ExecuteWorkflow(DeployWorkflow, api.DeployInput{Manifest: oneService("l"), Trigger: "placement", Key: key})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, updateErr)
 
 	next := continuedWith(t, env.GetWorkflowError())
 	assert.Equal(t, 1, *rollouts, "one rollout")
-	assert.Equal(t, int64(1), next.Carry.Revision, "one deploy")
-	assert.Nil(t, next.Carry.Pending, "nothing left to deploy again")
-	require.Len(t, next.Carry.History, 1)
-	assert.Equal(t, key, next.Carry.History[0].Key, "the input's deploy is the keyed one")
-	assert.Equal(t, "Succeeded", next.Carry.History[0].Outcome)
+	assert.Equal(t, int64(1), deployed(next).Carry.Revision, "one deploy")
+	assert.Nil(t, deployed(next).Carry.Pending, "nothing left to deploy again")
+	require.Len(t, deployed(next).Carry.History, 1)
+	assert.Equal(t, key, deployed(next).Carry.History[0].Key, "the input's deploy is the keyed one")
+	assert.Equal(t, "Succeeded", deployed(next).Carry.History[0].Outcome)
 	assert.Empty(t, next.Key, "the key is the start's, not the continued run's")
 }
 
 // A start's key is checked as a request's is: hand-typed input.
 func TestAStartsKeyIsChecked(t *testing.T) {
 	env := newDeployEnv(t, func(*deployEnv) {})
-	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Key: "bad key\n"})
+	env.ExecuteWorkflow(DeployWorkflow, api.DeployInput{Manifest: oneService("l"), Key: "bad key\n"})
 	require.Error(t, env.GetWorkflowError())
 	assert.Contains(t, env.GetWorkflowError().Error(), `key: "bad key\n": use letters, digits`)
 }
@@ -130,9 +131,9 @@ func minuteLongRollouts(t *testing.T) (*deployEnv, *int) {
 	rollouts := 0
 	env := newDeployEnv(t, func(env *deployEnv) {
 		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).After(time.Minute).Return(
-			func(workflow.Context, RolloutInput) (*RolloutResult, error) {
+			func(workflow.Context, api.RolloutInput) (*api.RolloutResult, error) {
 				rollouts++
-				return &RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil
+				return &api.RolloutResult{Outcome: api.OutcomeComplete, DesiredReplicas: 1}, nil
 			})
 	})
 	return env, &rollouts
@@ -161,27 +162,27 @@ func TestAReturnGuardedByItsKeyNeverReplacesANewerDeploy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := idleLease(t, func(env *deployEnv) {
-				env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).After(time.Minute).Return(&RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 2}, nil)
+				env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).After(time.Minute).Return(&api.RolloutResult{Outcome: api.OutcomeComplete, DesiredReplicas: 2}, nil)
 			})
-			env.in.Carry.History = []DeployRecord{{Revision: 1, Key: key, Outcome: "Succeeded"}}
+			env.in.Carry.History = []api.DeployRecord{{Revision: 1, Key: key, Outcome: "Succeeded"}}
 			var rejection error
 			env.RegisterDelayedCallback(func() {
 				if tc.cli {
-					env.UpdateWorkflow(UpdateDeploy, "cli", &testsuite.TestUpdateCallback{
+					env.UpdateWorkflow(api.UpdateDeploy, "cli", &testsuite.TestUpdateCallback{
 						OnReject: func(err error) { t.Errorf("the CLI's deploy was refused: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
-					}, DeployRequest{Manifest: newer, Trigger: "cli"})
+					}, api.DeployRequest{Manifest: newer, Trigger: "cli"})
 				}
-				env.UpdateWorkflow(UpdateDeploy, "return", &testsuite.TestUpdateCallback{
+				env.UpdateWorkflow(api.UpdateDeploy, "return", &testsuite.TestUpdateCallback{
 					OnReject: func(err error) { rejection = err }, OnAccept: func() {}, OnComplete: func(any, error) {},
-				}, DeployRequest{Manifest: good, Trigger: "placement", Key: "placement:run-1:1:eu-1:revert", IfLast: key})
+				}, api.DeployRequest{Manifest: good, Trigger: "placement", Key: "placement:run-1:1:eu-1:revert", IfLast: key})
 			}, time.Second)
-			env.ExecuteWorkflow(DeployWorkflow, env.in)
+			env.ExecuteWorkflow(DeployWorkflow, env.in.encode())
 			next := continuedWith(t, env.GetWorkflowError())
-			last := next.Carry.History[len(next.Carry.History)-1]
+			last := deployed(next).Carry.History[len(deployed(next).Carry.History)-1]
 			if tc.rejected {
 				var appErr *temporal.ApplicationError
 				require.ErrorAs(t, rejection, &appErr)
-				assert.Equal(t, ErrNotLastDeploy, appErr.Type())
+				assert.Equal(t, api.ErrNotLastDeploy, appErr.Type())
 				assert.Equal(t, "nginx:1.29", last.Image["web"], "the CLI's deploy ran, not the return")
 				assert.Equal(t, "cli", last.Trigger)
 			} else {

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/observe"
 )
 
@@ -17,23 +18,6 @@ import (
 // safety-net timer (healthIntervalSeconds, by default an hour) reads the
 // same observation itself, in case every worker missed the change. Nothing
 // polls: an idle lease costs one timer an hour.
-
-// UpdateObserve is the observer's update: argument an Observation, answer
-// an ObserveResult.
-const UpdateObserve = "observe"
-
-// Error types of a rejected observation (a rejected update leaves no trace
-// in the history).
-const (
-	// ErrObservationKnown: the observation changes nothing (another worker
-	// sent it first, or this run predates observations). Do not resend.
-	ErrObservationKnown = "ObservationKnown"
-	// ErrObservationDeferred: a deploy is in progress (its rollouts watch
-	// the services themselves): send again when its run ends. With an
-	// ObserveResult whose RecheckAfter is set, the workflow is only between
-	// two waits: send again after RecheckAfter.
-	ErrObservationDeferred = "ObservationDeferred"
-)
 
 // busyRetry is how soon the observer sends again an observation deferred
 // while the workflow is between two waits, not deploying.
@@ -53,7 +37,7 @@ func (w *deployRun) idleInterval() time.Duration {
 }
 
 func (w *deployRun) registerObserve() error {
-	return workflow.SetUpdateHandlerWithOptions(w.ctx, UpdateObserve,
+	return workflow.SetUpdateHandlerWithOptions(w.ctx, api.UpdateObserve,
 		func(_ workflow.Context, o observe.Observation) (observe.ObserveResult, error) {
 			w.observation = &o
 			return observe.ObserveResult{RecheckAfter: w.recheckAfter(&o)}, nil
@@ -79,42 +63,42 @@ func (w *deployRun) takesObservation(o *observe.Observation) error {
 	case !w.idle && w.requested != nil:
 		// The observer sends it again when this run ends: a deploy ends its
 		// run (the workflow continues as new).
-		return temporal.NewApplicationError("a deploy is in progress; its rollouts watch the services", ErrObservationDeferred)
+		return temporal.NewApplicationError("a deploy is in progress; its rollouts watch the services", api.ErrObservationDeferred)
 	case !w.idle:
 		// Between two waits (the run starting, or acting on the last
 		// observation): idle again in a moment, in this run.
-		return temporal.NewApplicationError("the workflow is busy; send again shortly", ErrObservationDeferred, observe.ObserveResult{RecheckAfter: busyRetry})
+		return temporal.NewApplicationError("the workflow is busy; send again shortly", api.ErrObservationDeferred, observe.ObserveResult{RecheckAfter: busyRetry})
 	case !w.takesLeaseEvents():
 		return known("this run predates observations")
 	case w.observation != nil && w.observation.Key() == o.Key():
 		// Another observer's, in the same workflow task: the same change.
-		return temporal.NewApplicationError("already taken, not yet acted on", ErrObservationKnown, observe.ObserveResult{RecheckAfter: w.recheckAfter(o)})
+		return temporal.NewApplicationError("already taken, not yet acted on", api.ErrObservationKnown, observe.ObserveResult{RecheckAfter: w.recheckAfter(o)})
 	case o.Closed:
 		return nil
 	case w.current == nil:
 		return known("nothing is deployed")
 	case o.Unknown:
-		if w.Phase == PhaseUnknown {
+		if w.Phase == api.PhaseUnknown {
 			return known("already Unknown")
 		}
 		return nil
-	case w.Phase == PhaseUnknown:
+	case w.Phase == api.PhaseUnknown:
 		return nil
 	case w.healthyIn(o):
-		if w.unhealthySince.IsZero() && w.Phase != PhaseDegraded {
+		if w.unhealthySince.IsZero() && w.Phase != api.PhaseDegraded {
 			return known("already healthy")
 		}
 		return nil
 	case w.unhealthySince.IsZero():
 		return nil
-	case w.Phase != PhaseDegraded && w.recheckAfter(o) == 0:
+	case w.Phase != api.PhaseDegraded && w.recheckAfter(o) == 0:
 		return nil // degradedAfter has passed
 	default:
-		return temporal.NewApplicationError("already below its replicas", ErrObservationKnown, observe.ObserveResult{RecheckAfter: w.recheckAfter(o)})
+		return temporal.NewApplicationError("already below its replicas", api.ErrObservationKnown, observe.ObserveResult{RecheckAfter: w.recheckAfter(o)})
 	}
 }
 
-func known(why string) error { return temporal.NewApplicationError(why, ErrObservationKnown) }
+func known(why string) error { return temporal.NewApplicationError(why, api.ErrObservationKnown) }
 
 // healthyIn reports whether every service of the deployed manifest has its
 // replicas available in o. A service without ReplicaSets (deleted by hand)
@@ -156,7 +140,7 @@ func (w *deployRun) unhealthyFrom(o *observe.Observation) time.Time {
 // recheckAfter is how long until an unhealthy lease turns Degraded; zero
 // when it is healthy, not observable, or due now.
 func (w *deployRun) recheckAfter(o *observe.Observation) time.Duration {
-	if o.Closed || o.Unknown || w.healthyIn(o) || w.Phase == PhaseDegraded {
+	if o.Closed || o.Unknown || w.healthyIn(o) || w.Phase == api.PhaseDegraded {
 		return 0
 	}
 	left := w.degradedAfter - workflow.Now(w.ctx).Sub(w.unhealthyFrom(o))
@@ -221,32 +205,32 @@ func (w *deployRun) observe(observed, healthy bool) {
 	now := workflow.Now(w.ctx)
 	switch {
 	case !observed:
-		w.setPhase(PhaseUnknown)
+		w.setPhase(api.PhaseUnknown)
 	case healthy:
 		w.unhealthySince = time.Time{}
 		switch {
-		case w.Phase == PhaseFailed:
+		case w.Phase == api.PhaseFailed:
 		case w.LastFailed != nil:
 			// Observed healthy again after Unknown or Degraded: what runs
 			// is the last-known-good version, and the last deploy still
 			// failed. Before, it turned Active (make chaos: the API server
 			// stopped after a failed update was reverted); the same command
 			// either way, so histories replay.
-			w.setPhase(PhaseFailed)
+			w.setPhase(api.PhaseFailed)
 		default:
-			w.setPhase(PhaseActive)
+			w.setPhase(api.PhaseActive)
 		}
 	default:
 		if w.unhealthySince.IsZero() {
 			w.unhealthySince = now
 		}
 		if now.Sub(w.unhealthySince) >= w.degradedAfter {
-			w.setPhase(PhaseDegraded)
+			w.setPhase(api.PhaseDegraded)
 		}
 	}
 }
 
 func isLeaseNotActive(err error) bool {
 	var appErr *temporal.ApplicationError
-	return errors.As(err, &appErr) && appErr.Type() == ErrLeaseNotActive
+	return errors.As(err, &appErr) && appErr.Type() == api.ErrLeaseNotActive
 }

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/observe"
 )
 
@@ -42,8 +43,8 @@ func idleLease(t *testing.T, setup func(*deployEnv)) *deployEnv {
 	two := int32(2)
 	m.Services[0].Replicas = &two
 	env.OnActivity(env.a.DeleteNamespace, mock.Anything, mock.Anything).Return(nil).Maybe()
-	env.in = DeployInput{Manifest: m, Trigger: "test", DegradedAfterSeconds: 10,
-		Carry: &DeployCarry{Owner: "acme", Phase: PhaseActive, LastGood: &m, Revision: 1}}
+	env.in = deployInput{DeployInput: api.DeployInput{Manifest: m, Trigger: "test", DegradedAfterSeconds: 10},
+		Carry: &deployCarry{Owner: "acme", Phase: api.PhaseActive, LastGood: &m, Revision: 1}}
 	env.SetContinuedExecutionRunID("the-run-it-continues") // a carry comes only from the workflow itself
 	return env
 }
@@ -65,33 +66,33 @@ type observeStep struct {
 func TestIdleLeaseTakesOnlyObservationsThatChangeSomething(t *testing.T) {
 	unknown := observe.Observation{Lease: "l", Unknown: true}
 	steps := []observeStep{
-		{at: time.Second, obs: web(2), rejected: ErrObservationKnown, phase: PhaseActive},
+		{at: time.Second, obs: web(2), rejected: api.ErrObservationKnown, phase: api.PhaseActive},
 		// Scaled to 0 by hand: below the manifest's replicas. Degraded only
 		// once degradedAfter (10s) has passed since it was first seen; the
 		// observer is told when to send it again.
-		{at: 2 * time.Second, obs: web(0), recheck: 10 * time.Second, phase: PhaseActive},
-		{at: 3 * time.Second, obs: web(0), rejected: ErrObservationKnown, phase: PhaseActive},
-		{at: 12 * time.Second, obs: web(0), phase: PhaseDegraded},
-		{at: 13 * time.Second, obs: web(0), rejected: ErrObservationKnown, phase: PhaseDegraded},
-		{at: 14 * time.Second, obs: web(2), phase: PhaseActive},
+		{at: 2 * time.Second, obs: web(0), recheck: 10 * time.Second, phase: api.PhaseActive},
+		{at: 3 * time.Second, obs: web(0), rejected: api.ErrObservationKnown, phase: api.PhaseActive},
+		{at: 12 * time.Second, obs: web(0), phase: api.PhaseDegraded},
+		{at: 13 * time.Second, obs: web(0), rejected: api.ErrObservationKnown, phase: api.PhaseDegraded},
+		{at: 14 * time.Second, obs: web(2), phase: api.PhaseActive},
 		// Could not observe: Unknown, never Degraded; once.
-		{at: 15 * time.Second, obs: unknown, phase: PhaseUnknown},
-		{at: 16 * time.Second, obs: unknown, rejected: ErrObservationKnown, phase: PhaseUnknown},
-		{at: 17 * time.Second, obs: web(2), phase: PhaseActive},
+		{at: 15 * time.Second, obs: unknown, phase: api.PhaseUnknown},
+		{at: 16 * time.Second, obs: unknown, rejected: api.ErrObservationKnown, phase: api.PhaseUnknown},
+		{at: 17 * time.Second, obs: web(2), phase: api.PhaseActive},
 		// A service with no ReplicaSet at all (deleted by hand) is below
 		// its replicas too.
-		{at: 18 * time.Second, obs: observe.Observation{Lease: "l"}, recheck: 10 * time.Second, phase: PhaseActive},
-		{at: 19 * time.Second, obs: web(2), phase: PhaseActive},
+		{at: 18 * time.Second, obs: observe.Observation{Lease: "l"}, recheck: 10 * time.Second, phase: api.PhaseActive},
+		{at: 19 * time.Second, obs: web(2), phase: api.PhaseActive},
 		// Another lease's observation is refused, naming the field.
-		{at: 20 * time.Second, obs: observe.Observation{Lease: "other", Closed: true}, rejected: "lease", phase: PhaseActive},
+		{at: 20 * time.Second, obs: observe.Observation{Lease: "other", Closed: true}, rejected: "lease", phase: api.PhaseActive},
 		// Issue 35.2: "closed" is a hint; the lease's record, read, says
 		// Active (an observe update typed by hand tore the lease down).
-		{at: 25 * time.Second, obs: observe.Observation{Lease: "l", Closed: true}, phase: PhaseActive},
+		{at: 25 * time.Second, obs: observe.Observation{Lease: "l", Closed: true}, phase: api.PhaseActive},
 	}
 	env := idleLease(t, func(env *deployEnv) { leaseRecord(env, 1) })
 	for i, s := range steps {
 		env.RegisterDelayedCallback(func() {
-			env.UpdateWorkflow(UpdateObserve, "", &testsuite.TestUpdateCallback{
+			env.UpdateWorkflow(api.UpdateObserve, "", &testsuite.TestUpdateCallback{
 				OnReject: func(err error) {
 					var appErr *temporal.ApplicationError
 					switch {
@@ -121,9 +122,9 @@ func TestIdleLeaseTakesOnlyObservationsThatChangeSomething(t *testing.T) {
 	}
 	// Then the lease closes: torn down at once.
 	runUntilClosedAt(t, env, 30*time.Second)
-	var st DeployStatus
+	var st api.DeployStatus
 	require.NoError(t, env.GetWorkflowResult(&st))
-	assert.Equal(t, PhaseTornDown, st.Phase)
+	assert.Equal(t, api.PhaseTornDown, st.Phase)
 	env.AssertNotCalled(t, "ObserveLease", mock.Anything, mock.Anything)
 	env.AssertNotCalled(t, "CheckHealth", mock.Anything, mock.Anything)
 	env.AssertNumberOfCalls(t, "CheckLease", 2) // once per "closed", to confirm it
@@ -140,20 +141,20 @@ func TestAFailedLeaseObservedAgainAfterAnOutageIsStillFailed(t *testing.T) {
 	env := idleLease(t, func(env *deployEnv) { leaseRecord(env, 0) })
 	failed := oneService("l") // the manifest whose deploy failed
 	failed.Services[0].Image = "nginx:1.28"
-	env.in.Carry.Phase, env.in.Carry.LastFailed, env.in.Carry.Revision = PhaseFailed, &failed, 2
+	env.in.Carry.Phase, env.in.Carry.LastFailed, env.in.Carry.Revision = api.PhaseFailed, &failed, 2
 	steps := []observeStep{
-		{at: time.Second, obs: unknown, phase: PhaseUnknown},
-		{at: 2 * time.Second, obs: web(2), phase: PhaseFailed},
-		{at: 3 * time.Second, obs: web(0), recheck: 10 * time.Second, phase: PhaseFailed},
-		{at: 14 * time.Second, obs: web(0), phase: PhaseDegraded},
-		{at: 15 * time.Second, obs: web(2), phase: PhaseFailed},
+		{at: time.Second, obs: unknown, phase: api.PhaseUnknown},
+		{at: 2 * time.Second, obs: web(2), phase: api.PhaseFailed},
+		{at: 3 * time.Second, obs: web(0), recheck: 10 * time.Second, phase: api.PhaseFailed},
+		{at: 14 * time.Second, obs: web(0), phase: api.PhaseDegraded},
+		{at: 15 * time.Second, obs: web(2), phase: api.PhaseFailed},
 	}
 	// Its own check after a dip, as the observer's fallback.
 	healthy := web(2)
 	env.OnActivity(env.a.ObserveLease, mock.Anything, mock.Anything).Return(&healthy, nil).Maybe()
 	for i, s := range steps {
 		env.RegisterDelayedCallback(func() {
-			env.UpdateWorkflow(UpdateObserve, "", &testsuite.TestUpdateCallback{
+			env.UpdateWorkflow(api.UpdateObserve, "", &testsuite.TestUpdateCallback{
 				OnReject: func(err error) { t.Errorf("step %d (%+v): rejected: %v", i, s.obs, err) },
 				OnAccept: func() {}, OnComplete: func(any, error) {},
 			}, s.obs)
@@ -170,11 +171,11 @@ func TestAFailedLeaseObservedAgainAfterAnOutageIsStillFailed(t *testing.T) {
 func runUntilClosedAt(t *testing.T, env *deployEnv, at time.Duration) {
 	t.Helper()
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(UpdateObserve, "", &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(api.UpdateObserve, "", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { t.Errorf("closed: rejected: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
 		}, observe.Observation{Lease: "l", Closed: true})
 	}, at)
-	env.ExecuteWorkflow(DeployWorkflow, env.in)
+	env.ExecuteWorkflow(DeployWorkflow, env.in.encode())
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 }
@@ -197,7 +198,7 @@ func TestIdleLeaseSafetyNetIsOneObservationAnHour(t *testing.T) {
 		leaseRecord(env, 0)
 	})
 	start = env.Now()
-	env.ExecuteWorkflow(DeployWorkflow, env.in)
+	env.ExecuteWorkflow(DeployWorkflow, env.in.encode())
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	require.Len(t, calls, 3)
@@ -212,26 +213,26 @@ func TestIdleLeaseSafetyNetIsOneObservationAnHour(t *testing.T) {
 // services); the observer sends them again later.
 func TestObservationsWaitWhileADeployRuns(t *testing.T) {
 	env := newDeployEnv(t, func(env *deployEnv) {
-		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).After(time.Minute).Return(&RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil)
+		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).After(time.Minute).Return(&api.RolloutResult{Outcome: api.OutcomeComplete, DesiredReplicas: 1}, nil)
 	})
 	var rejected error
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(UpdateObserve, "", &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(api.UpdateObserve, "", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { rejected = err }, OnAccept: func() {}, OnComplete: func(any, error) {},
 		}, web(0))
 	}, 10*time.Second)
-	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Trigger: "test"})
+	env.ExecuteWorkflow(DeployWorkflow, api.DeployInput{Manifest: oneService("l"), Trigger: "test"})
 	require.True(t, env.IsWorkflowCompleted())
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(rejected, &appErr), "want a typed rejection, got %v", rejected)
-	assert.Equal(t, ErrObservationDeferred, appErr.Type())
+	assert.Equal(t, api.ErrObservationDeferred, appErr.Type())
 }
 
-func (env *deployEnv) status(t *testing.T) DeployStatus {
+func (env *deployEnv) status(t *testing.T) api.DeployStatus {
 	t.Helper()
-	v, err := env.QueryWorkflow(QueryDeploy)
+	v, err := env.QueryWorkflow(api.QueryStatus)
 	require.NoError(t, err)
-	var st DeployStatus
+	var st api.DeployStatus
 	require.NoError(t, v.Get(&st))
 	return st
 }
@@ -244,17 +245,17 @@ func (env *deployEnv) status(t *testing.T) DeployStatus {
 func TestALeaseClosedMidRolloutIsTornDownWhenObserved(t *testing.T) {
 	env := newDeployEnv(t, func(env *deployEnv) {
 		// A rollout that takes an hour, unless cancelled.
-		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, _ RolloutInput) (*RolloutResult, error) {
+		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, _ api.RolloutInput) (*api.RolloutResult, error) {
 			if err := workflow.Sleep(ctx, time.Hour); err != nil {
 				return nil, err
 			}
-			return &RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil
+			return &api.RolloutResult{Outcome: api.OutcomeComplete, DesiredReplicas: 1}, nil
 		})
 	})
 	env.OnActivity(env.a.DeleteNamespace, mock.Anything, mock.Anything).Return(nil).Maybe()
 	leaseRecord(env, 0)
 	send := func(o observe.Observation, check func(error)) {
-		env.UpdateWorkflow(UpdateObserve, "", &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(api.UpdateObserve, "", &testsuite.TestUpdateCallback{
 			OnReject: check, OnAccept: func() { check(nil) }, OnComplete: func(any, error) {},
 		}, o)
 	}
@@ -262,7 +263,7 @@ func TestALeaseClosedMidRolloutIsTornDownWhenObserved(t *testing.T) {
 		send(web(0), func(err error) {
 			var appErr *temporal.ApplicationError
 			if assert.True(t, errors.As(err, &appErr), "a health observation mid-deploy is deferred, got %v", err) {
-				assert.Equal(t, ErrObservationDeferred, appErr.Type())
+				assert.Equal(t, api.ErrObservationDeferred, appErr.Type())
 			}
 		})
 	}, time.Minute)
@@ -271,12 +272,12 @@ func TestALeaseClosedMidRolloutIsTornDownWhenObserved(t *testing.T) {
 			assert.NoError(t, err, "the closed lease's observation is taken mid-rollout")
 		})
 	}, 2*time.Minute)
-	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Trigger: "test"})
+	env.ExecuteWorkflow(DeployWorkflow, api.DeployInput{Manifest: oneService("l"), Trigger: "test"})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
-	var st DeployStatus
+	var st api.DeployStatus
 	require.NoError(t, env.GetWorkflowResult(&st))
-	assert.Equal(t, PhaseTornDown, st.Phase)
+	assert.Equal(t, api.PhaseTornDown, st.Phase)
 	assert.Equal(t, "Interrupted by teardown", st.History[len(st.History)-1].Outcome, "the rollout was cancelled, not waited for")
 	env.AssertNumberOfCalls(t, "CheckLease", 1) // once, to confirm the close, not a lease check every 30s
 }
@@ -291,7 +292,7 @@ func TestADeferredObservationSaysWhetherTheRunIsDeploying(t *testing.T) {
 	w := &deployRun{lease: "l"} // between two waits
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(w.takesObservation(&observe.Observation{Lease: "l"}), &appErr))
-	assert.Equal(t, ErrObservationDeferred, appErr.Type())
+	assert.Equal(t, api.ErrObservationDeferred, appErr.Type())
 	var res observe.ObserveResult
 	require.NoError(t, appErr.Details(&res), "a busy workflow says when to send again")
 	assert.Equal(t, busyRetry, res.RecheckAfter)
@@ -299,6 +300,6 @@ func TestADeferredObservationSaysWhetherTheRunIsDeploying(t *testing.T) {
 	m := oneService("l")
 	w.requested = &m // deploying
 	require.True(t, errors.As(w.takesObservation(&observe.Observation{Lease: "l"}), &appErr))
-	assert.Equal(t, ErrObservationDeferred, appErr.Type())
+	assert.Equal(t, api.ErrObservationDeferred, appErr.Type())
 	assert.False(t, appErr.HasDetails(), "a deploying workflow is sent again when its run ends")
 }

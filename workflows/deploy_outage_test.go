@@ -11,9 +11,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // TestDisruptiveAPIServerOutage stops the real kube-apiserver for 20s
@@ -30,12 +30,12 @@ func TestDisruptiveAPIServerOutage(t *testing.T) {
 	dt := newDeployTest(t)
 	host := dt.lease + ".apps.example.com"
 	run := dt.deploy(twoServices(dt.lease, host, "nginx:1.26", nil, false))
-	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	require.Equal(t, api.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
 	quiet := newDeployTest(t)
 	quiet.healthInterval = 0
 	dt.env.Observer(t, 3*time.Second)
 	quiet.deploy(twoServices(quiet.lease, quiet.lease+".apps.example.com", "nginx:1.26", nil, false))
-	require.Equal(t, workflows.PhaseActive, quiet.waitRevision(quiet.lease, 1).Phase)
+	require.Equal(t, api.PhaseActive, quiet.waitRevision(quiet.lease, 1).Phase)
 
 	var mu sync.Mutex
 	seen, seenQuiet := map[string]int{}, map[string]int{}
@@ -90,18 +90,18 @@ func TestDisruptiveAPIServerOutage(t *testing.T) {
 
 	require.Eventually(t, func() bool {
 		st, err := dt.status(dt.lease)
-		return err == nil && st.Phase == workflows.PhaseActive
+		return err == nil && st.Phase == api.PhaseActive
 	}, 60*time.Second, 250*time.Millisecond, "the lease never became Active again")
 	require.Eventually(t, func() bool {
 		st, err := quiet.status(quiet.lease)
-		return err == nil && st.Phase == workflows.PhaseActive
+		return err == nil && st.Phase == api.PhaseActive
 	}, 60*time.Second, 250*time.Millisecond, "the observed lease never became Active again")
 	close(stop)
 	wg.Wait()
 
-	assert.Positive(t, during[workflows.PhaseUnknown], "the outage is reported as Unknown (seen %v)", during)
-	assert.Positive(t, duringQuiet[workflows.PhaseUnknown], "the observer reports the outage as Unknown (seen %v)", duringQuiet)
-	for _, bad := range []string{workflows.PhaseDegraded, workflows.PhaseTearingDown, workflows.PhaseTornDown, workflows.PhaseFailed} {
+	assert.Positive(t, during[api.PhaseUnknown], "the outage is reported as Unknown (seen %v)", during)
+	assert.Positive(t, duringQuiet[api.PhaseUnknown], "the observer reports the outage as Unknown (seen %v)", duringQuiet)
+	for _, bad := range []string{api.PhaseDegraded, api.PhaseTearingDown, api.PhaseTornDown, api.PhaseFailed} {
 		assert.Zero(t, seen[bad], "phase %s during or after the outage (seen %v)", bad, seen)
 		assert.Zero(t, seenQuiet[bad], "observed lease: phase %s during or after the outage (seen %v)", bad, seenQuiet)
 	}

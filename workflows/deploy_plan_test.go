@@ -12,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 func (dt *deployTest) plan(m manifest.Manifest) *activities.DeployPlan {
@@ -46,7 +46,7 @@ func TestPlanListsTheOperationsTheDeployExecutes(t *testing.T) {
 	}, p1.Operations)
 	dt.deploy(v1)
 	st := dt.waitRevision(dt.lease, 1)
-	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	assert.Equal(t, p1.Operations, st.History[0].Operations, "the first deploy did what its plan said")
 
 	v2 := twoServices(dt.lease, hostB, "nginx:1.27", nil, false)
@@ -60,7 +60,7 @@ func TestPlanListsTheOperationsTheDeployExecutes(t *testing.T) {
 	assert.Contains(t, p2.Summary, "2 services")
 	dt.deploy(v2)
 	st = dt.waitRevision(dt.lease, 2)
-	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	assert.Equal(t, p2.Operations, st.History[1].Operations, "the update did what its plan said")
 
 	assert.Empty(t, dt.plan(v2).Operations, "nothing left to do once deployed")
@@ -75,17 +75,17 @@ func TestUnapprovedDeployTimesOutIntoAnAbortWithNothingChanged(t *testing.T) {
 	m.RequireApproval = true
 	dt.deploy(m)
 
-	var st workflows.DeployStatus
+	var st api.DeployStatus
 	require.Eventually(t, func() bool {
 		s, err := dt.status(dt.lease)
 		st = s
-		return err == nil && s.Phase == workflows.PhaseAwaitingApproval
+		return err == nil && s.Phase == api.PhaseAwaitingApproval
 	}, 30*time.Second, 100*time.Millisecond, "never awaited approval (last %+v)", st)
 	require.NotNil(t, st.Plan)
 	assert.NotEmpty(t, st.Plan.Operations, "the plan awaiting approval is in the status")
 
 	st = dt.waitRevision(dt.lease, 1)
-	assert.Equal(t, workflows.PhaseAborted, st.Phase)
+	assert.Equal(t, api.PhaseAborted, st.Phase)
 	assert.Contains(t, st.History[0].Outcome, "Aborted: not approved in time")
 	assert.Empty(t, st.History[0].Operations, "nothing was done")
 	_, err := dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(dt.lease), metav1.GetOptions{})
@@ -105,19 +105,19 @@ func TestApprovedPlanDeploysAndAStalePlanIsRefused(t *testing.T) {
 	host := dt.lease + ".apps.example.com"
 	m := twoServices(dt.lease, host, "nginx:1.26", nil, false)
 	m.RequireApproval = true
-	awaiting := func() workflows.DeployStatus {
-		var st workflows.DeployStatus
+	awaiting := func() api.DeployStatus {
+		var st api.DeployStatus
 		require.Eventually(t, func() bool {
 			s, err := dt.status(dt.lease)
 			st = s
-			return err == nil && s.Phase == workflows.PhaseAwaitingApproval && s.Plan != nil
+			return err == nil && s.Phase == api.PhaseAwaitingApproval && s.Plan != nil
 		}, 30*time.Second, 100*time.Millisecond, "never awaited approval (last %+v)", st)
 		return st
 	}
 	approve := func(fp string) error {
 		h, err := dt.env.Temporal.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{
-			WorkflowID: workflows.DeployWorkflowID(dt.lease), UpdateName: workflows.UpdateApprove,
-			Args: []any{workflows.ApproveRequest{Fingerprint: fp}}, WaitForStage: client.WorkflowUpdateStageCompleted,
+			WorkflowID: api.DeployWorkflowID(dt.lease), UpdateName: api.UpdateApprove,
+			Args: []any{api.ApproveRequest{Fingerprint: fp}}, WaitForStage: client.WorkflowUpdateStageCompleted,
 		})
 		if err != nil {
 			return err
@@ -130,7 +130,7 @@ func TestApprovedPlanDeploysAndAStalePlanIsRefused(t *testing.T) {
 	assert.Error(t, approve("not-the-plan"), "approving another plan is refused")
 	require.NoError(t, approve(st.Plan.Fingerprint))
 	st = dt.waitRevision(dt.lease, 1)
-	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	assert.Equal(t, st.Plan.Operations, st.History[0].Operations)
 
 	// A new plan awaits approval; meanwhile someone scales web by hand.

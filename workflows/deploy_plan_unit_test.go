@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/plan"
 )
 
@@ -37,13 +38,13 @@ func TestTheExecutedTreeDoesNotDependOnTheWording(t *testing.T) {
 			Applied:   &activities.ApplyObjectsResult{Changed: objects, Kept: objects},
 			Classes:   []activities.Classification{web},
 		}, nil)
-		env.rollouts(RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil)
+		env.rollouts(api.RolloutResult{Outcome: api.OutcomeComplete, DesiredReplicas: 1}, nil)
 	})
-	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: m, Trigger: "test"})
+	env.ExecuteWorkflow(DeployWorkflow, api.DeployInput{Manifest: m, Trigger: "test"})
 	require.True(t, env.IsWorkflowCompleted())
 	in := continuedWith(t, env.GetWorkflowError())
-	require.NotEmpty(t, in.Carry.History)
-	executed := in.Carry.History[len(in.Carry.History)-1].Tree
+	require.NotEmpty(t, deployed(in).Carry.History)
+	executed := deployed(in).Carry.History[len(deployed(in).Carry.History)-1].Tree
 	require.NotNil(t, executed)
 	got := 0
 	executed.Walk(func(n *plan.Node, _ int) {
@@ -79,11 +80,11 @@ func TestAStepRunAgainAfterAFailedTaskRecordsWhatItsPlanSaid(t *testing.T) {
 		}, nil)
 		env.OnActivity(env.a.FinishDeploy, mock.Anything, mock.Anything).Return(&activities.FinishDeployResult{}, nil)
 	})
-	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: m, Trigger: "test"})
+	env.ExecuteWorkflow(DeployWorkflow, api.DeployInput{Manifest: m, Trigger: "test"})
 	require.True(t, env.IsWorkflowCompleted())
 	in := continuedWith(t, env.GetWorkflowError())
-	require.NotEmpty(t, in.Carry.History)
-	ran := in.Carry.History[len(in.Carry.History)-1].Operations
+	require.NotEmpty(t, deployed(in).Carry.History)
+	ran := deployed(in).Carry.History[len(deployed(in).Carry.History)-1].Operations
 	for _, want := range []string{plan.ApplyObject("Ingress/lease-ingress").Text, plan.DeleteObject("Service/api-ip-public").Text,
 		plan.ReleaseHostname("old.example.com").Text, plan.ReleaseIP("public").Text} {
 		assert.Contains(t, ran, want)

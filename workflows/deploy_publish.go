@@ -3,71 +3,20 @@ package workflows
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/internal/plan"
 	"github.com/deployflow/deployflow/internal/searchattr"
 )
 
 // What a lease shows: the status query's answer, its history records, and
 // its search attributes, summary and details in the Temporal UI.
 
-// DeployRecord is one deploy of a lease, for `deployflow history`.
-type DeployRecord struct {
-	Revision int64                 `json:"revision"`
-	Trigger  string                `json:"trigger"`
-	Key      string                `json:"key,omitempty"` // the request's (DeployRequest.Key)
-	Started  time.Time             `json:"started"`
-	Finished time.Time             `json:"finished"`
-	Outcome  string                `json:"outcome"`
-	Image    map[string]string     `json:"images,omitempty"`
-	Classes  map[string]string     `json:"classes,omitempty"`
-	Withheld []activities.Withheld `json:"withheld,omitempty"`
-	// Operations are what the deploy did, in the words of its plan.
-	Operations []string `json:"operations,omitempty"`
-	// Tree is the deploy's plan as executed: each operation's state.
-	Tree *plan.Node `json:"tree,omitempty"`
-	// Rollback is the return to the last-known-good manifest after a
-	// failure, as executed.
-	Rollback *plan.Node `json:"rollback,omitempty"`
-}
-
-// DeployStatus is the "status" query's answer and DeployWorkflow's result.
-type DeployStatus struct {
-	Lease     string                `json:"lease"`
-	Owner     string                `json:"owner,omitempty"`
-	Namespace string                `json:"namespace"`
-	Phase     string                `json:"phase"`
-	Revision  int64                 `json:"revision"`
-	Pending   bool                  `json:"pending"`
-	LastError string                `json:"lastError,omitempty"`
-	Services  []string              `json:"services,omitempty"`
-	Classes   map[string]string     `json:"classes,omitempty"`
-	Hostnames []string              `json:"hostnames,omitempty"`
-	Withheld  []activities.Withheld `json:"withheld,omitempty"`
-	IPs       map[string]string     `json:"ips,omitempty"`
-	History   []DeployRecord        `json:"history,omitempty"`
-	// Plan is the plan of the deploy in progress (awaiting approval, when
-	// Phase is AwaitingApproval) or of the last one.
-	Plan *activities.DeployPlan `json:"plan,omitempty"`
-	// Tree is the tree of the deploy in progress, each operation's state
-	// as it goes (or the last deploy's, as executed).
-	Tree *plan.Node `json:"tree,omitempty"`
-	// DeployingKey is the key of the deploy in progress or pending
-	// (DeployRequest.Key), if it has one.
-	DeployingKey string `json:"deployingKey,omitempty"`
-	// LastGood is the last-known-good manifest: what a placement returns
-	// this cluster to if a later wave fails.
-	LastGood *manifest.Manifest `json:"lastGood,omitempty"`
-}
-
-func (w *deployRun) status() DeployStatus {
-	st := DeployStatus{
+func (w *deployRun) status() api.DeployStatus {
+	st := api.DeployStatus{
 		Lease: w.lease, Owner: w.Owner, Namespace: manifest.Namespace(w.lease), Phase: w.Phase,
 		Revision: w.Revision, Pending: w.Pending != nil, LastError: w.LastError, Classes: w.Classes,
 		Hostnames: w.Hostnames, Withheld: w.Withheld, IPs: w.IPs, History: w.History, Plan: w.Plan,

@@ -1,12 +1,14 @@
 package workflows
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/observe"
 	"github.com/deployflow/deployflow/internal/plan"
@@ -22,18 +24,18 @@ const (
 // and its handlers touch it.
 type deployRun struct {
 	ctx            workflow.Context
-	in             DeployInput
+	in             deployInput
 	key            string // the key of the deploy in progress (DeployRequest.Key)
 	lease          string
 	trigger        string
 	healthInterval time.Duration
 	degradedAfter  time.Duration
 
-	// DeployCarry is the state a run hands to the next (carryOver) and
+	// deployCarry is the state a run hands to the next (carryOver) and
 	// starts from (newDeployRun): the lease's owner, phase, revision,
 	// last-known-good and pending manifests, history, reservations, plan,
 	// and the search attributes last upserted (Published).
-	DeployCarry
+	deployCarry
 
 	current   *manifest.Manifest // being deployed, or last deployed
 	requested *manifest.Manifest // the manifest of the deploy in progress, as it was asked for
@@ -85,7 +87,7 @@ func (w *deployRun) base() *manifest.Manifest {
 	return w.current
 }
 
-func newDeployRun(ctx workflow.Context, in DeployInput) *deployRun {
+func newDeployRun(ctx workflow.Context, in deployInput) *deployRun {
 	w := &deployRun{
 		ctx: ctx, in: in, lease: in.Manifest.Lease, trigger: in.Trigger,
 		healthInterval: inputSeconds(in.HealthIntervalSeconds),
@@ -101,7 +103,7 @@ func newDeployRun(ctx workflow.Context, in DeployInput) *deployRun {
 		w.degradedAfter = defaultDegradedAfter
 	}
 	if c := in.Carry; c != nil {
-		w.DeployCarry = *c
+		w.deployCarry = *c
 		w.current = w.LastGood
 	} else {
 		m := in.Manifest
@@ -112,20 +114,67 @@ func newDeployRun(ctx workflow.Context, in DeployInput) *deployRun {
 	return w
 }
 
-func (w *deployRun) carryOver() DeployInput {
+func (w *deployRun) carryOver() api.DeployInput {
 	in := w.in
 	if w.current != nil {
 		in.Manifest = *w.current
 	}
-	carry := w.DeployCarry
+	carry := w.deployCarry
 	carry.FewerEvents = w.batches()
 	carry.Hardened = w.hardened
 	in.Carry = &carry
 	in.Key = "" // the start's; the carry has the keys
+	return fitCarry(in).encode()
+}
+
+// deployInput is a lease workflow's input with its carry decoded: the
+// carry is this workflow's own state, opaque bytes in the contract (api).
+// Its JSON is api.DeployInput's (the carry shadows the raw one).
+type deployInput struct {
+	api.DeployInput
+	Carry *deployCarry `json:"carry,omitempty"`
+}
+
+// decodeDeployInput decodes the carry of a lease workflow's input.
+func decodeDeployInput(in api.DeployInput) (deployInput, error) {
+	d := deployInput{DeployInput: in}
+	d.DeployInput.Carry = nil
+	return d, decodeCarry(in.Carry, &d.Carry)
+}
+
+// encode is in as the contract has it, its carry encoded.
+func (in deployInput) encode() api.DeployInput {
+	return encodeCarry(in.DeployInput, in.Carry, func(d *api.DeployInput, c json.RawMessage) { d.Carry = c })
+}
+
+// decodeCarry decodes a carry (none: *into stays nil). A carry is written
+// by the workflow's own run; one that does not decode was typed by hand.
+func decodeCarry[T any](raw json.RawMessage, into **T) error {
+	if !api.HasCarry(raw) {
+		return nil
+	}
+	var c T
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("carry: is set by the workflow itself when it continues as new, and this one does not decode (%v): leave it out", err)
+	}
+	*into = &c
+	return nil
+}
+
+// encodeCarry returns in with carry encoded into it by set. A carry is
+// plain data (no channels, no funcs): encoding it cannot fail.
+func encodeCarry[I, T any](in I, carry *T, set func(*I, json.RawMessage)) I {
+	if carry != nil {
+		b, err := json.Marshal(carry)
+		if err != nil {
+			panic(fmt.Sprintf("encoding a carry: %v", err))
+		}
+		set(&in, b)
+	}
 	return in
 }
 
-func (w *deployRun) record(r DeployRecord) {
+func (w *deployRun) record(r api.DeployRecord) {
 	w.History = append(w.History, r)
 	if len(w.History) > maxHistoryRecords {
 		w.History = w.History[len(w.History)-maxHistoryRecords:]
@@ -157,40 +206,8 @@ func (w *deployRun) unsettle() {
 	w.unsettledAt = workflow.GetInfo(w.ctx).GetCurrentHistoryLength()
 }
 
-// DeployInput is DeployWorkflow's input: plain JSON, so it can be started
-// from the Temporal UI or `temporal workflow start`.
-type DeployInput struct {
-	Manifest manifest.Manifest `json:"manifest"`
-	// Trigger says who started it: cli, ui, schedule (default: api).
-	Trigger string `json:"trigger,omitempty"`
-	// HealthIntervalSeconds is the idle lease's safety-net timer: how often
-	// it checks itself in case the worker's observer missed a change; zero
-	// means an hour (30s for runs that predate lease-events).
-	HealthIntervalSeconds int `json:"healthIntervalSeconds,omitempty"`
-	// DegradedAfterSeconds: a lease below its replicas for this long is
-	// Degraded; zero means 60.
-	DegradedAfterSeconds int `json:"degradedAfterSeconds,omitempty"`
-	// ApprovalTimeoutSeconds bounds the wait for a plan's approval
-	// (manifests with requireApproval); zero means an hour.
-	ApprovalTimeoutSeconds int `json:"approvalTimeoutSeconds,omitempty"`
-	// Cluster is the cluster this workflow deploys the lease to, one of the
-	// worker's --clusters; empty: the worker's own cluster. A lease's
-	// workflow for cluster NAME is DeployWorkflowIDIn(lease, NAME) on task
-	// queue <task queue>@NAME (ClusterTaskQueue), whose activities reach
-	// that cluster only (issue 23.1).
-	Cluster string `json:"cluster,omitempty"`
-	// Key, if set, names the deploy of Manifest as DeployRequest.Key does
-	// (a placement's Update-with-Start sends the same key in both, so
-	// whichever reaches the run first is the one deploy).
-	Key string `json:"key,omitempty"`
-	// Carry is the state handed to a continued run; leave it empty.
-	Carry *DeployCarry `json:"carry,omitempty"`
-
-	invalid error // what is wrong with an input typed by hand (UnmarshalJSON)
-}
-
-// DeployCarry is what a lease's workflow carries across continue-as-new.
-type DeployCarry struct {
+// deployCarry is what a lease's workflow carries across continue-as-new.
+type deployCarry struct {
 	Owner    string             `json:"owner,omitempty"`
 	Phase    string             `json:"phase"`
 	LastGood *manifest.Manifest `json:"lastGood,omitempty"`
@@ -200,10 +217,10 @@ type DeployCarry struct {
 	// PendingPlan is the plan fingerprint Pending was approved with.
 	PendingPlan string `json:"pendingPlan,omitempty"`
 	// PendingKey is the key Pending was sent with (DeployRequest.Key).
-	PendingKey string         `json:"pendingKey,omitempty"`
-	Revision   int64          `json:"revision"`
-	History    []DeployRecord `json:"history,omitempty"`
-	Teardown   bool           `json:"teardown,omitempty"`
+	PendingKey string             `json:"pendingKey,omitempty"`
+	Revision   int64              `json:"revision"`
+	History    []api.DeployRecord `json:"history,omitempty"`
+	Teardown   bool               `json:"teardown,omitempty"`
 	// What the status query shows of the last deploy.
 	LastError string                `json:"lastError,omitempty"`
 	Classes   map[string]string     `json:"classes,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/plan"
 )
 
@@ -120,14 +121,14 @@ func (w *deployRun) serviceNode(change plan.ServiceChange) {
 
 // markRollout marks svc's rollout node by how its RolloutWorkflow ended,
 // and a canary's steps by how far they got.
-func (w *deployRun) markRollout(svc string, res RolloutResult, err error) {
+func (w *deployRun) markRollout(svc string, res api.RolloutResult, err error) {
 	n := w.nodes[svc]
 	if n == nil {
 		return
 	}
 	var appErr *temporal.ApplicationError
 	if err != nil && errors.As(err, &appErr) && appErr.HasDetails() {
-		var failed RolloutResult
+		var failed api.RolloutResult
 		if appErr.Details(&failed) == nil {
 			res = failed
 		}
@@ -154,7 +155,7 @@ func (w *deployRun) markRollout(svc string, res RolloutResult, err error) {
 }
 
 // markSteps marks a canary's or a blue-green's steps by how far they got.
-func markSteps(steps []*plan.Node, got *StepsResult, undoneTo int64, err error) {
+func markSteps(steps []*plan.Node, got *api.StepsResult, undoneTo int64, err error) {
 	for i, s := range steps {
 		switch {
 		case got == nil:

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/observe"
 )
@@ -30,7 +31,7 @@ type deployEnv struct {
 	a *activities.Activities
 	// released records what ReleaseHostnames / ReleaseIPs were asked to keep.
 	released map[string][][]string
-	in       DeployInput // the input a test starts the workflow with
+	in       deployInput // the input a test starts the workflow with (its carry decoded)
 }
 
 func oneService(lease string) manifest.Manifest {
@@ -51,7 +52,7 @@ func newDeployEnv(t *testing.T, setup func(*deployEnv)) *deployEnv {
 	env.RegisterActivity(a)
 	env.RegisterWorkflow(RolloutWorkflow)
 	// A lease's workflow runs under its lease's ID (the tests' lease is "l").
-	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: DeployWorkflowID("l")})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: api.DeployWorkflowID("l")})
 	setup(env)
 	env.OnActivity(a.PrepareDeploy, mock.Anything, mock.Anything).Return(&activities.PrepareDeployResult{
 		Lease: activities.LeaseInfo{ID: "l", Owner: "acme", State: "Active"}, Plan: activities.DeployPlan{Fingerprint: "0123456789abcdef"}}, nil).Maybe()
@@ -85,24 +86,24 @@ func newDeployEnv(t *testing.T, setup func(*deployEnv)) *deployEnv {
 	return env
 }
 
-func (env *deployEnv) rollouts(res RolloutResult, err error) {
+func (env *deployEnv) rollouts(res api.RolloutResult, err error) {
 	env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).Return(&res, err).Maybe()
 }
 
 // continuedWith is the carry of the run the workflow continued as.
-func continuedWith(t *testing.T, err error) DeployInput {
+func continuedWith(t *testing.T, err error) api.DeployInput {
 	t.Helper()
 	var can *workflow.ContinueAsNewError
 	require.True(t, errors.As(err, &can), "want continue-as-new, got %v", err)
-	var in DeployInput
+	var in api.DeployInput
 	require.NoError(t, converterDecode(can, &in))
 	require.NotNil(t, in.Carry)
 	return in
 }
 
 func TestDeployWorkflowDecisions(t *testing.T) {
-	leaseGone := temporal.NewNonRetryableApplicationError("lease l does not exist", ErrLeaseNotActive, nil)
-	conflict := temporal.NewNonRetryableApplicationError("web.example.com is held by lease other", ErrHostnameConflict, nil)
+	leaseGone := temporal.NewNonRetryableApplicationError("lease l does not exist", api.ErrLeaseNotActive, nil)
+	conflict := temporal.NewNonRetryableApplicationError("web.example.com is held by lease other", api.ErrHostnameConflict, nil)
 
 	cases := []struct {
 		name  string
@@ -118,7 +119,7 @@ func TestDeployWorkflowDecisions(t *testing.T) {
 		check: func(t *testing.T, env *deployEnv, err error) {
 			var appErr *temporal.ApplicationError
 			require.True(t, errors.As(err, &appErr), "want the workflow to end failed, got %v", err)
-			assert.Equal(t, ErrLeaseNotActive, appErr.Type())
+			assert.Equal(t, api.ErrLeaseNotActive, appErr.Type())
 		},
 	}, {
 		// Issue 8.5: a deploy that failed after reserving hostnames and IPs
@@ -136,51 +137,55 @@ func TestDeployWorkflowDecisions(t *testing.T) {
 		},
 		check: func(t *testing.T, env *deployEnv, err error) {
 			in := continuedWith(t, err)
-			assert.Equal(t, PhaseFailed, in.Carry.Phase)
+			assert.Equal(t, api.PhaseFailed, deployed(in).Carry.Phase)
 			assert.Equal(t, [][]string{{"web.example.com"}}, env.released["only hostnames"], "the hostname the deploy reserved, nothing the lease held before")
 			assert.Equal(t, [][]string{{"public"}}, env.released["only ips"], "the endpoint the deploy allocated, not the one the lease kept")
-			assert.Contains(t, in.Carry.History[len(in.Carry.History)-1].Outcome, "released hostname web.example.com, IP of public")
-			assert.Empty(t, in.Carry.Hostnames, "the status holds no hostname the deploy gave back")
+			assert.Contains(t, deployed(in).Carry.History[len(deployed(in).Carry.History)-1].Outcome, "released hostname web.example.com, IP of public")
+			assert.Empty(t, deployed(in).Carry.Hostnames, "the status holds no hostname the deploy gave back")
 		},
 	}, {
-		name:  "a successful deploy records the manifest as last-known-good and continues as new",
-		setup: func(env *deployEnv) { env.rollouts(RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil) },
+		name: "a successful deploy records the manifest as last-known-good and continues as new",
+		setup: func(env *deployEnv) {
+			env.rollouts(api.RolloutResult{Outcome: api.OutcomeComplete, DesiredReplicas: 1}, nil)
+		},
 		check: func(t *testing.T, env *deployEnv, err error) {
 			in := continuedWith(t, err)
-			assert.Equal(t, PhaseActive, in.Carry.Phase)
-			require.NotNil(t, in.Carry.LastGood)
-			assert.Equal(t, "nginx:1.27", in.Carry.LastGood.Services[0].Image)
+			assert.Equal(t, api.PhaseActive, deployed(in).Carry.Phase)
+			require.NotNil(t, deployed(in).Carry.LastGood)
+			assert.Equal(t, "nginx:1.27", deployed(in).Carry.LastGood.Services[0].Image)
 			assert.Equal(t, [][]string{{"web.example.com"}}, env.released["hostnames"], "only what the manifest dropped is released")
 		},
 	}, {
 		// Issue 8.4: a scale sent to the lease's running rollout made the
 		// lease record the manifest's replicas while another count ran.
-		name:  "an operator's scale of the rollout is what the lease records",
-		setup: func(env *deployEnv) { env.rollouts(RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 5}, nil) },
+		name: "an operator's scale of the rollout is what the lease records",
+		setup: func(env *deployEnv) {
+			env.rollouts(api.RolloutResult{Outcome: api.OutcomeComplete, DesiredReplicas: 5}, nil)
+		},
 		check: func(t *testing.T, env *deployEnv, err error) {
 			in := continuedWith(t, err)
-			require.NotNil(t, in.Carry.LastGood)
-			assert.Equal(t, int32(5), *in.Carry.LastGood.Services[0].Replicas)
+			require.NotNil(t, deployed(in).Carry.LastGood)
+			assert.Equal(t, int32(5), *deployed(in).Carry.LastGood.Services[0].Replicas)
 		},
 	}, {
 		// Issue 8.4: an undo of the lease's rollout made the lease record
 		// "Succeeded" with the new manifest while the old image ran.
 		name: "an operator's undo of the rollout is not recorded as the new manifest succeeding",
 		setup: func(env *deployEnv) {
-			env.rollouts(RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1, UndoneTo: 1}, nil)
+			env.rollouts(api.RolloutResult{Outcome: api.OutcomeComplete, DesiredReplicas: 1, UndoneTo: 1}, nil)
 		},
 		check: func(t *testing.T, env *deployEnv, err error) {
 			in := continuedWith(t, err)
-			assert.Equal(t, PhaseFailed, in.Carry.Phase)
-			assert.Nil(t, in.Carry.LastGood, "no last-known-good: the first deploy was undone")
-			require.NotEmpty(t, in.Carry.History)
-			assert.Contains(t, in.Carry.History[len(in.Carry.History)-1].Outcome, ErrRolloutUndone)
+			assert.Equal(t, api.PhaseFailed, deployed(in).Carry.Phase)
+			assert.Nil(t, deployed(in).Carry.LastGood, "no last-known-good: the first deploy was undone")
+			require.NotEmpty(t, deployed(in).Carry.History)
+			assert.Contains(t, deployed(in).Carry.History[len(deployed(in).Carry.History)-1].Outcome, api.ErrRolloutUndone)
 		},
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			env := newDeployEnv(t, c.setup)
-			env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Trigger: "test"})
+			env.ExecuteWorkflow(DeployWorkflow, api.DeployInput{Manifest: oneService("l"), Trigger: "test"})
 			require.True(t, env.IsWorkflowCompleted())
 			c.check(t, env, env.GetWorkflowError())
 		})
@@ -222,7 +227,7 @@ func TestASlowBatchedStepFinishes(t *testing.T) {
 	t.Cleanup(func() { kubeCallTimeout, batchedStepTimeout = call, step })
 	attempts := 0
 	env := newDeployEnv(t, func(env *deployEnv) {
-		env.rollouts(RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil)
+		env.rollouts(api.RolloutResult{Outcome: api.OutcomeComplete, DesiredReplicas: 1}, nil)
 		env.OnActivity(env.a.ApplyDeploy, mock.Anything, mock.Anything).Return(
 			func(context.Context, activities.ApplyDeployInput) (*activities.ApplyDeployResult, error) {
 				attempts++
@@ -239,10 +244,10 @@ func TestASlowBatchedStepFinishes(t *testing.T) {
 			})
 	})
 	env.SetTestTimeout(20 * time.Second)
-	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Trigger: "test"})
+	env.ExecuteWorkflow(DeployWorkflow, api.DeployInput{Manifest: oneService("l"), Trigger: "test"})
 	require.True(t, env.IsWorkflowCompleted())
 	in := continuedWith(t, env.GetWorkflowError())
-	assert.Equal(t, PhaseActive, in.Carry.Phase, in.Carry.LastError)
+	assert.Equal(t, api.PhaseActive, deployed(in).Carry.Phase, deployed(in).Carry.LastError)
 	assert.Equal(t, 1, attempts, "one attempt, not timed out")
 }
 
@@ -255,17 +260,17 @@ func TestALeaseTakesAManifestHardenedAndReturnsToAnOldOneAsItRan(t *testing.T) {
 	var templates []corev1.PodSpec
 	capture := func(env *deployEnv, fail bool) {
 		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).Return(
-			func(_ workflow.Context, in RolloutInput) (*RolloutResult, error) {
+			func(_ workflow.Context, in api.RolloutInput) (*api.RolloutResult, error) {
 				templates = append(templates, in.Deployment.Spec.Template.Spec)
 				if fail && len(templates) == 1 {
-					return nil, temporal.NewNonRetryableApplicationError("web: no progress", ErrProgressDeadlineExceeded, nil)
+					return nil, temporal.NewNonRetryableApplicationError("web: no progress", api.ErrProgressDeadlineExceeded, nil)
 				}
-				return &RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil
+				return &api.RolloutResult{Outcome: api.OutcomeComplete, DesiredReplicas: 1}, nil
 			})
 	}
 
 	env := newDeployEnv(t, func(env *deployEnv) { capture(env, false) })
-	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Trigger: "test"})
+	env.ExecuteWorkflow(DeployWorkflow, api.DeployInput{Manifest: oneService("l"), Trigger: "test"})
 	in := continuedWith(t, env.GetWorkflowError())
 	require.Len(t, templates, 1)
 	sc := templates[0].Containers[0].SecurityContext
@@ -273,23 +278,23 @@ func TestALeaseTakesAManifestHardenedAndReturnsToAnOldOneAsItRan(t *testing.T) {
 	assert.False(t, *sc.AllowPrivilegeEscalation)
 	assert.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)
 	assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, templates[0].SecurityContext.SeccompProfile.Type)
-	require.NotNil(t, in.Carry.LastGood.Services[0].Security, "the lease records the manifest as it took it")
+	require.NotNil(t, deployed(in).Carry.LastGood.Services[0].Security, "the lease records the manifest as it took it")
 
 	// A lease whose last-known-good manifest predates the change: a new
 	// deploy fails, and the return renders the old template.
 	templates = nil
 	legacy := oneService("l")
-	carry := DeployCarry{Phase: PhaseActive, LastGood: &legacy, Revision: 1, FewerEvents: true}
+	carry := deployCarry{Phase: api.PhaseActive, LastGood: &legacy, Revision: 1, FewerEvents: true}
 	env = newDeployEnv(t, func(env *deployEnv) { capture(env, true) })
 	env.SetContinuedExecutionRunID("previous-run")
 	env.RegisterDelayedCallback(func() {
 		next := oneService("l")
 		next.Services[0].Image = "nginx:1.28"
-		env.UpdateWorkflow(UpdateDeploy, "", &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(api.UpdateDeploy, "", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { t.Errorf("deploy refused: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
-		}, DeployRequest{Manifest: next, Trigger: "test"})
+		}, api.DeployRequest{Manifest: next, Trigger: "test"})
 	}, time.Second)
-	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: legacy, Trigger: "test", Carry: &carry})
+	env.ExecuteWorkflow(DeployWorkflow, api.DeployInput{Manifest: legacy, Trigger: "test", Carry: rawCarry(&carry)})
 	require.Len(t, templates, 2, "the new manifest's rollout, then the return")
 	assert.NotNil(t, templates[0].Containers[0].SecurityContext, "the new manifest runs hardened")
 	assert.Nil(t, templates[1].Containers[0].SecurityContext, "the old manifest's template, as its pods ran")
@@ -300,23 +305,23 @@ func TestALeaseTakesAManifestHardenedAndReturnsToAnOldOneAsItRan(t *testing.T) {
 	// A user's deploy of the same manifest is taken hardened, as its plan
 	// shows it.
 	for _, tc := range []struct {
-		req      DeployRequest
+		req      api.DeployRequest
 		hardened bool
 	}{
-		{DeployRequest{Manifest: legacy, Trigger: "placement", Key: "revert", IfLast: "wave-1"}, false},
-		{DeployRequest{Manifest: legacy, Trigger: "cli"}, true},
+		{api.DeployRequest{Manifest: legacy, Trigger: "placement", Key: "revert", IfLast: "wave-1"}, false},
+		{api.DeployRequest{Manifest: legacy, Trigger: "cli"}, true},
 	} {
 		templates = nil
 		last := carry
-		last.History = []DeployRecord{{Revision: 1, Key: "wave-1", Outcome: "Succeeded"}}
+		last.History = []api.DeployRecord{{Revision: 1, Key: "wave-1", Outcome: "Succeeded"}}
 		env = newDeployEnv(t, func(env *deployEnv) { capture(env, false) })
 		env.SetContinuedExecutionRunID("previous-run")
 		env.RegisterDelayedCallback(func() {
-			env.UpdateWorkflow(UpdateDeploy, "", &testsuite.TestUpdateCallback{
+			env.UpdateWorkflow(api.UpdateDeploy, "", &testsuite.TestUpdateCallback{
 				OnReject: func(err error) { t.Errorf("deploy refused: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
 			}, tc.req)
 		}, time.Second)
-		env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: legacy, Trigger: "test", Carry: &last})
+		env.ExecuteWorkflow(DeployWorkflow, api.DeployInput{Manifest: legacy, Trigger: "test", Carry: rawCarry(&last)})
 		require.Len(t, templates, 1, tc.req.Trigger)
 		assert.Equal(t, tc.hardened, templates[0].Containers[0].SecurityContext != nil, "%s: hardened", tc.req.Trigger)
 	}
@@ -333,14 +338,14 @@ func TestALeasesScaleIsHeldToTheOperatorsReplicaBound(t *testing.T) {
 		{Name: "web", Image: "nginx:1.27", Replicas: &three},
 		{Name: "api", Image: "nginx:1.27", Replicas: &ten},
 	}}
-	carry := DeployCarry{Phase: PhaseActive, LastGood: &last, Revision: 1, FewerEvents: true, Hardened: true,
+	carry := deployCarry{Phase: api.PhaseActive, LastGood: &last, Revision: 1, FewerEvents: true, Hardened: true,
 		Plan: &activities.DeployPlan{Lease: "l", MaxReplicas: 64}}
 	var scaled []int32
 	env := newDeployEnv(t, func(env *deployEnv) {
 		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).Return(
-			func(_ workflow.Context, in RolloutInput) (*RolloutResult, error) {
+			func(_ workflow.Context, in api.RolloutInput) (*api.RolloutResult, error) {
 				scaled = append(scaled, *in.Deployment.Spec.Replicas)
-				return &RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: *in.Deployment.Spec.Replicas}, nil
+				return &api.RolloutResult{Outcome: api.OutcomeComplete, DesiredReplicas: *in.Deployment.Spec.Replicas}, nil
 			})
 		env.OnActivity(env.a.ApplyDeploy, mock.Anything, mock.Anything).Return(&activities.ApplyDeployResult{
 			IPs: map[string]string{}, Hostnames: &activities.HostnamesResult{}, Applied: &activities.ApplyObjectsResult{},
@@ -352,14 +357,14 @@ func TestALeasesScaleIsHeldToTheOperatorsReplicaBound(t *testing.T) {
 	accepted := 0
 	send := func(replicas int32, at time.Duration) {
 		env.RegisterDelayedCallback(func() {
-			env.UpdateWorkflow(UpdateScaleService, "", &testsuite.TestUpdateCallback{
+			env.UpdateWorkflow(api.UpdateScale, "", &testsuite.TestUpdateCallback{
 				OnReject: func(err error) { refused = append(refused, err) }, OnAccept: func() { accepted++ }, OnComplete: func(any, error) {},
-			}, ScaleServiceRequest{Service: "web", Replicas: replicas})
+			}, api.ScaleServiceRequest{Service: "web", Replicas: replicas})
 		}, at)
 	}
 	send(60, time.Second)
 	send(54, 2*time.Second)
-	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: last, Trigger: "test", Carry: &carry})
+	env.ExecuteWorkflow(DeployWorkflow, api.DeployInput{Manifest: last, Trigger: "test", Carry: rawCarry(&carry)})
 
 	require.Len(t, refused, 1, "only the scale to 60 is refused: %v", refused)
 	assert.EqualError(t, refused[0], "replicas: 60: this provider allows service web at most 54 (the operator's --max-replicas for the lease, 64, less its other services' replicas)")
@@ -377,19 +382,21 @@ func TestABlueGreenServiceIsNotScaledBelowItsPreview(t *testing.T) {
 		Ports:   []manifest.Port{{Port: 80}},
 		Rollout: &manifest.Rollout{Strategy: manifest.StrategyBlueGreen, BlueGreen: &manifest.BlueGreen{PreviewReplicaCount: &three}}}}}
 	require.NoError(t, last.Validate())
-	carry := DeployCarry{Phase: PhaseActive, LastGood: &last, Revision: 1, FewerEvents: true, Hardened: true}
+	carry := deployCarry{Phase: api.PhaseActive, LastGood: &last, Revision: 1, FewerEvents: true, Hardened: true}
 	var refused []string
 	accepted := 0
-	env := newDeployEnv(t, func(env *deployEnv) { env.rollouts(RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 3}, nil) })
+	env := newDeployEnv(t, func(env *deployEnv) {
+		env.rollouts(api.RolloutResult{Outcome: api.OutcomeComplete, DesiredReplicas: 3}, nil)
+	})
 	env.SetContinuedExecutionRunID("previous-run")
 	for i, n := range []int32{2, 3} {
 		env.RegisterDelayedCallback(func() {
-			env.UpdateWorkflow(UpdateScaleService, "", &testsuite.TestUpdateCallback{
+			env.UpdateWorkflow(api.UpdateScale, "", &testsuite.TestUpdateCallback{
 				OnReject: func(err error) { refused = append(refused, err.Error()) }, OnAccept: func() { accepted++ }, OnComplete: func(any, error) {},
-			}, ScaleServiceRequest{Service: "web", Replicas: n})
+			}, api.ScaleServiceRequest{Service: "web", Replicas: n})
 		}, time.Duration(i+1)*time.Second)
 	}
-	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: last, Trigger: "test", Carry: &carry})
+	env.ExecuteWorkflow(DeployWorkflow, api.DeployInput{Manifest: last, Trigger: "test", Carry: rawCarry(&carry)})
 
 	require.Len(t, refused, 1, "%v", refused)
 	assert.Equal(t, "replicas: 2 is below service web's blueGreen.previewReplicaCount (3): scale to 3 or more, or deploy a manifest with a smaller previewReplicaCount", refused[0])

@@ -9,8 +9,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // historyOf is the event types of one run of workflow id ("": the latest).
@@ -51,14 +51,14 @@ func TestAOneServiceFirstDeployWritesAtMostEighteenEventsBesidesItsTasks(t *test
 		m := manifest.Manifest{Lease: dt.lease, Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &one,
 			Ports: []manifest.Port{{Port: 80, Expose: &manifest.Expose{HTTP: &manifest.HTTPExpose{Hostnames: []string{dt.lease + ".apps.example.com"}}}}}}}}
 		run, err := dt.env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
-			ID: workflows.DeployWorkflowID(dt.lease), TaskQueue: dt.tq,
-		}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "test"})
+			ID: api.DeployWorkflowID(dt.lease), TaskQueue: dt.tq,
+		}, api.DeployWorkflow, api.DeployInput{Manifest: m, Trigger: "test"})
 		require.NoError(t, err)
 		st := dt.waitRevision(dt.lease, 1)
-		require.Equal(t, workflows.PhaseActive, st.Phase, "last error: %s", st.LastError)
+		require.Equal(t, api.PhaseActive, st.Phase, "last error: %s", st.LastError)
 
-		lease := dt.historyOf(workflows.DeployWorkflowID(dt.lease), run.GetRunID())
-		rollout := dt.historyOf(workflows.RolloutWorkflowID(manifest.Namespace(dt.lease), "web"), "")
+		lease := dt.historyOf(api.DeployWorkflowID(dt.lease), run.GetRunID())
+		rollout := dt.historyOf(api.RolloutWorkflowID(manifest.Namespace(dt.lease), "web"), "")
 		require.Equal(t, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, rollout[len(rollout)-1], "the rollout completed")
 		waited := 0
 		for _, e := range rollout {

@@ -17,8 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Issue 20.8: a canary paused for a human with a background analysis every
@@ -34,7 +34,7 @@ func TestAPausedCanaryWithABackgroundAnalysisContinuesAsNewInsideItsPause(t *tes
 	rt.complete(version("nginx:1.26", 4, "", false))
 	limit := 60
 	steps := []manifest.CanaryStep{weight(50), pause("")}
-	in := workflows.RolloutInput{Namespace: rt.ns, Service: "web", Deployment: version("nginx:1.27", 4, "", false), Steps: steps,
+	in := api.RolloutInput{Namespace: rt.ns, Service: "web", Deployment: version("nginx:1.27", 4, "", false), Steps: steps,
 		Background:       &manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: "vector(1)"}, SuccessCondition: "result == 1", Interval: "1s", Count: 1000},
 		MaxHistoryEvents: limit}
 	run := startRollout(t, rt.env, rt.tq, in)
@@ -82,19 +82,19 @@ func TestAPausedCanaryWithABackgroundAnalysisContinuesAsNewInsideItsPause(t *tes
 	assert.Greater(t, measured, limit/4, "the background analysis went on across the runs")
 
 	// Still paused at step 2, until promoted; then the rollout ends.
-	v, err := rt.env.Temporal.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	v, err := rt.env.Temporal.QueryWorkflow(ctx, id, "", api.QueryStatus)
 	require.NoError(t, err)
-	var st workflows.RolloutStatus
+	var st api.RolloutStatus
 	require.NoError(t, v.Get(&st))
 	require.NotNil(t, st.Canary)
 	assert.Equal(t, 2, st.Canary.Step, st.Canary.Summary)
-	h, err := rt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: workflows.UpdatePromote,
-		Args: []any{workflows.PromoteRequest{}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	h, err := rt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: api.UpdatePromote,
+		Args: []any{api.PromoteRequest{}}, WaitForStage: client.WorkflowUpdateStageCompleted})
 	require.NoError(t, err)
 	require.NoError(t, h.Get(ctx, nil))
-	var res workflows.RolloutResult
+	var res api.RolloutResult
 	require.NoError(t, rt.env.Temporal.GetWorkflow(ctx, id, "").Get(ctx, &res))
-	assert.Equal(t, workflows.OutcomeComplete, res.Outcome)
+	assert.Equal(t, api.OutcomeComplete, res.Outcome)
 	assert.Equal(t, int32(4), res.AvailableReplicas)
 }
 
@@ -106,7 +106,7 @@ func TestAnAbortedCanarysRunningAnalysisJobIsDeleted(t *testing.T) {
 	rt := newRolloutTest(t)
 	ctx := context.Background()
 	rt.complete(version("nginx:1.26", 2, "", false))
-	in := workflows.RolloutInput{Namespace: rt.ns, Service: "web", Deployment: version("nginx:1.27", 2, "", false),
+	in := api.RolloutInput{Namespace: rt.ns, Service: "web", Deployment: version("nginx:1.27", 2, "", false),
 		Steps: []manifest.CanaryStep{weight(50), pause("")},
 		// A smoke test that never ends (no exit-code knob): it runs until aborted.
 		Background: &manifest.Analysis{Job: &manifest.JobCheck{Image: "busybox:1.36"}, Interval: "1s"}}
@@ -121,7 +121,7 @@ func TestAnAbortedCanarysRunningAnalysisJobIsDeleted(t *testing.T) {
 		return true
 	}, 60*time.Second, 200*time.Millisecond, "the background analysis never started its Job")
 
-	h, err := rt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: run.GetID(), UpdateName: workflows.UpdateAbort,
+	h, err := rt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: run.GetID(), UpdateName: api.UpdateAbort,
 		WaitForStage: client.WorkflowUpdateStageCompleted})
 	require.NoError(t, err)
 	require.NoError(t, h.Get(ctx, nil))

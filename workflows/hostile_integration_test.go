@@ -26,10 +26,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // The hostile-tenant suite (issue 20): manifests and hand-typed inputs a
@@ -60,7 +60,7 @@ func TestHostileTenants(t *testing.T) {
 	heapBefore := heapInUse()
 	began := time.Now()
 	dt.deploy(twoServices(bystander, bystander+".apps.example.com", "nginx:1.26", nil, false))
-	require.Equal(t, workflows.PhaseActive, dt.waitRevision(bystander, 1).Phase)
+	require.Equal(t, api.PhaseActive, dt.waitRevision(bystander, 1).Phase)
 	firstDeploy := time.Since(began)
 
 	one, three := int32(1), int32(3)
@@ -170,7 +170,7 @@ func TestHostileTenants(t *testing.T) {
 			reservations, err := dt.acts.IPs.Declared(context.Background(), lease)
 			require.NoError(t, err)
 			assert.Empty(t, reservations, "no IP of the pool was taken")
-			dt.noFailedWorkflowTask(workflows.DeployWorkflowID(lease))
+			dt.noFailedWorkflowTask(api.DeployWorkflowID(lease))
 		})
 	}
 
@@ -209,13 +209,13 @@ func TestHostileTenants(t *testing.T) {
 		m := canaryManifest(lease, "nginx:1.26", 3, 0, steps...)
 		m.Services[0].Replicas = &three
 		dt.deploy(m)
-		require.Equal(t, workflows.PhaseActive, dt.waitRevision(lease, 1).Phase)
+		require.Equal(t, api.PhaseActive, dt.waitRevision(lease, 1).Phase)
 		m.Services[0].Image = "nginx:1.27"
 		dt.deploy(m)
 		st := dt.waitRevision(lease, 2)
-		require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+		require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 
-		msgs := dt.measurements(workflows.RolloutWorkflowID(manifest.Namespace(lease), "web"), "MeasureHTTP")
+		msgs := dt.measurements(api.RolloutWorkflowID(manifest.Namespace(lease), "web"), "MeasureHTTP")
 		require.Len(t, msgs, len(targets), "one measurement per step: %q", msgs)
 		for i, tg := range targets {
 			assert.Contains(t, msgs[i].Message, tg.want, tg.url)
@@ -224,12 +224,12 @@ func TestHostileTenants(t *testing.T) {
 			assert.NotContains(t, msgs[i].Message, "s3cr3t", "a field's text is never echoed")
 		}
 		assert.Zero(t, forbidden.hits.Load(), "no request reached the forbidden address")
-		prom := dt.measurements(workflows.RolloutWorkflowID(manifest.Namespace(lease), "web"), "MeasurePrometheus")
+		prom := dt.measurements(api.RolloutWorkflowID(manifest.Namespace(lease), "web"), "MeasurePrometheus")
 		require.Len(t, prom, 1)
 		assert.Nil(t, prom[0].Value, "another tenant's series are not read: %s", prom[0].Message)
 		assert.Contains(t, prom[0].Message, "no data")
-		dt.noFailedWorkflowTask(workflows.DeployWorkflowID(lease))
-		dt.noFailedWorkflowTask(workflows.RolloutWorkflowID(manifest.Namespace(lease), "web"))
+		dt.noFailedWorkflowTask(api.DeployWorkflowID(lease))
+		dt.noFailedWorkflowTask(api.RolloutWorkflowID(manifest.Namespace(lease), "web"))
 	})
 
 	// Its namespace's profile (issue 20.4, 20.5): the Pod Security level,
@@ -269,8 +269,8 @@ func TestHostileTenants(t *testing.T) {
 	began = time.Now()
 	dt.deploy(twoServices(bystander, bystander+".apps.example.com", "nginx:1.27", nil, false))
 	st := dt.waitRevision(bystander, 2)
-	assert.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
-	dt.noFailedWorkflowTask(workflows.DeployWorkflowID(bystander))
+	assert.Equal(t, api.PhaseActive, st.Phase, st.LastError)
+	dt.noFailedWorkflowTask(api.DeployWorkflowID(bystander))
 	// What the hostile inputs cost the worker, measured (issue 35): the
 	// bystander's deploy before and after them, and the heap in use (the
 	// worker runs in this test binary, beside the package's other tests,
@@ -300,7 +300,7 @@ func (dt *deployTest) refusal(m manifest.Manifest) string {
 		// handled, and its own error names the field.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if werr := dt.env.Temporal.GetWorkflow(ctx, workflows.DeployWorkflowID(m.Lease), "").Get(ctx, nil); werr != nil {
+		if werr := dt.env.Temporal.GetWorkflow(ctx, api.DeployWorkflowID(m.Lease), "").Get(ctx, nil); werr != nil {
 			return err.Error() + "; " + werr.Error()
 		}
 		return err.Error()
@@ -310,7 +310,7 @@ func (dt *deployTest) refusal(m manifest.Manifest) string {
 		st, err := dt.status(m.Lease)
 		if err != nil {
 			// The workflow ended: its error says why.
-			werr := dt.env.Temporal.GetWorkflow(context.Background(), workflows.DeployWorkflowID(m.Lease), "").Get(context.Background(), nil)
+			werr := dt.env.Temporal.GetWorkflow(context.Background(), api.DeployWorkflowID(m.Lease), "").Get(context.Background(), nil)
 			if werr != nil {
 				why = werr.Error()
 				return true, ""
@@ -318,7 +318,7 @@ func (dt *deployTest) refusal(m manifest.Manifest) string {
 			return false, err.Error()
 		}
 		why = st.LastError
-		return st.LastError != "" && !st.Pending && st.Phase != workflows.PhaseDeploying, fmt.Sprintf("phase %s, last error %q", st.Phase, st.LastError)
+		return st.LastError != "" && !st.Pending && st.Phase != api.PhaseDeploying, fmt.Sprintf("phase %s, last error %q", st.Phase, st.LastError)
 	})
 	return why
 }
@@ -409,12 +409,12 @@ func TestHandTypedInputsCannotSkipValidation(t *testing.T) {
 		{"RolloutWorkflow", `{"namespace": "shop", "service": "web", "steps": [{"setWeight": 50}, {"analysis": {"prometheus": {"query": "max_over_time(up[1h:1ms])"}, "successCondition": "len(repeat(\"a\", 100000)) > 0"}}]}`,
 			"steps[1].analysis.successCondition"},
 	} {
-		id := fmt.Sprintf("%s-guard-%d", workflows.DeployWorkflowID(dt.lease), i)
+		id := fmt.Sprintf("%s-guard-%d", api.DeployWorkflowID(dt.lease), i)
 		dt.temporalCLI("workflow", "start", "--type", c.workflowType, "--task-queue", dt.tq, "--workflow-id", id, "--input", c.input)
 		err := dt.env.Temporal.GetWorkflow(ctx, id, "").Get(ctx, nil)
 		var appErr *temporal.ApplicationError
 		require.ErrorAs(t, err, &appErr, c.want)
-		assert.Equal(t, workflows.ErrInvalidInput, appErr.Type(), appErr.Error())
+		assert.Equal(t, api.ErrInvalidInput, appErr.Type(), appErr.Error())
 		assert.True(t, appErr.NonRetryable())
 		assert.Contains(t, appErr.Error(), c.want)
 		dt.noFailedWorkflowTask(id)
@@ -424,13 +424,13 @@ func TestHandTypedInputsCannotSkipValidation(t *testing.T) {
 
 	// A running lease refuses a deploy update whose trigger is markdown.
 	dt.temporalCLI("workflow", "start", "--type", "DeployWorkflow", "--task-queue", dt.tq,
-		"--workflow-id", workflows.DeployWorkflowID(dt.lease), "--input", `{"manifest": `+m+`}`)
+		"--workflow-id", api.DeployWorkflowID(dt.lease), "--input", `{"manifest": `+m+`}`)
 	t.Cleanup(func() {
-		_ = dt.env.Temporal.TerminateWorkflow(context.Background(), workflows.DeployWorkflowID(dt.lease), "", "test over")
+		_ = dt.env.Temporal.TerminateWorkflow(context.Background(), api.DeployWorkflowID(dt.lease), "", "test over")
 	})
-	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	require.Equal(t, api.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
 	out, err := exec.Command(dt.env.Stack.Bin(devstack.Temporal), "workflow", "update", "execute", "--address", devstack.TemporalAddress,
-		"--workflow-id", workflows.DeployWorkflowID(dt.lease), "--name", workflows.UpdateDeploy,
+		"--workflow-id", api.DeployWorkflowID(dt.lease), "--name", api.UpdateDeploy,
 		"--input", `{"manifest": `+m+`, "trigger": "<img src=x onerror=alert(1)>"}`).CombinedOutput()
 	require.Error(t, err, "the update was accepted: %s", out)
 	assert.Contains(t, string(out), "trigger:")
@@ -439,7 +439,7 @@ func TestHandTypedInputsCannotSkipValidation(t *testing.T) {
 	input := filepath.Join(t.TempDir(), "update.json")
 	require.NoError(t, os.WriteFile(input, []byte(`{"manifest": `+m+`, "planFingerprint": "`+strings.Repeat("f", 200<<10)+`"}`), 0o600))
 	out, err = exec.Command(dt.env.Stack.Bin(devstack.Temporal), "workflow", "update", "execute", "--address", devstack.TemporalAddress,
-		"--workflow-id", workflows.DeployWorkflowID(dt.lease), "--name", workflows.UpdateDeploy, "--input-file", input).CombinedOutput()
+		"--workflow-id", api.DeployWorkflowID(dt.lease), "--name", api.UpdateDeploy, "--input-file", input).CombinedOutput()
 	require.Error(t, err, "the update was accepted")
 	assert.Contains(t, string(out), "planFingerprint: 204800 bytes that are no plan's fingerprint")
 	assert.Less(t, len(out), 4096, "the fingerprint is not echoed")
@@ -458,7 +458,7 @@ func TestARolloutTypedByHandCannotTakeALeasesService(t *testing.T) {
 	dt := newDeployTest(t)
 	ctx := context.Background()
 	dt.deploy(twoServices(dt.lease, dt.lease+".apps.example.com", "nginx:1.26", nil, false))
-	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	require.Equal(t, api.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
 	ns := manifest.Namespace(dt.lease)
 
 	host := `"hostPID": true, "hostNetwork": true, "volumes": [{"name": "root", "hostPath": {"path": "/"}}], ` +
@@ -507,7 +507,7 @@ func TestAStackOverflowingConditionTypedByHandIsRefusedAndTheWorkerGoesOn(t *tes
 	input := json.RawMessage(`{"manifest": {"lease": "` + dt.lease + `", "services": [{"name": "web", "image": "nginx:1.27",` +
 		` "rollout": {"strategy": "Canary", "steps": [{"setWeight": 50}], "analysis": {"prometheus": {"query": "vector(1)"},` +
 		` "successCondition": "` + strings.Repeat("!", 200000) + `true"}}}]}}`)
-	run, err := dt.env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.DeployWorkflowID(dt.lease), TaskQueue: dt.tq},
+	run, err := dt.env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: api.DeployWorkflowID(dt.lease), TaskQueue: dt.tq},
 		"DeployWorkflow", input) // by name, as typed by hand
 	require.NoError(t, err)
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -515,12 +515,12 @@ func TestAStackOverflowingConditionTypedByHandIsRefusedAndTheWorkerGoesOn(t *tes
 	err = run.Get(wctx, nil)
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr, "the deploy is refused, typed")
-	assert.Equal(t, workflows.ErrInvalidManifest, appErr.Type())
+	assert.Equal(t, api.ErrInvalidManifest, appErr.Type())
 	assert.Contains(t, appErr.Error(), "manifest.services[0].rollout.analysis.successCondition")
 	assert.Contains(t, appErr.Error(), "a condition is at most 256")
 
 	dt.deploy(web(dt.lease, "web", "nginx:1.27", 1))
-	assert.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase, "the worker goes on")
+	assert.Equal(t, api.PhaseActive, dt.waitRevision(dt.lease, 1).Phase, "the worker goes on")
 }
 
 // Issue 35.2: a lease's workflow started by hand under another ID than
@@ -535,19 +535,19 @@ func TestALeaseWorkflowTypedByHandUnderAnotherIDIsRefused(t *testing.T) {
 	ctx := context.Background()
 	host := dt.lease + ".apps.example.com"
 	dt.deploy(twoServices(dt.lease, host, "nginx:1.26", nil, false))
-	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	require.Equal(t, api.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
 	attacker := testenv.ShortName("lease")
 	dt.createLease(attacker, "globex")
 
 	forged, err := json.Marshal(map[string]any{"manifest": twoServices(dt.lease, host, "nginx:1.27", nil, false)})
 	require.NoError(t, err)
-	for _, id := range []string{workflows.DeployWorkflowID(attacker), "deploy-" + dt.lease + "-2", "anything"} {
+	for _, id := range []string{api.DeployWorkflowID(attacker), "deploy-" + dt.lease + "-2", "anything"} {
 		dt.temporalCLI("workflow", "start", "--type", "DeployWorkflow", "--task-queue", dt.tq, "--workflow-id", id, "--input", string(forged))
 		err := dt.env.Temporal.GetWorkflow(ctx, id, "").Get(ctx, nil)
 		var appErr *temporal.ApplicationError
 		require.ErrorAs(t, err, &appErr, id)
-		assert.Equal(t, workflows.ErrInvalidInput, appErr.Type(), appErr.Error())
-		assert.Contains(t, appErr.Error(), "workflow ID: lease "+dt.lease+"'s deploys run as workflow "+workflows.DeployWorkflowID(dt.lease)+", not "+id)
+		assert.Equal(t, api.ErrInvalidInput, appErr.Type(), appErr.Error())
+		assert.Contains(t, appErr.Error(), "workflow ID: lease "+dt.lease+"'s deploys run as workflow "+api.DeployWorkflowID(dt.lease)+", not "+id)
 		dt.noFailedWorkflowTask(id)
 	}
 
@@ -563,7 +563,7 @@ func TestALeaseWorkflowTypedByHandUnderAnotherIDIsRefused(t *testing.T) {
 	assert.NotEmpty(t, ips, "the lease keeps its IP")
 	st, err := dt.status(dt.lease)
 	require.NoError(t, err)
-	assert.Equal(t, workflows.PhaseActive, st.Phase)
+	assert.Equal(t, api.PhaseActive, st.Phase)
 	assert.Equal(t, int64(1), st.Revision, "nothing deployed over it")
 }
 
@@ -576,15 +576,15 @@ func TestAClosedObservationTypedByHandTearsNothingDown(t *testing.T) {
 	dt := newDeployTest(t)
 	ctx := context.Background()
 	dt.deploy(web(dt.lease, "web", "nginx:1.27", 2))
-	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
-	id := workflows.DeployWorkflowID(dt.lease)
+	require.Equal(t, api.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	id := api.DeployWorkflowID(dt.lease)
 
 	// The workflow may be between two waits just after its deploy: an
 	// observation is deferred for a moment then (ObservationDeferred);
 	// send it again until it is taken.
 	testenv.Eventually(t, time.Minute, pollQuery, "the observation was never taken", func() (bool, string) {
 		out, err := exec.Command(dt.env.Stack.Bin(devstack.Temporal), "workflow", "update", "execute", "--address", devstack.TemporalAddress,
-			"--workflow-id", id, "--name", workflows.UpdateObserve, "--input", `{"lease": "`+dt.lease+`", "closed": true}`).CombinedOutput()
+			"--workflow-id", id, "--name", api.UpdateObserve, "--input", `{"lease": "`+dt.lease+`", "closed": true}`).CombinedOutput()
 		return err == nil, string(out)
 	})
 	// Taken: its workflow task ran the read of the record.
@@ -593,7 +593,7 @@ func TestAClosedObservationTypedByHandTearsNothingDown(t *testing.T) {
 	})
 	st, err := dt.status(dt.lease)
 	require.NoError(t, err)
-	assert.Equal(t, workflows.PhaseActive, st.Phase, "the lease is not torn down on a hint")
+	assert.Equal(t, api.PhaseActive, st.Phase, "the lease is not torn down on a hint")
 	_, err = dt.env.Kube.CoreV1().Namespaces().Get(ctx, manifest.Namespace(dt.lease), metav1.GetOptions{})
 	require.NoError(t, err, "the namespace is kept")
 	_, available, _ := dt.available(manifest.Namespace(dt.lease), "web")

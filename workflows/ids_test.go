@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 )
 
@@ -16,13 +17,13 @@ import (
 // workflow execution already started" and pause/abort reached the other
 // tenant's rollout.
 func TestRolloutWorkflowIDsOfTheCollidingShapesDiffer(t *testing.T) {
-	a := RolloutWorkflowID(manifest.Namespace("a"), "b-c")
-	b := RolloutWorkflowID(manifest.Namespace("a-b"), "c")
+	a := api.RolloutWorkflowID(manifest.Namespace("a"), "b-c")
+	b := api.RolloutWorkflowID(manifest.Namespace("a-b"), "c")
 	if a == b {
 		t.Fatalf("lease a/service b-c and lease a-b/service c share the rollout ID %q", a)
 	}
 	// The legacy scheme is the one that collided.
-	if LegacyRolloutWorkflowID(manifest.Namespace("a"), "b-c") != LegacyRolloutWorkflowID(manifest.Namespace("a-b"), "c") {
+	if api.LegacyRolloutWorkflowID(manifest.Namespace("a"), "b-c") != api.LegacyRolloutWorkflowID(manifest.Namespace("a-b"), "c") {
 		t.Fatal("the legacy IDs were expected to collide (the defect this guards)")
 	}
 }
@@ -62,8 +63,8 @@ func TestRolloutWorkflowIDIsInjectiveOverValidNames(t *testing.T) {
 			return true // not a valid pair; the generator rarely makes one
 		}
 		ns := manifest.Namespace(p.Lease)
-		id := RolloutWorkflowID(ns, p.Service)
-		gotNS, gotSvc, ok := ParseRolloutWorkflowID(id)
+		id := api.RolloutWorkflowID(ns, p.Service)
+		gotNS, gotSvc, ok := api.ParseRolloutWorkflowID(id)
 		if !ok || gotNS != ns || gotSvc != p.Service {
 			t.Errorf("%q parses to (%q, %q, %v), want (%q, %q)", id, gotNS, gotSvc, ok, ns, p.Service)
 			return false
@@ -73,7 +74,7 @@ func TestRolloutWorkflowIDIsInjectiveOverValidNames(t *testing.T) {
 			return false
 		}
 		seen[id] = p
-		if strings.HasPrefix(id, "deploy-") || id == DeployWorkflowID(p.Lease) {
+		if strings.HasPrefix(id, "deploy-") || id == api.DeployWorkflowID(p.Lease) {
 			t.Errorf("rollout ID %q looks like a lease workflow's", id)
 			return false
 		}
@@ -90,7 +91,7 @@ func TestRolloutWorkflowIDIsInjectiveOverValidNames(t *testing.T) {
 	legacy := map[string]leaseService{}
 	collisions := 0
 	for _, p := range seen {
-		id := LegacyRolloutWorkflowID(manifest.Namespace(p.Lease), p.Service)
+		id := api.LegacyRolloutWorkflowID(manifest.Namespace(p.Lease), p.Service)
 		if prev, dup := legacy[id]; dup && prev != p {
 			collisions++
 		}

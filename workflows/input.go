@@ -3,7 +3,6 @@ package workflows
 import (
 	"errors"
 	"fmt"
-	"github.com/deployflow/deployflow/internal/manifest"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,63 +13,8 @@ import (
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
 
-// RolloutInput is RolloutWorkflow's input, plain JSON so the workflow can be
-// started from the Temporal UI, `temporal workflow start --input` or our CLI:
-//
-//	{"namespace": "shop", "service": "web",
-//	 "deployment": {"spec": {"replicas": 3, "template": {...}}}}
-//
-// The Deployment describes the desired state only; it is never created in the
-// cluster. Its name defaults to the service, its namespace to Namespace.
-type RolloutInput struct {
-	Namespace  string            `json:"namespace"`
-	Service    string            `json:"service"`
-	Deployment appsv1.Deployment `json:"deployment"`
-	// AutoRollback restores the last-known-good revision when the progress
-	// deadline passes (the workflow still fails, with ProgressDeadlineExceeded).
-	AutoRollback bool `json:"autoRollback,omitempty"`
-	// MaxHistoryEvents is the history length after which the rollout
-	// continues as a new run (carrying its state); 0 means 4000. Long
-	// rollouts stay cheap to replay; a small value exercises the hand-over.
-	MaxHistoryEvents int `json:"maxHistoryEvents,omitempty"`
-	// Steps make the rollout a canary (manifest strategy Canary): run them
-	// before the ordinary syncs finish the rollout.
-	Steps []manifest.CanaryStep `json:"steps,omitempty"`
-	// Revert: the rollout returns a lease to its last-known-good manifest
-	// after a failed deploy. It takes no canary steps, and a blue-green
-	// switches without waiting for promotion, analyses or a scale-down
-	// delay: getting back is urgent, and that version was good.
-	Revert bool `json:"revert,omitempty"`
-	// Background is a canary's background analysis, measured beside its
-	// steps until they end.
-	Background *manifest.Analysis `json:"background,omitempty"`
-	// BlueGreen makes the rollout a blue-green (manifest strategy
-	// BlueGreen): preview, promotion, switch, scale-down delay.
-	BlueGreen *manifest.BlueGreen `json:"blueGreen,omitempty"`
-	// FewerEvents is set by the lease workflow (and the CLI) that starts the
-	// rollout: it takes versionFewerEvents without recording a marker. A
-	// rollout started without it asks the gate.
-	FewerEvents bool `json:"fewerEvents,omitempty"`
-	// MaxReplicas bounds the rollout's scale update: the operator's
-	// --max-replicas less the lease's other services' replicas, set by the
-	// lease workflow that starts the rollout (0: manifest.MaxReplicas).
-	MaxReplicas int32 `json:"maxReplicas,omitempty"`
-	// QuickWait is set by the lease workflow that starts the rollout: the
-	// first wait for a change in each workflow task is a local activity of
-	// a few seconds, so pods that become ready within it finish the
-	// rollout in the task that applied it (six history events fewer than
-	// an activity and the task after it). A rollout started without it
-	// waits only in activities, as runs before it did; continued runs keep it.
-	QuickWait bool `json:"quickWait,omitempty"`
-	// Carry is set by the workflow itself when it continues as new; leave it
-	// empty when starting a rollout.
-	Carry *RolloutCarry `json:"carry,omitempty"`
-
-	invalid error // what is wrong with an input typed by hand (UnmarshalJSON)
-}
-
-// RolloutCarry is the state a rollout hands to its continued run.
-type RolloutCarry struct {
+// rolloutCarry is the state a rollout hands to its continued run.
+type rolloutCarry struct {
 	// Deployment is the desired state with operator changes (pause, scale,
 	// undo, restart) applied and the status of the last sync.
 	Deployment     appsv1.Deployment `json:"deployment"`
@@ -87,7 +31,7 @@ type RolloutCarry struct {
 // desired returns the Deployment with the API server's defaults applied, as
 // upstream's controller would see it, and validates it. Errors name the field
 // and the fix.
-func (in RolloutInput) desired() (*appsv1.Deployment, error) {
+func (in rolloutInput) desired() (*appsv1.Deployment, error) {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))

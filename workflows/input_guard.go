@@ -3,12 +3,12 @@ package workflows
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 )
 
@@ -19,62 +19,14 @@ import (
 // or the UI. Each check is behind versionGuardedInput, asked only when an
 // input fails it, so runs that pass record no marker.
 
-// MaxTriggerLength bounds a trigger ("cli", "ui", "schedule", ...).
-const MaxTriggerLength = 64
-
-var triggerRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9 ._:/@+-]*$`)
-
-// checkTrigger reports what is wrong with a trigger, naming field.
-func checkTrigger(field, t string) error {
-	switch {
-	case t == "":
-		return nil
-	case len(t) > MaxTriggerLength:
-		return fmt.Errorf("%s: %d bytes: a trigger names who asked (cli, ui, schedule) in at most %d", field, len(t), MaxTriggerLength)
-	case !triggerRE.MatchString(t):
-		return fmt.Errorf("%s: %q: use letters, digits and . _ : / @ + - (a word such as cli, ui or schedule)", field, t)
-	}
-	return nil
-}
-
-// MaxKeyLength bounds a deploy request's key.
-const MaxKeyLength = 160
-
-// checkKey says what is wrong with a deploy request's key, typed by hand.
-func checkKey(field, k string) error {
-	switch {
-	case k == "":
-		return nil
-	case len(k) > MaxKeyLength:
-		return fmt.Errorf("%s: %d bytes: a request's key is at most %d", field, len(k), MaxKeyLength)
-	case !triggerRE.MatchString(k):
-		return fmt.Errorf("%s: %q: use letters, digits and . _ : / @ + -", field, k)
-	}
-	return nil
-}
-
-// fingerprintRE is a plan's fingerprint as plan.Node.Fingerprint writes
-// it and `deployflow deploy --plan` prints it.
-var fingerprintRE = regexp.MustCompile(`^[0-9a-f]{16}$`)
-
-// checkPlanFingerprint refuses a plan fingerprint no plan has: typed by
-// hand, it was carried as it came (issue 35.2: a huge one cost the lease
-// failed workflow tasks). The value is not echoed.
-func checkPlanFingerprint(field, f string) error {
-	if f == "" || fingerprintRE.MatchString(f) {
-		return nil
-	}
-	return fmt.Errorf("%s: %d bytes that are no plan's fingerprint: give the 16 hex digits 'deployflow deploy --plan' prints, or leave it out", field, len(f))
-}
-
 // guard is what is wrong with a DeployInput that the workflow itself would
 // never have written; continued says the run continues an earlier one.
-func (in DeployInput) guard(continued bool) error {
+func (in deployInput) guard(continued bool) error {
 	var errs []error
-	if err := checkTrigger("trigger", in.Trigger); err != nil {
+	if err := api.CheckTrigger("trigger", in.Trigger); err != nil {
 		errs = append(errs, err)
 	}
-	if err := checkKey("key", in.Key); err != nil {
+	if err := api.CheckKey("key", in.Key); err != nil {
 		errs = append(errs, err)
 	}
 	c := in.Carry
@@ -95,10 +47,10 @@ func (in DeployInput) guard(continued bool) error {
 			errs = append(errs, fmt.Errorf("%s: %w", m.field, err))
 		}
 	}
-	if err := checkTrigger("carry.pendingTrigger", c.PendingTrigger); err != nil {
+	if err := api.CheckTrigger("carry.pendingTrigger", c.PendingTrigger); err != nil {
 		errs = append(errs, err)
 	}
-	if err := checkKey("carry.pendingKey", c.PendingKey); err != nil {
+	if err := api.CheckKey("carry.pendingKey", c.PendingKey); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -109,7 +61,7 @@ func (in DeployInput) guard(continued bool) error {
 // a manifest it validated by the rules of its day; a rollout started by
 // hand has its steps and analyses validated by today's (issue 35: they
 // were never validated), one continuing a run by the rules that run took.
-func (in RolloutInput) guard(continued, byLease bool) error {
+func (in rolloutInput) guard(continued, byLease bool) error {
 	var errs []error
 	if in.Carry != nil && !continued {
 		errs = append(errs, errors.New("carry: is set by the workflow itself when it continues as new; leave it out when starting a rollout"))
@@ -154,7 +106,7 @@ func refuseGuarded(ctx workflow.Context, problem error) error {
 	if problem == nil || !refusesGuarded(ctx) {
 		return nil
 	}
-	return temporal.NewNonRetryableApplicationError(problem.Error(), ErrInvalidInput, nil)
+	return temporal.NewNonRetryableApplicationError(problem.Error(), api.ErrInvalidInput, nil)
 }
 
 // continued reports whether this run continues an earlier one of the same
@@ -175,15 +127,15 @@ func continuedRun(info *workflow.Info) bool {
 // one workflow at a time. The SDK's replayer runs a recorded history under
 // an ID of its own: let through while replaying. Asked only when the ID is
 // another (versionOwnWorkflowID), so runs that pass record no marker.
-func checkLeaseWorkflowID(ctx workflow.Context, in DeployInput) error {
+func checkLeaseWorkflowID(ctx workflow.Context, in deployInput) error {
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
-	want := DeployWorkflowIDIn(in.Manifest.Lease, in.Cluster)
+	want := api.DeployWorkflowIDIn(in.Manifest.Lease, in.Cluster)
 	if id == want || (id == replayerWorkflowID && workflow.IsReplaying(ctx)) || !refusesForeignWorkflowID(ctx) {
 		return nil
 	}
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 		"workflow ID: lease %s's deploys run as workflow %s, not %s: start it under that ID (deployflow deploy does), or send the deploy update to it",
-		in.Manifest.Lease, want, id), ErrInvalidInput, nil)
+		in.Manifest.Lease, want, id), api.ErrInvalidInput, nil)
 }
 
 // maxInputDuration bounds a duration typed into a lease's workflow input in

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/observe"
 )
@@ -27,29 +28,29 @@ func TestGuardRefusesWhatOnlyTheWorkflowWrites(t *testing.T) {
 	bad.Services[0].Image = ""
 	for _, tc := range []struct {
 		name      string
-		in        DeployInput
+		in        api.DeployInput
 		continued bool
 		want      string
 	}{
-		{"a carry on a fresh start", DeployInput{Manifest: m, Carry: &DeployCarry{Phase: PhaseActive, LastGood: &m}}, false, "carry: is set by the workflow itself"},
-		{"a carried manifest that does not validate", DeployInput{Manifest: m, Carry: &DeployCarry{Phase: PhaseActive, LastGood: &bad}}, true, "carry.lastGood: services[0].image"},
-		{"a long trigger", DeployInput{Manifest: m, Trigger: strings.Repeat("x", 65)}, false, "trigger: 65 bytes"},
-		{"a markdown trigger", DeployInput{Manifest: m, Trigger: "[x](http://e)"}, false, "trigger: \"[x](http://e)\""},
-		{"a carried trigger", DeployInput{Manifest: m, Carry: &DeployCarry{PendingTrigger: "a\nb"}}, true, "carry.pendingTrigger"},
+		{"a carry on a fresh start", api.DeployInput{Manifest: m, Carry: rawCarry(&deployCarry{Phase: api.PhaseActive, LastGood: &m})}, false, "carry: is set by the workflow itself"},
+		{"a carried manifest that does not validate", api.DeployInput{Manifest: m, Carry: rawCarry(&deployCarry{Phase: api.PhaseActive, LastGood: &bad})}, true, "carry.lastGood: services[0].image"},
+		{"a long trigger", api.DeployInput{Manifest: m, Trigger: strings.Repeat("x", 65)}, false, "trigger: 65 bytes"},
+		{"a markdown trigger", api.DeployInput{Manifest: m, Trigger: "[x](http://e)"}, false, "trigger: \"[x](http://e)\""},
+		{"a carried trigger", api.DeployInput{Manifest: m, Carry: rawCarry(&deployCarry{PendingTrigger: "a\nb"})}, true, "carry.pendingTrigger"},
 	} {
-		err := tc.in.guard(tc.continued)
+		err := deployed(tc.in).guard(tc.continued)
 		require.Error(t, err, tc.name)
 		assert.Contains(t, err.Error(), tc.want, tc.name)
 	}
-	for _, ok := range []DeployInput{
+	for _, ok := range []api.DeployInput{
 		{Manifest: m, Trigger: "cli"},
 		{Manifest: m, Trigger: "schedule:nightly-restart"},
-		{Manifest: m, Carry: &DeployCarry{Phase: PhaseActive, LastGood: &m, PendingTrigger: "ui"}},
+		{Manifest: m, Carry: rawCarry(&deployCarry{Phase: api.PhaseActive, LastGood: &m, PendingTrigger: "ui"})},
 	} {
-		assert.NoError(t, ok.guard(true))
+		assert.NoError(t, deployed(ok).guard(true))
 	}
-	assert.Error(t, RolloutInput{Namespace: "shop", Service: "web", Carry: &RolloutCarry{}}.guard(false, false))
-	assert.NoError(t, RolloutInput{Namespace: "shop", Service: "web", Carry: &RolloutCarry{}}.guard(true, false))
+	assert.Error(t, rolledOut(api.RolloutInput{Namespace: "shop", Service: "web", Carry: rawCarry(&rolloutCarry{})}).guard(false, false))
+	assert.NoError(t, rolledOut(api.RolloutInput{Namespace: "shop", Service: "web", Carry: rawCarry(&rolloutCarry{})}).guard(true, false))
 }
 
 // Issue 35: a rollout started by hand carries its canary steps and
@@ -64,27 +65,27 @@ func TestAHandStartedRolloutsAnalysesAreValidatedLikeAManifests(t *testing.T) {
 	legacy := &manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: `rate(x{namespace="lease-l"}[1m])`}, SuccessCondition: "result in [200, 204]"}
 	for _, tc := range []struct {
 		name string
-		in   RolloutInput
+		in   api.RolloutInput
 		want []string
 	}{
-		{"a step that is two things", RolloutInput{Steps: []manifest.CanaryStep{{SetWeight: &weight, Pause: &manifest.Pause{}}}},
+		{"a step that is two things", api.RolloutInput{Steps: []manifest.CanaryStep{{SetWeight: &weight, Pause: &manifest.Pause{}}}},
 			[]string{"steps[0]: a step is exactly one of"}},
-		{"a condition in expr's language", RolloutInput{Steps: []manifest.CanaryStep{{SetWeight: &weight}}, Background: legacy},
+		{"a condition in expr's language", api.RolloutInput{Steps: []manifest.CanaryStep{{SetWeight: &weight}}, Background: legacy},
 			[]string{"background.successCondition", "background.prometheus.query"}},
-		{"a blue-green's analysis without a query", RolloutInput{BlueGreen: &manifest.BlueGreen{PrePromotionAnalysis: &manifest.Analysis{SuccessCondition: "result > 0"}}},
+		{"a blue-green's analysis without a query", api.RolloutInput{BlueGreen: &manifest.BlueGreen{PrePromotionAnalysis: &manifest.Analysis{SuccessCondition: "result > 0"}}},
 			[]string{"blueGreen.prePromotionAnalysis.prometheus.query: is required"}},
 	} {
 		tc.in.Namespace, tc.in.Service = "shop", "web"
-		err := tc.in.guard(false, false)
+		err := rolledOut(tc.in).guard(false, false)
 		require.Error(t, err, tc.name)
 		for _, w := range tc.want {
 			assert.Contains(t, err.Error(), w, tc.name)
 		}
 	}
-	lenient := RolloutInput{Namespace: "shop", Service: "web", Steps: []manifest.CanaryStep{{Analysis: legacy}}}
-	assert.Error(t, lenient.guard(false, false), "by hand: today's rules")
-	assert.NoError(t, lenient.guard(false, true), "a lease's own rollout: its lease validated it")
-	assert.NoError(t, lenient.guard(true, false), "a continued run: the rules it took")
+	lenient := api.RolloutInput{Namespace: "shop", Service: "web", Steps: []manifest.CanaryStep{{Analysis: legacy}}}
+	assert.Error(t, rolledOut(lenient).guard(false, false), "by hand: today's rules")
+	assert.NoError(t, rolledOut(lenient).guard(false, true), "a lease's own rollout: its lease validated it")
+	assert.NoError(t, rolledOut(lenient).guard(true, false), "a continued run: the rules it took")
 }
 
 // Review of issue 20.7: a cron run (and a retry) names the run before it,
@@ -99,9 +100,9 @@ func TestOnlyAContinueAsNewIsAContinuedRun(t *testing.T) {
 
 func TestARolloutsReplicasAreBoundedLikeALeasesService(t *testing.T) {
 	n := int32(100000)
-	in := RolloutInput{Namespace: "shop", Service: "web"}
+	in := api.RolloutInput{Namespace: "shop", Service: "web"}
 	in.Deployment.Spec.Replicas = &n
-	err := in.guard(false, false)
+	err := rolledOut(in).guard(false, false)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "deployment.spec.replicas: 100000 is too many: use at most 1000")
 }
@@ -116,22 +117,22 @@ func TestACarriedManifestIsValidatedByTheRulesOfItsDay(t *testing.T) {
 		Prometheus: &manifest.PrometheusQuery{Query: `rate(x{namespace="lease-l"}[1m])`}, SuccessCondition: "result in [200, 204]"}}}}
 	require.Error(t, m.Validate(), "today's rules refuse it")
 	assert.NoError(t, m.ValidateLenient(), "the rules of its day took it")
-	assert.NoError(t, DeployInput{Manifest: m, Carry: &DeployCarry{Phase: PhaseActive, LastGood: &m}}.guard(true))
+	assert.NoError(t, deployed(api.DeployInput{Manifest: m, Carry: rawCarry(&deployCarry{Phase: api.PhaseActive, LastGood: &m})}).guard(true))
 }
 
 // Issue 35.2: a lease's workflow runs only under its lease's ID. Under
 // another (another lease's, a lookalike, any), it acted for the lease in
 // its manifest; it is refused, typed, before any activity runs.
 func TestALeaseWorkflowRunsOnlyUnderItsLeasesID(t *testing.T) {
-	for _, id := range []string{DeployWorkflowID("other"), DeployWorkflowID("l") + "-2", DeployWorkflowID("l") + "@eu", "anything"} {
+	for _, id := range []string{api.DeployWorkflowID("other"), api.DeployWorkflowID("l") + "-2", api.DeployWorkflowID("l") + "@eu", "anything"} {
 		env := newDeployEnv(t, func(env *deployEnv) {
 			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id})
 		})
-		env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Trigger: "test"})
+		env.ExecuteWorkflow(DeployWorkflow, api.DeployInput{Manifest: oneService("l"), Trigger: "test"})
 		require.True(t, env.IsWorkflowCompleted(), id)
 		var appErr *temporal.ApplicationError
 		require.ErrorAs(t, env.GetWorkflowError(), &appErr, id)
-		assert.Equal(t, ErrInvalidInput, appErr.Type(), id)
+		assert.Equal(t, api.ErrInvalidInput, appErr.Type(), id)
 		if !strings.Contains(id, "@") { // deploy-l@eu: checkCluster names the cluster first
 			assert.Contains(t, appErr.Error(), "workflow ID: lease l's deploys run as workflow deploy-l, not "+id)
 		}
@@ -139,14 +140,14 @@ func TestALeaseWorkflowRunsOnlyUnderItsLeasesID(t *testing.T) {
 		env.AssertNotCalled(t, "ApplyDeploy", mock.Anything, mock.Anything)
 	}
 	env := newDeployEnv(t, func(env *deployEnv) {
-		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).Return(&RolloutResult{Outcome: OutcomeComplete, DesiredReplicas: 1}, nil)
+		env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).Return(&api.RolloutResult{Outcome: api.OutcomeComplete, DesiredReplicas: 1}, nil)
 	})
-	env.ExecuteWorkflow(DeployWorkflow, DeployInput{Manifest: oneService("l"), Trigger: "test"})
+	env.ExecuteWorkflow(DeployWorkflow, api.DeployInput{Manifest: oneService("l"), Trigger: "test"})
 	require.True(t, env.IsWorkflowCompleted())
 	var can *workflow.ContinueAsNewError
 	require.ErrorAs(t, env.GetWorkflowError(), &can, "under deploy-l it deploys, and continues as new")
 	in := continuedWith(t, env.GetWorkflowError())
-	assert.Equal(t, PhaseActive, in.Carry.Phase)
+	assert.Equal(t, api.PhaseActive, deployed(in).Carry.Phase)
 }
 
 // Issue 35.2: a duration typed into a lease's input in seconds saturates.
@@ -171,7 +172,7 @@ func TestInputSecondsSaturate(t *testing.T) {
 	})
 	env.in.HealthIntervalSeconds = 18446744074
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
-	env.ExecuteWorkflow(DeployWorkflow, env.in)
+	env.ExecuteWorkflow(DeployWorkflow, env.in.encode())
 	require.True(t, env.IsWorkflowCompleted())
 	assert.Zero(t, reads, "an idle lease whose safety net is a week reads nothing in a minute")
 }
@@ -180,10 +181,10 @@ func TestInputSecondsSaturate(t *testing.T) {
 // or refused without echoing it (TestHandTypedInputsCannotSkipValidation
 // sends one to a running lease).
 func TestAPlanFingerprintIsOnlyOneAPlanCouldHave(t *testing.T) {
-	assert.NoError(t, checkPlanFingerprint("planFingerprint", ""))
-	assert.NoError(t, checkPlanFingerprint("planFingerprint", "0123456789abcdef"))
+	assert.NoError(t, api.CheckPlanFingerprint("planFingerprint", ""))
+	assert.NoError(t, api.CheckPlanFingerprint("planFingerprint", "0123456789abcdef"))
 	for _, bad := range []string{"0123456789ABCDEF", "0123456789abcde", "0123456789abcdef0", "<img src=x>", strings.Repeat("f", 1<<20)} {
-		err := checkPlanFingerprint("planFingerprint", bad)
+		err := api.CheckPlanFingerprint("planFingerprint", bad)
 		require.Error(t, err, "%.40s", bad)
 		assert.Contains(t, err.Error(), "planFingerprint:")
 		assert.NotContains(t, err.Error(), bad, "not echoed")

@@ -19,11 +19,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/worker/app"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Tenant isolation and correctness on the real local stack (issue 8). Each
@@ -55,7 +55,7 @@ func TestLeasesWhoseNamesJoinAlikeDeployIndependently(t *testing.T) {
 	dt.deploy(slow(web(other, "c", "nginx:1.26", 2), "2s"))
 	for lease, image := range map[string]string{dt.lease: "nginx:1.27", other: "nginx:1.26"} {
 		st := dt.waitRevision(lease, 1)
-		require.Equal(t, workflows.PhaseActive, st.Phase, "lease %s: %s", lease, st.LastError)
+		require.Equal(t, api.PhaseActive, st.Phase, "lease %s: %s", lease, st.LastError)
 		svc := map[string]string{dt.lease: "b-c", other: "c"}[lease]
 		_, available, images := dt.available(manifest.Namespace(lease), svc)
 		assert.Equal(t, int32(2), available, lease)
@@ -66,13 +66,13 @@ func TestLeasesWhoseNamesJoinAlikeDeployIndependently(t *testing.T) {
 // startStandalone starts a standalone RolloutWorkflow on tq.
 func startStandalone(t *testing.T, env *testenv.Env, tq, ns, svc, image string, replicas int32, annotations map[string]string) client.WorkflowRun {
 	t.Helper()
-	in := workflows.RolloutInput{Namespace: ns, Service: svc}
+	in := api.RolloutInput{Namespace: ns, Service: svc}
 	in.Deployment.Spec.Replicas = &replicas
 	in.Deployment.Spec.Template.Annotations = annotations
 	in.Deployment.Spec.Template.Spec.Containers = []corev1.Container{{Name: svc, Image: image}}
 	run, err := env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
-		ID: workflows.RolloutWorkflowID(ns, svc) + ":" + testenv.ShortName("t"), TaskQueue: tq,
-	}, workflows.RolloutWorkflow, in)
+		ID: api.RolloutWorkflowID(ns, svc) + ":" + testenv.ShortName("t"), TaskQueue: tq,
+	}, api.RolloutWorkflow, in)
 	require.NoError(t, err)
 	return run
 }
@@ -131,7 +131,7 @@ func TestRolloutsStayInDeployflowsNamespaces(t *testing.T) {
 	assert.Equal(t, activities.ErrNamespaceNotAllowed, failureType(t, err))
 
 	// A namespace the worker lists (--rollout-namespaces) is usable.
-	var res workflows.RolloutResult
+	var res api.RolloutResult
 	require.NoError(t, startStandalone(t, env, tq, listed, "web", "nginx:1.27", 2, nil).Get(ctx, &res))
 	assert.Equal(t, int32(2), res.AvailableReplicas)
 }
@@ -144,7 +144,7 @@ func TestLeaseObjectsAreOwnedAndNotAdoptedByAUserDeployment(t *testing.T) {
 	ctx := context.Background()
 	ns := manifest.Namespace(dt.lease)
 	dt.deploy(web(dt.lease, "web", "nginx:1.27", 3, dt.lease+".apps.example.com"))
-	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	require.Equal(t, api.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
 
 	l, err := dt.acts.Leases.Get(ctx, dt.lease)
 	require.NoError(t, err)
@@ -228,14 +228,14 @@ func TestStandaloneRolloutCleansUpPastRevisionHistoryLimit(t *testing.T) {
 	ctx := context.Background()
 	ns, tq := env.Namespace(t), env.Worker(t)
 	for i, image := range []string{"nginx:1.24", "nginx:1.25", "nginx:1.26", "nginx:1.27"} {
-		in := workflows.RolloutInput{Namespace: ns, Service: "web"}
+		in := api.RolloutInput{Namespace: ns, Service: "web"}
 		one, limit := int32(1), int32(1)
 		in.Deployment.Spec.Replicas = &one
 		in.Deployment.Spec.RevisionHistoryLimit = &limit
 		in.Deployment.Spec.Template.Spec.Containers = []corev1.Container{{Name: "web", Image: image}}
 		run, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID: fmt.Sprintf("%s:%d", workflows.RolloutWorkflowID(ns, "web"), i), TaskQueue: tq,
-		}, workflows.RolloutWorkflow, in)
+			ID: fmt.Sprintf("%s:%d", api.RolloutWorkflowID(ns, "web"), i), TaskQueue: tq,
+		}, api.RolloutWorkflow, in)
 		require.NoError(t, err)
 		require.NoError(t, run.Get(ctx, nil), image)
 	}
@@ -252,11 +252,11 @@ func TestTheLeaseRecordsWhatItsRolloutsRan(t *testing.T) {
 	ctx := context.Background()
 	ns := manifest.Namespace(dt.lease)
 	dt.deploy(web(dt.lease, "web", "nginx:1.26", 3))
-	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	require.Equal(t, api.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
 
 	update := func(name string, arg any) {
 		t.Helper()
-		opts := client.UpdateWorkflowOptions{WorkflowID: workflows.RolloutWorkflowID(ns, "web"), UpdateName: name, WaitForStage: client.WorkflowUpdateStageCompleted}
+		opts := client.UpdateWorkflowOptions{WorkflowID: api.RolloutWorkflowID(ns, "web"), UpdateName: name, WaitForStage: client.WorkflowUpdateStageCompleted}
 		if arg != nil {
 			opts.Args = []any{arg}
 		}
@@ -268,26 +268,26 @@ func TestTheLeaseRecordsWhatItsRolloutsRan(t *testing.T) {
 
 	// An undo mid-rollout: the lease is not recorded on the new manifest.
 	dt.deploy(slow(web(dt.lease, "web", "nginx:1.27", 3), "3s"))
-	update(workflows.UpdateUndo, workflows.UndoRequest{})
+	update(api.UpdateUndo, api.UndoRequest{})
 	st := dt.waitRevision(dt.lease, 2)
-	assert.Equal(t, workflows.PhaseFailed, st.Phase)
-	assert.Contains(t, st.History[len(st.History)-1].Outcome, workflows.ErrRolloutUndone)
+	assert.Equal(t, api.PhaseFailed, st.Phase)
+	assert.Contains(t, st.History[len(st.History)-1].Outcome, api.ErrRolloutUndone)
 	_, _, images := dt.available(ns, "web")
 	assert.Equal(t, int32(3), images["nginx:1.26"])
 	assert.Zero(t, images["nginx:1.27"])
 	// What the lease reapplies is its last-known-good manifest: 1.26.
-	require.NoError(t, dt.env.Temporal.SignalWorkflow(ctx, workflows.DeployWorkflowID(dt.lease), "", workflows.SignalRedeploy,
-		workflows.RedeployRequest{Action: workflows.RedeployReapply}))
+	require.NoError(t, dt.env.Temporal.SignalWorkflow(ctx, api.DeployWorkflowID(dt.lease), "", api.SignalRedeploy,
+		api.RedeployRequest{Action: api.RedeployReapply}))
 	st = dt.waitRevision(dt.lease, 3)
 	assert.Equal(t, activities.ChangeNone, st.Classes["web"], "reapplying the last-known-good manifest changes nothing")
 
 	// A scale of the lease's rollout: the lease now runs 5.
 	dt.deploy(slow(web(dt.lease, "web", "nginx:1.28", 3), "2s"))
-	update(workflows.UpdateScale, workflows.ScaleRequest{Replicas: 5})
+	update(api.UpdateScale, api.ScaleRequest{Replicas: 5})
 	st = dt.waitRevision(dt.lease, 4)
-	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
-	require.NoError(t, dt.env.Temporal.SignalWorkflow(ctx, workflows.DeployWorkflowID(dt.lease), "", workflows.SignalRedeploy,
-		workflows.RedeployRequest{Action: workflows.RedeployReapply}))
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
+	require.NoError(t, dt.env.Temporal.SignalWorkflow(ctx, api.DeployWorkflowID(dt.lease), "", api.SignalRedeploy,
+		api.RedeployRequest{Action: api.RedeployReapply}))
 	st = dt.waitRevision(dt.lease, 5)
 	assert.Equal(t, activities.ChangeNone, st.Classes["web"], "the reapply keeps the operator's 5 replicas")
 	desired, _, _ := dt.available(ns, "web")
@@ -306,7 +306,7 @@ func TestAnEarlyFailureReleasesWhatTheDeployTook(t *testing.T) {
 	host := dt.lease + ".apps.example.com"
 	dt.deploy(twoServices(dt.lease, host, "nginx:1.27", nil, false))
 	st := dt.waitRevision(dt.lease, 1)
-	assert.Equal(t, workflows.PhaseFailed, st.Phase)
+	assert.Equal(t, api.PhaseFailed, st.Phase)
 	assert.Contains(t, st.LastError, activities.ErrNamespaceNotAllowed)
 	held, err := dt.acts.Hostnames.Held(ctx, dt.lease)
 	require.NoError(t, err)
@@ -367,7 +367,7 @@ func TestTeardownAsTheDeployFinishesIsNeverLost(t *testing.T) {
 		// (Once the rollout exists, its end is waited for with a long poll
 		// of its history, which answers as it ends, not by asking again
 		// and again.)
-		rollout := workflows.RolloutWorkflowID(manifest.Namespace(lease), "web")
+		rollout := api.RolloutWorkflowID(manifest.Namespace(lease), "web")
 		testenv.Eventually(t, 60*time.Second, pollQuery, "the rollout of "+lease+" never started", func() (bool, string) {
 			_, err := dt.env.Temporal.DescribeWorkflowExecution(ctx, rollout, "")
 			return err == nil, fmt.Sprint(err)
@@ -376,10 +376,10 @@ func TestTeardownAsTheDeployFinishesIsNeverLost(t *testing.T) {
 		require.NoError(t, dt.env.Temporal.GetWorkflow(wctx, rollout, "").Get(wctx, nil), "the rollout of %s", lease)
 		cancel()
 		if i%2 == 0 {
-			require.NoError(t, dt.env.Temporal.SignalWorkflow(ctx, workflows.DeployWorkflowID(lease), "", workflows.SignalTeardown, nil))
+			require.NoError(t, dt.env.Temporal.SignalWorkflow(ctx, api.DeployWorkflowID(lease), "", api.SignalTeardown, nil))
 		} else {
 			h, err := dt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-				WorkflowID: workflows.DeployWorkflowID(lease), UpdateName: workflows.UpdateTeardown, WaitForStage: client.WorkflowUpdateStageCompleted})
+				WorkflowID: api.DeployWorkflowID(lease), UpdateName: api.UpdateTeardown, WaitForStage: client.WorkflowUpdateStageCompleted})
 			require.NoError(t, err)
 			require.NoError(t, h.Get(ctx, nil))
 		}
@@ -387,7 +387,7 @@ func TestTeardownAsTheDeployFinishesIsNeverLost(t *testing.T) {
 		// seconds with the rest of the suite beside it. A lost one would
 		// leave the lease's workflow waiting for an hour.
 		require.Eventually(t, func() bool {
-			d, err := dt.env.Temporal.DescribeWorkflowExecution(ctx, workflows.DeployWorkflowID(lease), "")
+			d, err := dt.env.Temporal.DescribeWorkflowExecution(ctx, api.DeployWorkflowID(lease), "")
 			return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
 		}, 3*time.Minute, pollQuery, "lease %s: the teardown was lost", lease)
 		_, err := dt.env.Kube.CoreV1().Namespaces().Get(ctx, manifest.Namespace(lease), metav1.GetOptions{})
@@ -404,17 +404,17 @@ func TestADeployApprovedWithAPlanActsOnlyOnThatPlan(t *testing.T) {
 	m := web(dt.lease, "web", "nginx:1.27", 1)
 	h, err := dt.env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: dt.env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-			ID: workflows.DeployWorkflowID(dt.lease), TaskQueue: dt.tq, WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: m}),
+			ID: api.DeployWorkflowID(dt.lease), TaskQueue: dt.tq, WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		}, api.DeployWorkflow, api.DeployInput{Manifest: m}),
 		UpdateOptions: client.UpdateWorkflowOptions{
-			WorkflowID: workflows.DeployWorkflowID(dt.lease), UpdateName: workflows.UpdateDeploy, WaitForStage: client.WorkflowUpdateStageCompleted,
-			Args: []any{workflows.DeployRequest{Manifest: m, PlanFingerprint: "0123456789abcdef"}},
+			WorkflowID: api.DeployWorkflowID(dt.lease), UpdateName: api.UpdateDeploy, WaitForStage: client.WorkflowUpdateStageCompleted,
+			Args: []any{api.DeployRequest{Manifest: m, PlanFingerprint: "0123456789abcdef"}},
 		},
 	})
 	require.NoError(t, err)
 	require.NoError(t, h.Get(ctx, nil))
 	t.Cleanup(func() {
-		_ = dt.env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowID(dt.lease), "", "test over")
+		_ = dt.env.Temporal.TerminateWorkflow(ctx, api.DeployWorkflowID(dt.lease), "", "test over")
 	})
 	st := dt.waitRevision(dt.lease, 1)
 	assert.Contains(t, st.History[0].Outcome, "Aborted: the cluster changed since the plan was approved")
@@ -422,19 +422,19 @@ func TestADeployApprovedWithAPlanActsOnlyOnThatPlan(t *testing.T) {
 	assert.True(t, apierrors.IsNotFound(err), "nothing was deployed")
 
 	// The plan a worker computes is the one the deploy runs.
-	run, err := dt.env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PlanWorkflowID(m), TaskQueue: dt.tq},
-		workflows.PlanWorkflow, workflows.PlanRequest{Manifest: m})
+	run, err := dt.env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: api.PlanWorkflowID(m), TaskQueue: dt.tq},
+		api.PlanWorkflow, api.PlanRequest{Manifest: m})
 	require.NoError(t, err)
 	var plan activities.DeployPlan
 	require.NoError(t, run.Get(ctx, &plan))
 	h, err = dt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: workflows.DeployWorkflowID(dt.lease), UpdateName: workflows.UpdateDeploy, WaitForStage: client.WorkflowUpdateStageCompleted,
-		Args: []any{workflows.DeployRequest{Manifest: m, PlanFingerprint: plan.Fingerprint}},
+		WorkflowID: api.DeployWorkflowID(dt.lease), UpdateName: api.UpdateDeploy, WaitForStage: client.WorkflowUpdateStageCompleted,
+		Args: []any{api.DeployRequest{Manifest: m, PlanFingerprint: plan.Fingerprint}},
 	})
 	require.NoError(t, err)
 	require.NoError(t, h.Get(ctx, nil))
 	st = dt.waitRevision(dt.lease, 2)
-	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	assert.Equal(t, plan.Operations, st.History[len(st.History)-1].Operations)
 }
 
@@ -448,5 +448,5 @@ func TestADeployOfAnUnknownLeaseEnds(t *testing.T) {
 	defer cancel()
 	err := run.Get(ctx, nil)
 	require.Error(t, err)
-	assert.Equal(t, workflows.ErrLeaseNotActive, failureType(t, err))
+	assert.Equal(t, api.ErrLeaseNotActive, failureType(t, err))
 }

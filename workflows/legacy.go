@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/analysis"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/canary"
@@ -138,12 +139,12 @@ func (w *deployRun) joinsSameManifest() bool { return gate(w.ctx, versionJoinSam
 // or as a lease workflow that started its rollouts before the change did.
 func (w *deployRun) rolloutWorkflowID() func(namespace, service string) string {
 	if !w.takes(versionRolloutID) {
-		return LegacyRolloutWorkflowID
+		return api.LegacyRolloutWorkflowID
 	}
 	if c := w.in.Cluster; c != "" {
-		return func(namespace, service string) string { return ClusterRolloutWorkflowID(c, namespace, service) }
+		return func(namespace, service string) string { return api.ClusterRolloutWorkflowID(c, namespace, service) }
 	}
-	return RolloutWorkflowID
+	return api.RolloutWorkflowID
 }
 
 // marksUpgradeTest: only the live upgrade test's build B marks its deploys.
@@ -213,7 +214,7 @@ func (w *deployRun) legacyApplyWorkload(m *manifest.Manifest, owner string) (act
 	}
 	objects, err := activities.RenderObjects(m, res.IPs, hosts.Withheld)
 	if err != nil {
-		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidManifest, nil)
 	}
 	objects.DeployID = w.deployID()
 	objects.Previous = w.Objects
@@ -225,7 +226,7 @@ func (w *deployRun) legacyApplyWorkload(m *manifest.Manifest, owner string) (act
 	for _, svc := range m.ServiceNames() {
 		d, err := m.Deployment(svc)
 		if err != nil {
-			return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
+			return res, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidManifest, nil)
 		}
 		var c activities.Classification
 		if err := workflow.ExecuteLocalActivity(w.kubeCtx("classify "+svc), a.ClassifyService, activities.ClassifyInput{

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/analysis"
 	"github.com/deployflow/deployflow/internal/manifest"
 )
@@ -72,18 +73,18 @@ func TestALongPauseWithTheFastestAnalysisKeepsEveryRunUnderTheHistoryLimit(t *te
 	start := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
 
 	// The stable version, rolled out from nothing.
-	stable := RolloutInput{Namespace: "lease-week", Service: "web", Deployment: weekDeployment("nginx:1.26")}
+	stable := api.RolloutInput{Namespace: "lease-week", Service: "web", Deployment: weekDeployment("nginx:1.26")}
 	env, _ := cluster.env(t, start, "")
 	env.ExecuteWorkflow(RolloutWorkflow, stable)
 	require.NoError(t, env.GetWorkflowError())
-	var res RolloutResult
+	var res api.RolloutResult
 	require.NoError(t, env.GetWorkflowResult(&res))
-	require.Equal(t, OutcomeComplete, res.Outcome)
+	require.Equal(t, api.OutcomeComplete, res.Outcome)
 
 	// The canary: 50%, then a pause for a human, a background analysis
 	// every second throughout.
 	half := int32(50)
-	in := RolloutInput{Namespace: "lease-week", Service: "web", Deployment: weekDeployment("nginx:1.27"),
+	in := api.RolloutInput{Namespace: "lease-week", Service: "web", Deployment: weekDeployment("nginx:1.27"),
 		Steps:      []manifest.CanaryStep{{SetWeight: &half}, {Pause: &manifest.Pause{}}},
 		Background: &manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: "vector(1)"}, SuccessCondition: "result == 1", Interval: interval.String()}}
 	now, runs, longest, measured := start, 0, 0, 0
@@ -94,9 +95,9 @@ func TestALongPauseWithTheFastestAnalysisKeepsEveryRunUnderTheHistoryLimit(t *te
 		env, model := cluster.env(t, now, fmt.Sprintf("run-%d", runs-1))
 		if left := promoteAt.Sub(now); left > 0 {
 			env.RegisterDelayedCallback(func() {
-				env.UpdateWorkflow(UpdatePromote, "", &testsuite.TestUpdateCallback{
+				env.UpdateWorkflow(api.UpdatePromote, "", &testsuite.TestUpdateCallback{
 					OnReject: func(err error) { t.Errorf("promote refused: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
-				}, PromoteRequest{})
+				}, api.PromoteRequest{})
 				model.add(5) // update accepted, completed, and its workflow task
 			}, left)
 		}
@@ -110,11 +111,11 @@ func TestALongPauseWithTheFastestAnalysisKeepsEveryRunUnderTheHistoryLimit(t *te
 
 		var can *workflow.ContinueAsNewError
 		if err := env.GetWorkflowError(); errors.As(err, &can) {
-			var next RolloutInput
+			var next api.RolloutInput
 			require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
 			require.NotNil(t, next.Carry, "run %d continued without its state", runs)
-			require.NotNil(t, next.Carry.Canary)
-			c := next.Carry.Canary
+			require.NotNil(t, rolledOut(next).Carry.Canary)
+			c := rolledOut(next).Carry.Canary
 			if now.Before(promoteAt) {
 				assert.Equal(t, 1, c.Step, "run %d left the pause", runs)
 			}
@@ -131,7 +132,7 @@ func TestALongPauseWithTheFastestAnalysisKeepsEveryRunUnderTheHistoryLimit(t *te
 		require.NoError(t, env.GetWorkflowResult(&res))
 		break
 	}
-	assert.Equal(t, OutcomeComplete, res.Outcome)
+	assert.Equal(t, api.OutcomeComplete, res.Outcome)
 	assert.Equal(t, int32(4), res.AvailableReplicas)
 	assert.False(t, now.Before(promoteAt), "promoted before the week was over")
 	weekOfMeasurements := int(week / interval)

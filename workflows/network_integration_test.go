@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Guards issue 35.3: no NetworkPolicy existed anywhere, so a tenant's pod
@@ -39,7 +39,7 @@ func TestALeasesPodsReachOnlyWhatItsNetworkPolicyAllows(t *testing.T) {
 	dt.deploy(web(other, "web", "nginx:1.27", 1))
 	for _, lease := range []string{dt.lease, other} {
 		st := dt.waitRevision(lease, 1)
-		require.Equal(t, workflows.PhaseActive, st.Phase, "lease %s: %s", lease, st.LastError)
+		require.Equal(t, api.PhaseActive, st.Phase, "lease %s: %s", lease, st.LastError)
 	}
 
 	ctx := context.Background()

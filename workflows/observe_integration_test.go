@@ -18,12 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/observe"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/worker/app"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Issue 11.1 on the real stack: idle leases learn what changes from the
@@ -33,7 +33,7 @@ import (
 // currentRun is the events of the lease workflow's latest run.
 func (dt *deployTest) currentRun(lease string) []*history.HistoryEvent {
 	dt.t.Helper()
-	it := dt.env.Temporal.GetWorkflowHistory(context.Background(), workflows.DeployWorkflowID(lease), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := dt.env.Temporal.GetWorkflowHistory(context.Background(), api.DeployWorkflowID(lease), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var out []*history.HistoryEvent
 	for it.HasNext() {
 		ev, err := it.Next()
@@ -54,7 +54,7 @@ func count(events []*history.HistoryEvent, typ enumspb.EventType, match func(*hi
 }
 
 func observeUpdate(ev *history.HistoryEvent) bool {
-	return ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetName() == workflows.UpdateObserve
+	return ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetName() == api.UpdateObserve
 }
 
 // scaleReplicaSets sets every ReplicaSet of the lease's service to n by
@@ -128,7 +128,7 @@ func TestAHandScaledReplicaSetTurnsTheLeaseDegradedWithoutATimer(t *testing.T) {
 	dt.healthInterval = 0
 	first, second := dt.env.Observer(t, 0), dt.env.Observer(t, 0)
 	dt.deploy(twoServices(dt.lease, dt.lease+".apps.example.com", "nginx:1.26", nil, false))
-	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	require.Equal(t, api.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
 	dt.waitObserversHealthy(first, second)
 	before := dt.currentRun(dt.lease)
 
@@ -136,7 +136,7 @@ func TestAHandScaledReplicaSetTurnsTheLeaseDegradedWithoutATimer(t *testing.T) {
 	// Within two minutes, so by the observer: the lease's safety-net timer
 	// is an hour away (and none fires, below). How soon depends on the
 	// machine's load, not on deployflow: no bound on it here.
-	took := dt.waitPhase(workflows.PhaseDegraded, 2*time.Minute)
+	took := dt.waitPhase(api.PhaseDegraded, 2*time.Minute)
 	assert.GreaterOrEqual(t, took, 2*time.Second, "Degraded only after degradedAfter (3s)")
 
 	run := dt.currentRun(dt.lease)
@@ -145,7 +145,7 @@ func TestAHandScaledReplicaSetTurnsTheLeaseDegradedWithoutATimer(t *testing.T) {
 		"two observations of web below its replicas taken (below, then Degraded), whatever the number of observers")
 
 	dt.scaleReplicaSets("web", 3)
-	dt.waitPhase(workflows.PhaseActive, 30*time.Second)
+	dt.waitPhase(api.PhaseActive, 30*time.Second)
 }
 
 // Closing the lease tears it down at once, told by the observer, not at
@@ -158,16 +158,16 @@ func TestClosingAnIdleLeaseTearsItDownWithinSeconds(t *testing.T) {
 	dt.healthInterval = 0
 	dt.env.Observer(t, 0)
 	run := dt.deploy(twoServices(dt.lease, dt.lease+".apps.example.com", "nginx:1.26", nil, false))
-	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	require.Equal(t, api.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
 
 	start := time.Now()
 	_, err := dt.acts.Leases.Close(context.Background(), dt.lease)
 	require.NoError(t, err)
-	var st workflows.DeployStatus
+	var st api.DeployStatus
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	require.NoError(t, dt.env.Temporal.GetWorkflow(ctx, run.GetID(), "").Get(ctx, &st), "the lease's workflow ends once torn down")
-	assert.Equal(t, workflows.PhaseTornDown, st.Phase)
+	assert.Equal(t, api.PhaseTornDown, st.Phase)
 	t.Logf("torn down %s after the close", time.Since(start).Round(100*time.Millisecond))
 	_, err = dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(dt.lease), metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the lease's namespace is gone: %v", err)
@@ -197,7 +197,7 @@ func TestAMissedChangeIsCaughtByTheSafetyNet(t *testing.T) {
 	m := twoServices(dt.lease, dt.lease+".apps.example.com", "nginx:1.26", nil, false)
 	m.Services[0].Rollout = nil
 	run := dt.deploy(m)
-	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	require.Equal(t, api.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
 
 	w.Stop() // the worker is down while the lease closes
 	_, err := dt.acts.Leases.Close(context.Background(), dt.lease)
@@ -205,11 +205,11 @@ func TestAMissedChangeIsCaughtByTheSafetyNet(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	defer startWorker().Stop()
 
-	var st workflows.DeployStatus
+	var st api.DeployStatus
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(t, env.Temporal.GetWorkflow(ctx, run.GetID(), "").Get(ctx, &st))
-	assert.Equal(t, workflows.PhaseTornDown, st.Phase)
+	assert.Equal(t, api.PhaseTornDown, st.Phase)
 	events := dt.currentRun(dt.lease)
 	assert.Positive(t, count(events, enumspb.EVENT_TYPE_TIMER_FIRED, nil), "the safety-net timer caught it")
 	assert.Zero(t, count(events, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED, observeUpdate), "no observer told it")
@@ -227,7 +227,7 @@ func TestAloneAMalformedLeaseRecordTurnsTheLeaseUnknownNeverTornDown(t *testing.
 	dt.healthInterval = 0
 	dt.env.Observer(t, 0)
 	dt.deploy(twoServices(dt.lease, dt.lease+".apps.example.com", "nginx:1.26", nil, false))
-	require.Equal(t, workflows.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
+	require.Equal(t, api.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
 
 	crd := dt.env.Dynamic.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
 	t.Cleanup(func() { require.NoError(t, crds.Install(context.Background(), dt.env.Dynamic), "restore the CRDs") })
@@ -250,7 +250,7 @@ func TestAloneAMalformedLeaseRecordTurnsTheLeaseUnknownNeverTornDown(t *testing.
 	}
 	// The schema change reaches the API server's handlers within moments.
 	require.Eventually(t, func() bool { return setClosedAt("yesterday") == nil }, 30*time.Second, 200*time.Millisecond, "the API server never took the record")
-	dt.waitPhase(workflows.PhaseUnknown, 30*time.Second)
+	dt.waitPhase(api.PhaseUnknown, 30*time.Second)
 	time.Sleep(3 * time.Second) // what a teardown would have done by now
 	_, err = dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(dt.lease), metav1.GetOptions{})
 	require.NoError(t, err, "the lease's namespace stays")
@@ -258,8 +258,8 @@ func TestAloneAMalformedLeaseRecordTurnsTheLeaseUnknownNeverTornDown(t *testing.
 	assert.Equal(t, int32(3), available, "its workload runs on")
 	st, err := dt.status(dt.lease)
 	require.NoError(t, err)
-	assert.Equal(t, workflows.PhaseUnknown, st.Phase)
+	assert.Equal(t, api.PhaseUnknown, st.Phase)
 
 	require.NoError(t, setClosedAt(nil)) // the operator fixes the record
-	dt.waitPhase(workflows.PhaseActive, 30*time.Second)
+	dt.waitPhase(api.PhaseActive, 30*time.Second)
 }

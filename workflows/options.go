@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 )
 
@@ -205,7 +206,7 @@ func clusterDeployCall(ctx workflow.Context, summary string) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 24 * time.Hour, HeartbeatTimeout: 10 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second,
-			NonRetryableErrorTypes: []string{ErrClusterDeploy}},
+			NonRetryableErrorTypes: []string{api.ErrClusterDeploy}},
 		Summary:             summary,
 		WaitForCancellation: true,
 	})

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
 )
@@ -23,47 +23,6 @@ import (
 // moved to its last-known-good manifest, in reverse wave order; the waves
 // after it are never touched.
 
-// Names of PlacementWorkflow's query and updates.
-const (
-	QueryPlacement         = "status"
-	UpdatePlacementAbort   = "abort"   // stop, and return every cluster that moved
-	UpdatePlacementPromote = "promote" // go on past a wave held for approval or by an inconclusive analysis
-)
-
-// Phases of a placement, of its waves and of its clusters.
-const (
-	PlacementDeploying  = "Deploying"
-	PlacementSucceeded  = "Succeeded"
-	PlacementFailed     = "Failed"  // a cluster or a gate failed; moved clusters returned
-	PlacementAborted    = "Aborted" // an operator aborted; moved clusters returned
-	PlacementRevertingP = "Reverting"
-
-	WaveWaiting   = "Waiting"
-	WaveDeploying = "Deploying"
-	WaveGate      = "Gate"    // healthy; its pause or analysis runs
-	WaveHeld      = "Held"    // awaiting approval, or its analysis was inconclusive: promote or abort
-	WaveHealthy   = "Healthy" // healthy and its gate passed
-	WaveFailed    = "Failed"
-	WaveReverted  = "Reverted"
-
-	ClusterWaiting   = "Waiting"
-	ClusterDeploying = "Deploying"
-	ClusterActive    = "Active"
-	ClusterFailed    = "Failed"
-	ClusterReverting = "Reverting"
-	ClusterReverted  = "Reverted"
-	// ClusterInterrupted: an abort, or another cluster's failure, stopped
-	// the placement while this cluster's deploy was in flight; it is
-	// returned like a cluster that moved.
-	ClusterInterrupted = "Interrupted"
-)
-
-// ErrPlacement is the failure type of a placement that did not complete.
-const ErrPlacement = "PlacementFailed"
-
-// PlacementWorkflowID is the placement workflow of a lease: one at a time.
-func PlacementWorkflowID(lease string) string { return "placement-" + lease }
-
 // replayerWorkflowID is the ID the SDK's replayer runs a recorded history
 // under: let through only while replaying (a run started under that ID
 // meets the check in its first, live, workflow task and is refused).
@@ -74,65 +33,12 @@ const replayerWorkflowID = "ReplayId"
 func checkPlacementID(ctx workflow.Context, lease string) error {
 	info := workflow.GetInfo(ctx)
 	id := info.WorkflowExecution.ID
-	if id == PlacementWorkflowID(lease) || (id == replayerWorkflowID && workflow.IsReplaying(ctx)) {
+	if id == api.PlacementWorkflowID(lease) || (id == replayerWorkflowID && workflow.IsReplaying(ctx)) {
 		return nil
 	}
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 		"workflow ID: lease %s's placement runs as workflow %s, not %s (one placement per lease at a time): start it with that ID, or with 'deployflow deploy'",
-		lease, PlacementWorkflowID(lease), id), ErrInvalidInput, nil)
-}
-
-// PlacementInput starts a placement.
-type PlacementInput struct {
-	// Manifest is the lease's manifest, with its placement.
-	Manifest manifest.Manifest `json:"manifest"`
-	Trigger  string            `json:"trigger,omitempty"`
-
-	invalid error // what is wrong with an input typed by hand (UnmarshalJSON)
-}
-
-// UnmarshalJSON decodes a PlacementInput strictly; the workflow refuses
-// what is wrong, naming the fields.
-func (in *PlacementInput) UnmarshalJSON(data []byte) error {
-	type plain PlacementInput
-	in.invalid = strictly(data, (*plain)(in), "manifest")
-	return nil
-}
-
-// PlacementStatus is the "status" query's answer and the workflow's result:
-// a tree of waves and their clusters.
-type PlacementStatus struct {
-	Lease string       `json:"lease"`
-	Phase string       `json:"phase"`
-	Error string       `json:"error,omitempty"`
-	Waves []WaveStatus `json:"waves"`
-	// Tree is PlacementTree, each operation's state as it goes: the plan
-	// `deployflow deploy --plan` prints, as executed.
-	Tree *plan.Node `json:"tree,omitempty"`
-}
-
-// PlacementTree is what a placement of m will do, as a tree: each wave's
-// deploys (in parallel), then its gate.
-func PlacementTree(m *manifest.Manifest) *plan.Node {
-	root := plan.New(plan.OpPlacement, m.Lease, fmt.Sprintf("place lease %s in %d waves", m.Lease, len(m.Placement.Waves)))
-	for i, w := range m.Placement.Waves {
-		target := "wave " + strconv.Itoa(i+1)
-		wave := plan.New(plan.OpWave, target, target)
-		for _, c := range w.Clusters {
-			wave.Add(plan.New(plan.OpDeployCluster, c, "deploy to cluster "+c))
-		}
-		if d := w.PauseDuration(); d > 0 {
-			wave.Add(plan.New(plan.OpPause, target, "pause "+d.String()))
-		}
-		if a := w.Analysis; a != nil {
-			wave.Add(plan.New(plan.OpAnalysis, target, "analysis: "+a.String()))
-		}
-		if w.Approval {
-			wave.Add(plan.New(plan.OpApproval, target, "wait for approval (deployflow promote "+m.Lease+")"))
-		}
-		root.Add(wave)
-	}
-	return root
+		lease, api.PlacementWorkflowID(lease), id), api.ErrInvalidInput, nil)
 }
 
 func (p *placementRun) mark(op plan.Op, target string, s plan.State, err error) {
@@ -141,73 +47,10 @@ func (p *placementRun) mark(op plan.Op, target string, s plan.State, err error) 
 	}
 }
 
-// WaveStatus is one wave's state.
-type WaveStatus struct {
-	Phase    string          `json:"phase"`
-	Gate     string          `json:"gate,omitempty"` // the gate, as it goes
-	Clusters []ClusterStatus `json:"clusters"`
-}
-
-// ClusterStatus is one cluster's deploy in a placement.
-type ClusterStatus struct {
-	Cluster  string    `json:"cluster"`
-	Phase    string    `json:"phase"`
-	Revision int64     `json:"revision,omitempty"` // the lease's deploy in that cluster
-	Outcome  string    `json:"outcome,omitempty"`
-	Started  time.Time `json:"started,omitzero"`
-	Finished time.Time `json:"finished,omitzero"`
-	// Reverted is the return to the last-known-good manifest, if any.
-	Reverted string `json:"reverted,omitempty"`
-}
-
-// ClusterDeployInput is one deploy of the lease to one cluster (the
-// DeployToCluster activity): sent as the "deploy" update of the lease's
-// workflow of that cluster, with Key, so a retried activity finds its
-// deploy instead of deploying twice.
-type ClusterDeployInput struct {
-	Cluster  string            `json:"cluster"`
-	Manifest manifest.Manifest `json:"manifest"`
-	Key      string            `json:"key"`
-	// IfLast, if set, deploys only if the cluster's last deploy is the one
-	// with this key (a placement's return: a cluster deployed again since
-	// is left as it is).
-	IfLast string `json:"ifLast,omitempty"`
-}
-
-// ClusterDeployResult is how it ended.
-type ClusterDeployResult struct {
-	Revision  int64  `json:"revision"`
-	Outcome   string `json:"outcome"`
-	Succeeded bool   `json:"succeeded"`
-	// MovedOn: not deployed, the cluster was deployed again since IfLast.
-	MovedOn bool `json:"movedOn,omitempty"`
-}
-
-// ClusterState is a cluster's lease workflow as a placement starts: its
-// last-known-good manifest (what a failed placement returns it to).
-type ClusterState struct {
-	LastGood *manifest.Manifest `json:"lastGood,omitempty"`
-}
-
-// ClusterRef names a lease in a cluster.
-type ClusterRef struct {
-	Lease   string `json:"lease"`
-	Cluster string `json:"cluster"`
-}
-
-// The placement activities' names (worker/app registers them: they reach
-// Temporal, not a cluster).
-const (
-	ActivityListClusters    = "ListClusters"
-	ActivityReadCluster     = "ReadCluster"
-	ActivityDeployToCluster = "DeployToCluster"
-	ActivityCheckPlacement  = "CheckPlacement"
-)
-
 type placementRun struct {
 	ctx      workflow.Context
-	in       PlacementInput
-	st       PlacementStatus
+	in       api.PlacementInput
+	st       api.PlacementStatus
 	previous map[string]*manifest.Manifest // each cluster's last-known-good at the start
 	moved    map[string]bool               // clusters whose deploy of the manifest succeeded
 	// interrupted are the clusters whose deploy was in flight when the
@@ -223,16 +66,16 @@ type placementRun struct {
 
 // PlacementWorkflow deploys a lease's manifest to the clusters of its
 // placement, wave by wave.
-func PlacementWorkflow(ctx workflow.Context, in PlacementInput) (*PlacementStatus, error) {
-	if in.invalid != nil {
-		return nil, temporal.NewNonRetryableApplicationError(in.invalid.Error(), inputErrorType(in.invalid, "manifest"), nil)
+func PlacementWorkflow(ctx workflow.Context, in api.PlacementInput) (*api.PlacementStatus, error) {
+	if in.Invalid() != nil {
+		return nil, temporal.NewNonRetryableApplicationError(in.Invalid().Error(), api.InputErrorType(in.Invalid(), "manifest"), nil)
 	}
-	if err := checkTrigger("trigger", in.Trigger); err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
+	if err := api.CheckTrigger("trigger", in.Trigger); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidInput, nil)
 	}
 	m := &in.Manifest
 	if m.Placement == nil {
-		return nil, temporal.NewNonRetryableApplicationError("manifest.placement: missing: a placement workflow deploys a manifest with a placement; without one, deploy to the lease's workflow", ErrInvalidManifest, nil)
+		return nil, temporal.NewNonRetryableApplicationError("manifest.placement: missing: a placement workflow deploys a manifest with a placement; without one, deploy to the lease's workflow", api.ErrInvalidManifest, nil)
 	}
 	checked := checksPlacementLimits(ctx)
 	if err := validatePlacement(ctx, m, checked); err != nil {
@@ -246,11 +89,11 @@ func PlacementWorkflow(ctx workflow.Context, in PlacementInput) (*PlacementStatu
 	}
 	p := &placementRun{ctx: ctx, in: in, previous: map[string]*manifest.Manifest{}, moved: map[string]bool{},
 		interrupted: map[string]bool{}, checked: checked, interrupts: interrupts}
-	p.st = PlacementStatus{Lease: m.Lease, Phase: PlacementDeploying, Tree: PlacementTree(m)}
+	p.st = api.PlacementStatus{Lease: m.Lease, Phase: api.PlacementDeploying, Tree: api.PlacementTree(m)}
 	for _, w := range m.Placement.Waves {
-		ws := WaveStatus{Phase: WaveWaiting}
+		ws := api.WaveStatus{Phase: api.WaveWaiting}
 		for _, c := range w.Clusters {
-			ws.Clusters = append(ws.Clusters, ClusterStatus{Cluster: c, Phase: ClusterWaiting})
+			ws.Clusters = append(ws.Clusters, api.ClusterStatus{Cluster: c, Phase: api.ClusterWaiting})
 		}
 		p.st.Waves = append(p.st.Waves, ws)
 	}
@@ -263,23 +106,23 @@ func PlacementWorkflow(ctx workflow.Context, in PlacementInput) (*PlacementStatu
 
 	for i := range m.Placement.Waves {
 		if err := p.deployWave(i); err != nil {
-			phase := PlacementFailed
+			phase := api.PlacementFailed
 			if errors.Is(err, errAborted) {
-				phase = PlacementAborted
+				phase = api.PlacementAborted
 			}
 			return p.fail(i, phase, err)
 		}
 		if err := p.passGate(i); err != nil || p.abort { // an abort during the wave's deploys too
-			phase := PlacementFailed
+			phase := api.PlacementFailed
 			if p.abort {
-				phase, err = PlacementAborted, errAborted
+				phase, err = api.PlacementAborted, errAborted
 			}
 			return p.fail(i, phase, err)
 		}
-		p.st.Waves[i].Phase = WaveHealthy
+		p.st.Waves[i].Phase = api.WaveHealthy
 		p.mark(plan.OpWave, waveTarget(i), plan.Done, nil)
 	}
-	p.st.Phase = PlacementSucceeded
+	p.st.Phase = api.PlacementSucceeded
 	p.st.Tree.Mark(plan.Done, nil)
 	return &p.st, nil
 }
@@ -303,30 +146,30 @@ func validatePlacement(ctx workflow.Context, m *manifest.Manifest, recorded bool
 		return err
 	}
 	if invalid != "" {
-		return temporal.NewNonRetryableApplicationError(invalid, ErrInvalidManifest, nil)
+		return temporal.NewNonRetryableApplicationError(invalid, api.ErrInvalidManifest, nil)
 	}
 	return nil
 }
 
 func (p *placementRun) registerControls() error {
-	if err := workflow.SetQueryHandlerWithOptions(p.ctx, QueryPlacement, func() (PlacementStatus, error) { return p.st, nil },
+	if err := workflow.SetQueryHandlerWithOptions(p.ctx, api.QueryStatus, func() (api.PlacementStatus, error) { return p.st, nil },
 		workflow.QueryHandlerOptions{Description: "The placement's waves and each cluster's deploy"}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(p.ctx, UpdatePlacementAbort, func(workflow.Context) (PlacementStatus, error) {
+	if err := workflow.SetUpdateHandlerWithOptions(p.ctx, api.UpdateAbort, func(workflow.Context) (api.PlacementStatus, error) {
 		p.abort = true
 		return p.st, nil
 	}, workflow.UpdateHandlerOptions{Description: "Stop the placement and return every cluster that moved to its last-known-good manifest, in reverse wave order"}); err != nil {
 		return err
 	}
-	return workflow.SetUpdateHandlerWithOptions(p.ctx, UpdatePlacementPromote, func(workflow.Context) (PlacementStatus, error) {
+	return workflow.SetUpdateHandlerWithOptions(p.ctx, api.UpdatePromote, func(workflow.Context) (api.PlacementStatus, error) {
 		p.promote = true
 		return p.st, nil
 	}, workflow.UpdateHandlerOptions{
 		Description: "Go on past a wave held for approval, or whose analysis was inconclusive",
 		Validator: func(workflow.Context) error {
 			for _, w := range p.st.Waves {
-				if w.Phase == WaveHeld {
+				if w.Phase == api.WaveHeld {
 					return nil
 				}
 			}
@@ -340,11 +183,11 @@ func (p *placementRun) registerControls() error {
 func (p *placementRun) checkClusters() error {
 	var known []string
 	ctx := clusterListCall(p.ctx)
-	if err := workflow.ExecuteLocalActivity(ctx, ActivityListClusters).Get(p.ctx, &known); err != nil {
+	if err := workflow.ExecuteLocalActivity(ctx, api.ActivityListClusters).Get(p.ctx, &known); err != nil {
 		return err
 	}
 	if err := p.in.Manifest.Placement.CheckClusters(known); err != nil {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
+		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidManifest, nil)
 	}
 	if len(known) > 0 {
 		p.self = known[0]
@@ -352,8 +195,8 @@ func (p *placementRun) checkClusters() error {
 	if p.checked {
 		// The operator's limits, which the worker knows (a wave's analysis
 		// is measured here, not by a lease workflow that would check them).
-		if err := workflow.ExecuteLocalActivity(ctx, ActivityCheckPlacement, p.in.Manifest).Get(p.ctx, nil); err != nil {
-			return temporal.NewNonRetryableApplicationError(errorMessage(err), ErrInvalidManifest, nil)
+		if err := workflow.ExecuteLocalActivity(ctx, api.ActivityCheckPlacement, p.in.Manifest).Get(p.ctx, nil); err != nil {
+			return temporal.NewNonRetryableApplicationError(errorMessage(err), api.ErrInvalidManifest, nil)
 		}
 	}
 	return nil
@@ -362,11 +205,6 @@ func (p *placementRun) checkClusters() error {
 func (p *placementRun) clusterCtx(ctx workflow.Context, summary string) workflow.Context {
 	return clusterDeployCall(ctx, summary)
 }
-
-// ErrClusterDeploy is the failure type of a cluster's deploy that cannot
-// complete (the lease's workflow there refused it, or another deploy
-// superseded it).
-const ErrClusterDeploy = "ClusterDeployFailed"
 
 func (p *placementRun) key(wave int, cluster, what string) string {
 	return "placement:" + workflow.GetInfo(p.ctx).WorkflowExecution.RunID + ":" + strconv.Itoa(wave) + ":" + cluster + ":" + what
@@ -380,7 +218,7 @@ func waveTarget(i int) string { return "wave " + strconv.Itoa(i+1) }
 // clusters are returned with the ones that moved.
 func (p *placementRun) deployWave(i int) error {
 	ws := &p.st.Waves[i]
-	ws.Phase = WaveDeploying
+	ws.Phase = api.WaveDeploying
 	p.st.Tree.Mark(plan.Running, nil)
 	p.mark(plan.OpWave, waveTarget(i), plan.Running, nil)
 	one := p.in.Manifest.WithoutPlacement()
@@ -397,18 +235,18 @@ func (p *placementRun) deployWave(i int) error {
 		cs := &ws.Clusters[j]
 		// What the cluster returns to if the placement fails: read once,
 		// recorded in the history.
-		var state ClusterState
+		var state api.ClusterState
 		ctx := clusterReadCall(p.ctx)
-		if err := workflow.ExecuteLocalActivity(ctx, ActivityReadCluster, ClusterRef{Lease: p.in.Manifest.Lease, Cluster: cs.Cluster}).Get(p.ctx, &state); err != nil {
+		if err := workflow.ExecuteLocalActivity(ctx, api.ActivityReadCluster, api.ClusterRef{Lease: p.in.Manifest.Lease, Cluster: cs.Cluster}).Get(p.ctx, &state); err != nil {
 			return fmt.Errorf("cluster %s: read its lease workflow: %w", cs.Cluster, err)
 		}
 		p.previous[cs.Cluster] = state.LastGood
-		cs.Phase, cs.Started = ClusterDeploying, workflow.Now(p.ctx)
+		cs.Phase, cs.Started = api.ClusterDeploying, workflow.Now(p.ctx)
 		p.mark(plan.OpDeployCluster, cs.Cluster, plan.Running, nil)
-		f := workflow.ExecuteActivity(p.clusterCtx(deploys, "deploy to "+cs.Cluster), ActivityDeployToCluster,
-			ClusterDeployInput{Cluster: cs.Cluster, Manifest: *one, Key: p.key(i, cs.Cluster, "deploy")})
+		f := workflow.ExecuteActivity(p.clusterCtx(deploys, "deploy to "+cs.Cluster), api.ActivityDeployToCluster,
+			api.ClusterDeployInput{Cluster: cs.Cluster, Manifest: *one, Key: p.key(i, cs.Cluster, "deploy")})
 		workflow.Go(p.ctx, func(gctx workflow.Context) {
-			var r ClusterDeployResult
+			var r api.ClusterDeployResult
 			err := f.Get(gctx, &r)
 			cs.Finished, cs.Revision, cs.Outcome = workflow.Now(gctx), r.Revision, r.Outcome
 			switch {
@@ -416,19 +254,19 @@ func (p *placementRun) deployWave(i int) error {
 				// Cancelled, or failed once the cancel was asked (a timeout, an
 				// error; Temporal retries nothing then): its deploy may have
 				// been sent, so it is returned (guarded by its key).
-				cs.Phase, cs.Outcome = ClusterInterrupted, "interrupted in flight: the placement stopped"
+				cs.Phase, cs.Outcome = api.ClusterInterrupted, "interrupted in flight: the placement stopped"
 				p.interrupted[cs.Cluster] = true
 			case err != nil:
-				cs.Phase, cs.Outcome = ClusterFailed, errorMessage(err)
+				cs.Phase, cs.Outcome = api.ClusterFailed, errorMessage(err)
 				failed = append(failed, cs.Cluster)
 			case !r.Succeeded:
-				cs.Phase = ClusterFailed
+				cs.Phase = api.ClusterFailed
 				failed = append(failed, cs.Cluster)
 			default:
-				cs.Phase = ClusterActive
+				cs.Phase = api.ClusterActive
 				p.moved[cs.Cluster] = true
 			}
-			if cs.Phase == ClusterFailed || cs.Phase == ClusterInterrupted {
+			if cs.Phase == api.ClusterFailed || cs.Phase == api.ClusterInterrupted {
 				p.mark(plan.OpDeployCluster, cs.Cluster, plan.Failed, errors.New(cs.Outcome))
 			} else {
 				p.mark(plan.OpDeployCluster, cs.Cluster, plan.Done, nil)
@@ -452,7 +290,7 @@ func (p *placementRun) deployWave(i int) error {
 		return errAborted
 	}
 	if len(failed) > 0 {
-		ws.Phase = WaveFailed
+		ws.Phase = api.WaveFailed
 		p.mark(plan.OpWave, waveTarget(i), plan.Failed, nil)
 		return fmt.Errorf("wave %d: the deploy failed in cluster %v", i+1, failed)
 	}
@@ -461,8 +299,8 @@ func (p *placementRun) deployWave(i int) error {
 
 // fail returns every cluster that moved, from wave last down to the first,
 // to its last-known-good manifest, and ends the placement with phase.
-func (p *placementRun) fail(last int, phase string, cause error) (*PlacementStatus, error) {
-	p.st.Phase, p.st.Error = PlacementRevertingP, cause.Error()
+func (p *placementRun) fail(last int, phase string, cause error) (*api.PlacementStatus, error) {
+	p.st.Phase, p.st.Error = api.PlacementRevertingP, cause.Error()
 	for i := last; i >= 0; i-- {
 		ws := &p.st.Waves[i]
 		done, n := 0, 0
@@ -480,14 +318,14 @@ func (p *placementRun) fail(last int, phase string, cause error) (*PlacementStat
 				continue
 			}
 			n++
-			cs.Phase = ClusterReverting
+			cs.Phase = api.ClusterReverting
 			rn := plan.New(plan.OpRevert, cs.Cluster, "return cluster "+cs.Cluster+" to its last-known-good manifest")
 			rn.Mark(plan.Running, nil)
 			p.st.Tree.Add(rn)
-			f := workflow.ExecuteActivity(p.clusterCtx(p.ctx, "return "+cs.Cluster+" to its last-known-good manifest"), ActivityDeployToCluster,
-				ClusterDeployInput{Cluster: cs.Cluster, Manifest: *prev, Key: p.key(i, cs.Cluster, "revert"), IfLast: p.key(i, cs.Cluster, "deploy")})
+			f := workflow.ExecuteActivity(p.clusterCtx(p.ctx, "return "+cs.Cluster+" to its last-known-good manifest"), api.ActivityDeployToCluster,
+				api.ClusterDeployInput{Cluster: cs.Cluster, Manifest: *prev, Key: p.key(i, cs.Cluster, "revert"), IfLast: p.key(i, cs.Cluster, "deploy")})
 			workflow.Go(p.ctx, func(gctx workflow.Context) {
-				var r ClusterDeployResult
+				var r api.ClusterDeployResult
 				err := f.Get(gctx, &r)
 				switch {
 				case err != nil:
@@ -497,9 +335,9 @@ func (p *placementRun) fail(last int, phase string, cause error) (*PlacementStat
 				case !r.Succeeded:
 					cs.Reverted = fmt.Sprintf("return failed: deploy %d: %s", r.Revision, r.Outcome)
 				default:
-					cs.Phase, cs.Reverted = ClusterReverted, fmt.Sprintf("returned to the last-known-good manifest (deploy %d)", r.Revision)
+					cs.Phase, cs.Reverted = api.ClusterReverted, fmt.Sprintf("returned to the last-known-good manifest (deploy %d)", r.Revision)
 				}
-				if cs.Phase == ClusterReverted || r.MovedOn {
+				if cs.Phase == api.ClusterReverted || r.MovedOn {
 					rn.Mark(plan.Done, nil)
 				} else {
 					rn.Mark(plan.Failed, errors.New(cs.Reverted))
@@ -511,10 +349,10 @@ func (p *placementRun) fail(last int, phase string, cause error) (*PlacementStat
 			return nil, err
 		}
 		switch {
-		case n > 0 && ws.Phase != WaveFailed:
-			ws.Phase = WaveReverted
-		case p.interrupts && ws.Phase == WaveDeploying:
-			ws.Phase = WaveFailed // stopped in flight, nothing to return
+		case n > 0 && ws.Phase != api.WaveFailed:
+			ws.Phase = api.WaveReverted
+		case p.interrupts && ws.Phase == api.WaveDeploying:
+			ws.Phase = api.WaveFailed // stopped in flight, nothing to return
 		}
 	}
 	p.st.Phase = phase
@@ -528,5 +366,5 @@ func (p *placementRun) fail(last int, phase string, cause error) (*PlacementStat
 		}
 	})
 	st := p.st
-	return &st, temporal.NewNonRetryableApplicationError(fmt.Sprintf("placement of lease %s %s: %s", p.in.Manifest.Lease, phase, cause), ErrPlacement, nil, st)
+	return &st, temporal.NewNonRetryableApplicationError(fmt.Sprintf("placement of lease %s %s: %s", p.in.Manifest.Lease, phase, cause), api.ErrPlacement, nil, st)
 }

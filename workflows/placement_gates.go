@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/analysis"
 	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/manifest"
@@ -44,7 +45,7 @@ func (p *placementRun) pause(i int, d time.Duration) error {
 		return nil
 	}
 	ws := &p.st.Waves[i]
-	ws.Phase, ws.Gate = WaveGate, "pause "+d.String()
+	ws.Phase, ws.Gate = api.WaveGate, "pause "+d.String()
 	p.mark(plan.OpPause, waveTarget(i), plan.Running, nil)
 	defer func() {
 		if n := p.st.Tree.Search(plan.OpPause, waveTarget(i)); n != nil && n.State == plan.Running && !p.abort {
@@ -65,7 +66,7 @@ func (p *placementRun) pause(i int, d time.Duration) error {
 // as a failure.
 func (p *placementRun) analyse(i int, a *manifest.Analysis) error {
 	ws := &p.st.Waves[i]
-	ws.Phase = WaveGate
+	ws.Phase = api.WaveGate
 	p.mark(plan.OpPause, waveTarget(i), plan.Done, nil)
 	p.mark(plan.OpAnalysis, waveTarget(i), plan.Running, nil)
 	var t analysis.Tally
@@ -99,7 +100,7 @@ func (p *placementRun) analyse(i int, a *manifest.Analysis) error {
 		p.mark(plan.OpAnalysis, waveTarget(i), plan.Done, nil)
 		return nil
 	default:
-		ws.Phase = WaveFailed
+		ws.Phase = api.WaveFailed
 		p.mark(plan.OpAnalysis, waveTarget(i), plan.Failed, errors.New(ws.Gate))
 		return fmt.Errorf("wave %d: analysis failed: %s", i+1, ws.Gate)
 	}
@@ -120,7 +121,7 @@ func (p *placementRun) approve(i int) error {
 
 // hold waits, wave i Held, for a promote or an abort.
 func (p *placementRun) hold(i int) error {
-	p.st.Waves[i].Phase = WaveHeld
+	p.st.Waves[i].Phase = api.WaveHeld
 	if err := workflow.Await(p.ctx, func() bool { return p.promote || p.abort }); err != nil {
 		return err
 	}

@@ -18,12 +18,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/worker/app"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // placementTest is three clusters (the stack's own, named local, and two
@@ -49,7 +49,7 @@ func newPlacementTest(t *testing.T) *placementTest {
 	t.Cleanup(func() {
 		ctx := context.Background()
 		for _, c := range []string{"", pt.eu, pt.us} {
-			_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowIDIn(pt.lease, c), "", "test over")
+			_ = env.Temporal.TerminateWorkflow(ctx, api.DeployWorkflowIDIn(pt.lease, c), "", "test over")
 		}
 		for _, cl := range []*app.Cluster{eu, us} {
 			_ = cl.Activities.Hostnames.ReleaseAll(ctx, pt.lease)
@@ -77,13 +77,13 @@ func (pt *placementTest) manifest(image string, euAnalysis *manifest.Analysis) m
 	}
 }
 
-func (pt *placementTest) place(m manifest.Manifest) (*workflows.PlacementStatus, error) {
+func (pt *placementTest) place(m manifest.Manifest) (*api.PlacementStatus, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	run, err := pt.env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PlacementWorkflowID(pt.lease), TaskQueue: pt.tq},
-		workflows.PlacementWorkflow, workflows.PlacementInput{Manifest: m, Trigger: "test"})
+	run, err := pt.env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: api.PlacementWorkflowID(pt.lease), TaskQueue: pt.tq},
+		api.PlacementWorkflow, api.PlacementInput{Manifest: m, Trigger: "test"})
 	require.NoError(pt.t, err)
-	var st workflows.PlacementStatus
+	var st api.PlacementStatus
 	if err := run.Get(ctx, &st); err != nil {
 		var appErr *temporal.ApplicationError
 		if assert.ErrorAs(pt.t, err, &appErr) && appErr.HasDetails() {
@@ -100,7 +100,7 @@ func (pt *placementTest) leaseWorkflow(cluster string) string {
 	if cluster == "local" {
 		cluster = ""
 	}
-	return workflows.DeployWorkflowIDIn(pt.lease, cluster)
+	return api.DeployWorkflowIDIn(pt.lease, cluster)
 }
 
 // replicaSets are the lease's web ReplicaSets in a cluster, by image.
@@ -143,16 +143,16 @@ func TestAPlacementDeploysWaveByWave(t *testing.T) {
 	const image = "nginx:1.27"
 	st, err := pt.place(pt.manifest(image, nil))
 	require.NoError(t, err)
-	assert.Equal(t, workflows.PlacementSucceeded, st.Phase)
+	assert.Equal(t, api.PlacementSucceeded, st.Phase)
 	require.Len(t, st.Waves, 3)
 	for i, w := range st.Waves {
-		assert.Equal(t, workflows.WaveHealthy, w.Phase, "wave %d", i+1)
-		assert.Equal(t, workflows.ClusterActive, w.Clusters[0].Phase, "wave %d", i+1)
+		assert.Equal(t, api.WaveHealthy, w.Phase, "wave %d", i+1)
+		assert.Equal(t, api.ClusterActive, w.Clusters[0].Phase, "wave %d", i+1)
 	}
 
 	assert.Equal(t, plan.Done, st.Tree.State, "the plan, as executed:\n%s", st.Tree)
 	m := pt.manifest(image, nil)
-	assert.Equal(t, workflows.PlacementTree(&m).String(), st.Tree.String(), "the printed plan is the executed plan")
+	assert.Equal(t, api.PlacementTree(&m).String(), st.Tree.String(), "the printed plan is the executed plan")
 
 	order := []string{"local", pt.eu, pt.us}
 	for i, c := range order {
@@ -181,8 +181,8 @@ func TestAFailedWaveAnalysisReturnsEarlierWavesAndNeverTouchesLaterOnes(t *testi
 	st, err := pt.place(pt.manifest(bad, failing))
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
-	assert.Equal(t, workflows.ErrPlacement, appErr.Type())
-	assert.Equal(t, workflows.PlacementFailed, st.Phase)
+	assert.Equal(t, api.ErrPlacement, appErr.Type())
+	assert.Equal(t, api.PlacementFailed, st.Phase)
 	assert.Contains(t, st.Error, "wave 2: analysis failed")
 
 	for _, c := range []string{"local", pt.eu} {
@@ -192,9 +192,9 @@ func TestAFailedWaveAnalysisReturnsEarlierWavesAndNeverTouchesLaterOnes(t *testi
 			assert.Equal(t, int32(0), *rss[bad].Spec.Replicas, "cluster %s: the failed version is scaled down", c)
 		}
 	}
-	assert.Equal(t, workflows.ClusterReverted, st.Waves[0].Clusters[0].Phase)
-	assert.Equal(t, workflows.ClusterReverted, st.Waves[1].Clusters[0].Phase)
-	assert.Equal(t, workflows.ClusterWaiting, st.Waves[2].Clusters[0].Phase)
+	assert.Equal(t, api.ClusterReverted, st.Waves[0].Clusters[0].Phase)
+	assert.Equal(t, api.ClusterReverted, st.Waves[1].Clusters[0].Phase)
+	assert.Equal(t, api.ClusterWaiting, st.Waves[2].Clusters[0].Phase)
 	assert.Equal(t, plan.Failed, st.Tree.Search(plan.OpAnalysis, "wave 2").State)
 	assert.Equal(t, plan.Skipped, st.Tree.Search(plan.OpDeployCluster, pt.us).State)
 	var reverts []string
@@ -207,9 +207,9 @@ func TestAFailedWaveAnalysisReturnsEarlierWavesAndNeverTouchesLaterOnes(t *testi
 	usAfter := pt.replicaSets(pt.us)
 	assert.NotContains(t, usAfter, bad, "wave 3 never saw the failed version")
 	assert.Equal(t, usBefore.ResourceVersion, usAfter[good].ResourceVersion, "wave 3's ReplicaSet was never written")
-	v, err := pt.env.Temporal.QueryWorkflow(context.Background(), workflows.DeployWorkflowIDIn(pt.lease, pt.us), "", workflows.QueryDeploy)
+	v, err := pt.env.Temporal.QueryWorkflow(context.Background(), api.DeployWorkflowIDIn(pt.lease, pt.us), "", api.QueryStatus)
 	require.NoError(t, err)
-	var us workflows.DeployStatus
+	var us api.DeployStatus
 	require.NoError(t, v.Get(&us))
 	assert.Len(t, us.History, 1, "one deploy to wave 3: the first placement's")
 }
@@ -227,7 +227,7 @@ func TestAWavesJobAnalysisRunsInEachOfItsClusters(t *testing.T) {
 	}}
 	st, err := pt.place(m)
 	require.NoError(t, err)
-	assert.Equal(t, workflows.PlacementSucceeded, st.Phase)
+	assert.Equal(t, api.PlacementSucceeded, st.Phase)
 	assert.Equal(t, plan.Done, st.Tree.Search(plan.OpAnalysis, "wave 1").State)
 	assert.Regexp(t, `^analysis job busybox:1.36: cluster local: job placement-check-\w+ succeeded Successful; cluster `+pt.eu+`: job placement-check-\w+ succeeded Successful$`, st.Waves[0].Gate)
 	for _, c := range []string{"local", pt.eu} {
@@ -239,7 +239,7 @@ func TestAWavesJobAnalysisRunsInEachOfItsClusters(t *testing.T) {
 	jobs, err := pt.clusters[pt.us].BatchV1().Jobs(manifest.Namespace(pt.lease)).List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, jobs.Items, "wave 2 has no analysis")
-	assert.Equal(t, workflows.ClusterActive, st.Waves[1].Clusters[0].Phase)
+	assert.Equal(t, api.ClusterActive, st.Waves[1].Clusters[0].Phase)
 }
 
 // Issue 23.4: an abort while a wave's deploys are in flight does not wait
@@ -263,9 +263,9 @@ func TestAnAbortInterruptsAWaveInFlightAndReturnsItsClusters(t *testing.T) {
 	stuck.Services[0].PodLabels = map[string]string{"deployflow.dev/never-ready": "true"}
 	stuck.Services[0].Rollout = &manifest.Rollout{ProgressDeadlineSeconds: &deadline}
 	ctx := context.Background()
-	id := workflows.PlacementWorkflowID(pt.lease)
+	id := api.PlacementWorkflowID(pt.lease)
 	run, err := pt.env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: pt.tq},
-		workflows.PlacementWorkflow, workflows.PlacementInput{Manifest: stuck, Trigger: "test"})
+		api.PlacementWorkflow, api.PlacementInput{Manifest: stuck, Trigger: "test"})
 	require.NoError(t, err)
 	// Both clusters of wave 1 run the new version's ReplicaSet: the deploys
 	// are in flight.
@@ -277,29 +277,29 @@ func TestAnAbortInterruptsAWaveInFlightAndReturnsItsClusters(t *testing.T) {
 		}
 		return true, ""
 	})
-	h, err := pt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: workflows.UpdatePlacementAbort,
+	h, err := pt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: api.UpdateAbort,
 		WaitForStage: client.WorkflowUpdateStageCompleted})
 	require.NoError(t, err)
 	require.NoError(t, h.Get(ctx, nil))
 
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	var st workflows.PlacementStatus
+	var st api.PlacementStatus
 	err = run.Get(wctx, &st)
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr, "the placement ends at the abort, not at the ten-minute deadline")
 	require.NoError(t, appErr.Details(&st))
-	assert.Equal(t, workflows.PlacementAborted, st.Phase)
+	assert.Equal(t, api.PlacementAborted, st.Phase)
 	for j, c := range []string{"local", pt.eu} {
 		cs := st.Waves[0].Clusters[j]
-		assert.Equal(t, workflows.ClusterReverted, cs.Phase, "%s: %+v", c, cs)
+		assert.Equal(t, api.ClusterReverted, cs.Phase, "%s: %+v", c, cs)
 		rss := pt.replicaSets(c)
 		assert.Equal(t, int32(2), rss[good].Status.AvailableReplicas, "%s runs the last-known-good version", c)
 		assert.Equal(t, int32(0), *rss[bad].Spec.Replicas, "%s: the interrupted version is scaled down", c)
 
-		v, err := pt.env.Temporal.QueryWorkflow(ctx, pt.leaseWorkflow(c), "", workflows.QueryDeploy)
+		v, err := pt.env.Temporal.QueryWorkflow(ctx, pt.leaseWorkflow(c), "", api.QueryStatus)
 		require.NoError(t, err)
-		var lease workflows.DeployStatus
+		var lease api.DeployStatus
 		require.NoError(t, v.Get(&lease))
 		require.Len(t, lease.History, 3, "%s: the first placement's deploy, this one's, its return", c)
 		assert.Equal(t, "Superseded by a newer manifest", lease.History[1].Outcome, c)
@@ -307,7 +307,7 @@ func TestAnAbortInterruptsAWaveInFlightAndReturnsItsClusters(t *testing.T) {
 		assert.True(t, strings.HasPrefix(lease.History[2].Outcome, "Succeeded"), "%s: %s", c, lease.History[2].Outcome)
 		assert.True(t, strings.HasSuffix(lease.History[2].Key, ":revert"), c)
 	}
-	assert.Equal(t, workflows.ClusterWaiting, st.Waves[1].Clusters[0].Phase)
+	assert.Equal(t, api.ClusterWaiting, st.Waves[1].Clusters[0].Phase)
 	assert.NotContains(t, pt.replicaSets(pt.us), bad, "wave 2 never saw the stuck version")
 }
 
@@ -329,7 +329,7 @@ func TestAPlacementWaitsForAClusterThatIsDown(t *testing.T) {
 	t.Cleanup(func() {
 		ctx := context.Background()
 		for _, c := range []string{"", pt.eu, down} {
-			_ = env.Temporal.TerminateWorkflow(ctx, workflows.DeployWorkflowIDIn(pt.lease, c), "", "test over")
+			_ = env.Temporal.TerminateWorkflow(ctx, api.DeployWorkflowIDIn(pt.lease, c), "", "test over")
 		}
 		for _, kc := range pt.clusters {
 			_ = kc.CoreV1().Namespaces().Delete(ctx, manifest.Namespace(pt.lease), metav1.DeleteOptions{})
@@ -350,20 +350,20 @@ func TestAPlacementWaitsForAClusterThatIsDown(t *testing.T) {
 		}},
 	}
 	ctx := context.Background()
-	id := workflows.PlacementWorkflowID(pt.lease)
+	id := api.PlacementWorkflowID(pt.lease)
 	run, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: pt.tq},
-		workflows.PlacementWorkflow, workflows.PlacementInput{Manifest: m, Trigger: "test"})
+		api.PlacementWorkflow, api.PlacementInput{Manifest: m, Trigger: "test"})
 	require.NoError(t, err)
-	status := func() workflows.PlacementStatus {
-		var st workflows.PlacementStatus
-		if v, err := env.Temporal.QueryWorkflow(ctx, id, "", workflows.QueryPlacement); err == nil {
+	status := func() api.PlacementStatus {
+		var st api.PlacementStatus
+		if v, err := env.Temporal.QueryWorkflow(ctx, id, "", api.QueryStatus); err == nil {
 			_ = v.Get(&st)
 		}
 		return st
 	}
 	testenv.Eventually(t, 2*time.Minute, pollQuery, "wave 2 never started", func() (bool, string) {
 		st := status()
-		return len(st.Waves) == 2 && st.Waves[1].Phase == workflows.WaveDeploying, fmt.Sprintf("%+v", st.Waves)
+		return len(st.Waves) == 2 && st.Waves[1].Phase == api.WaveDeploying, fmt.Sprintf("%+v", st.Waves)
 	})
 	apiserver := "kube-apiserver@" + down
 	require.NoError(t, env.Stack.Stop(apiserver))
@@ -372,22 +372,22 @@ func TestAPlacementWaitsForAClusterThatIsDown(t *testing.T) {
 	// The other cluster of the wave finishes; the wave waits for this one.
 	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "cluster pl-eu never finished while pl-down was down", func() (bool, string) {
 		st := status()
-		return st.Waves[1].Clusters[0].Phase == workflows.ClusterActive, fmt.Sprintf("%+v", st.Waves[1])
+		return st.Waves[1].Clusters[0].Phase == api.ClusterActive, fmt.Sprintf("%+v", st.Waves[1])
 	})
 	for time.Since(stopped) < 60*time.Second {
 		st := status()
-		require.Equal(t, workflows.PlacementDeploying, st.Phase, "the placement waits for the cluster that is down: %+v", st)
-		require.Equal(t, workflows.ClusterDeploying, st.Waves[1].Clusters[1].Phase, "pl-down's deploy waits: %+v", st.Waves[1])
+		require.Equal(t, api.PlacementDeploying, st.Phase, "the placement waits for the cluster that is down: %+v", st)
+		require.Equal(t, api.ClusterDeploying, st.Waves[1].Clusters[1].Phase, "pl-down's deploy waits: %+v", st.Waves[1])
 		time.Sleep(2 * time.Second)
 	}
 	env.StartClusterAgain(t, down)
 
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	var st workflows.PlacementStatus
+	var st api.PlacementStatus
 	require.NoError(t, run.Get(wctx, &st), "the placement completes once pl-down answers")
-	assert.Equal(t, workflows.PlacementSucceeded, st.Phase)
-	assert.Equal(t, workflows.ClusterActive, st.Waves[1].Clusters[1].Phase)
+	assert.Equal(t, api.PlacementSucceeded, st.Phase)
+	assert.Equal(t, api.ClusterActive, st.Waves[1].Clusters[1].Phase)
 	assert.True(t, st.Waves[1].Clusters[1].Finished.After(stopped.Add(60*time.Second)), "pl-down finished after it came back")
 	assert.True(t, st.Waves[1].Clusters[0].Finished.Before(stopped.Add(60*time.Second)), "pl-eu was not held up by it")
 	rs := pt.replicaSets(down)[image]
@@ -412,7 +412,7 @@ func TestAHostilePlacementIsRefusedBeforeAnythingDeploys(t *testing.T) {
 	place := func(in any) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		run, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PlacementWorkflowID(lease), TaskQueue: tq,
+		run, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: api.PlacementWorkflowID(lease), TaskQueue: tq,
 			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE}, "PlacementWorkflow", in) // by name: an input typed by hand
 		require.NoError(t, err)
 		return run.Get(ctx, nil)
@@ -433,11 +433,11 @@ func TestAHostilePlacementIsRefusedBeforeAnythingDeploys(t *testing.T) {
 		in         any
 		typ, field string
 	}{
-		"unknown cluster":      {workflows.PlacementInput{Manifest: unknown}, workflows.ErrInvalidManifest, `placement.waves[1].clusters[0]: unknown cluster "someone-elses"`},
-		"analysis over limits": {workflows.PlacementInput{Manifest: greedy}, workflows.ErrInvalidManifest, "placement.waves[0].analysis.count: 1073741824 measurements"},
-		"job over limits":      {workflows.PlacementInput{Manifest: steering}, workflows.ErrInvalidManifest, "placement.waves[0].analysis.job.activeDeadlineSeconds: 1048576"},
-		"job steering":         {workflows.PlacementInput{Manifest: steering}, workflows.ErrInvalidManifest, `placement.waves[0].analysis.job.podAnnotations["sidecar.istio.io/inject"]: the prefix istio.io is reserved`},
-		"typed by hand":        {map[string]any{"manifest": base, "trigger": "cli", "clusters": []string{"x"}}, workflows.ErrInvalidInput, "clusters: unknown field"},
+		"unknown cluster":      {api.PlacementInput{Manifest: unknown}, api.ErrInvalidManifest, `placement.waves[1].clusters[0]: unknown cluster "someone-elses"`},
+		"analysis over limits": {api.PlacementInput{Manifest: greedy}, api.ErrInvalidManifest, "placement.waves[0].analysis.count: 1073741824 measurements"},
+		"job over limits":      {api.PlacementInput{Manifest: steering}, api.ErrInvalidManifest, "placement.waves[0].analysis.job.activeDeadlineSeconds: 1048576"},
+		"job steering":         {api.PlacementInput{Manifest: steering}, api.ErrInvalidManifest, `placement.waves[0].analysis.job.podAnnotations["sidecar.istio.io/inject"]: the prefix istio.io is reserved`},
+		"typed by hand":        {map[string]any{"manifest": base, "trigger": "cli", "clusters": []string{"x"}}, api.ErrInvalidInput, "clusters: unknown field"},
 	} {
 		err := place(c.in)
 		var appErr *temporal.ApplicationError
@@ -446,7 +446,7 @@ func TestAHostilePlacementIsRefusedBeforeAnythingDeploys(t *testing.T) {
 			assert.Contains(t, appErr.Error(), c.field, name)
 		}
 	}
-	_, err = env.Temporal.DescribeWorkflowExecution(context.Background(), workflows.DeployWorkflowID(lease), "")
+	_, err = env.Temporal.DescribeWorkflowExecution(context.Background(), api.DeployWorkflowID(lease), "")
 	assert.Error(t, err, "no lease workflow was started: nothing deployed")
 	_, err = env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(lease), metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "no namespace: %v", err)

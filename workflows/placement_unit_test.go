@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/analysis"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
@@ -26,7 +27,7 @@ import (
 // recorded with the test clock's time.
 type placementEnv struct {
 	*testsuite.TestWorkflowEnvironment
-	deploys []ClusterDeployInput
+	deploys []api.ClusterDeployInput
 	at      []time.Time
 	// firstDeploy, when set, is waited for by the first cluster deploy
 	// before it returns: a test holds the placement inside its first
@@ -37,21 +38,23 @@ type placementEnv struct {
 func newPlacementEnv(t *testing.T, lastGood *manifest.Manifest) *placementEnv {
 	var s testsuite.WorkflowTestSuite
 	pe := &placementEnv{TestWorkflowEnvironment: s.NewTestWorkflowEnvironment()}
-	pe.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: PlacementWorkflowID("shop")})
+	pe.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: api.PlacementWorkflowID("shop")})
 	pe.RegisterWorkflow(PlacementWorkflow)
 	pe.RegisterActivityWithOptions(func(context.Context) ([]string, error) { return []string{"local", "eu-1"}, nil },
-		activity.RegisterOptions{Name: ActivityListClusters})
-	pe.RegisterActivityWithOptions(func(context.Context, ClusterRef) (ClusterState, error) { return ClusterState{LastGood: lastGood}, nil },
-		activity.RegisterOptions{Name: ActivityReadCluster})
-	pe.RegisterActivityWithOptions(func(context.Context, manifest.Manifest) error { return nil }, activity.RegisterOptions{Name: ActivityCheckPlacement})
-	pe.RegisterActivityWithOptions(func(_ context.Context, in ClusterDeployInput) (ClusterDeployResult, error) {
+		activity.RegisterOptions{Name: api.ActivityListClusters})
+	pe.RegisterActivityWithOptions(func(context.Context, api.ClusterRef) (api.ClusterState, error) {
+		return api.ClusterState{LastGood: lastGood}, nil
+	},
+		activity.RegisterOptions{Name: api.ActivityReadCluster})
+	pe.RegisterActivityWithOptions(func(context.Context, manifest.Manifest) error { return nil }, activity.RegisterOptions{Name: api.ActivityCheckPlacement})
+	pe.RegisterActivityWithOptions(func(_ context.Context, in api.ClusterDeployInput) (api.ClusterDeployResult, error) {
 		if len(pe.deploys) == 0 && pe.firstDeploy != nil {
 			<-pe.firstDeploy
 		}
 		pe.deploys = append(pe.deploys, in)
 		pe.at = append(pe.at, pe.Now())
-		return ClusterDeployResult{Revision: int64(len(pe.deploys)), Outcome: "Succeeded", Succeeded: true}, nil
-	}, activity.RegisterOptions{Name: ActivityDeployToCluster})
+		return api.ClusterDeployResult{Revision: int64(len(pe.deploys)), Outcome: "Succeeded", Succeeded: true}, nil
+	}, activity.RegisterOptions{Name: api.ActivityDeployToCluster})
 	return pe
 }
 
@@ -85,33 +88,33 @@ func TestAWaveWithApprovalHoldsTheNextUntilPromoted(t *testing.T) {
 	var release sync.Once
 	done := func() { release.Do(func() { close(pe.firstDeploy) }) }
 	pe.RegisterDelayedCallback(func() {
-		pe.UpdateWorkflow(UpdatePlacementPromote, "early", &testsuite.TestUpdateCallback{
+		pe.UpdateWorkflow(api.UpdatePromote, "early", &testsuite.TestUpdateCallback{
 			OnAccept:   func() { t.Error("a promote before any wave is held was accepted"); done() },
 			OnReject:   func(err error) { assert.Contains(t, err.Error(), "no wave is held"); done() },
 			OnComplete: func(any, error) {},
 		})
 	}, time.Millisecond)
-	var held PlacementStatus
+	var held api.PlacementStatus
 	var promoted time.Time
 	pe.RegisterDelayedCallback(func() {
 		promoted = pe.Now()
-		v, err := pe.QueryWorkflow(QueryPlacement)
+		v, err := pe.QueryWorkflow(api.QueryStatus)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&held))
 		assert.Equal(t, []string{"local deploy"}, pe.clusters(), "wave 2 waits for the approval")
-		pe.UpdateWorkflow(UpdatePlacementPromote, "approve", &testsuite.TestUpdateCallback{
+		pe.UpdateWorkflow(api.UpdatePromote, "approve", &testsuite.TestUpdateCallback{
 			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("promote refused: %v", err) }, OnComplete: func(any, error) {},
 		})
 	}, 2*time.Hour)
-	pe.ExecuteWorkflow(PlacementWorkflow, PlacementInput{Manifest: approvalPlacement()})
+	pe.ExecuteWorkflow(PlacementWorkflow, api.PlacementInput{Manifest: approvalPlacement()})
 	require.NoError(t, pe.GetWorkflowError())
-	var st PlacementStatus
+	var st api.PlacementStatus
 	require.NoError(t, pe.GetWorkflowResult(&st))
 
-	assert.Equal(t, WaveHeld, held.Waves[0].Phase)
+	assert.Equal(t, api.WaveHeld, held.Waves[0].Phase)
 	assert.Equal(t, "awaiting approval: deployflow promote shop", held.Waves[0].Gate)
 	assert.Equal(t, plan.Running, held.Tree.Search(plan.OpApproval, "wave 1").State)
-	assert.Equal(t, PlacementSucceeded, st.Phase)
+	assert.Equal(t, api.PlacementSucceeded, st.Phase)
 	assert.Equal(t, []string{"local deploy", "eu-1 deploy"}, pe.clusters())
 	assert.False(t, pe.at[1].Before(promoted), "wave 2 deployed only once promoted (at %s, promoted at %s)", pe.at[1], promoted)
 	assert.Equal(t, plan.Done, st.Tree.Search(plan.OpApproval, "wave 1").State)
@@ -125,21 +128,21 @@ func TestAnAbortWhileAwaitingApprovalReturnsTheMovedClusters(t *testing.T) {
 	good.Services[0].Image = "nginx:1.26"
 	pe := newPlacementEnv(t, &good)
 	pe.RegisterDelayedCallback(func() {
-		pe.UpdateWorkflow(UpdatePlacementAbort, "abort", &testsuite.TestUpdateCallback{
+		pe.UpdateWorkflow(api.UpdateAbort, "abort", &testsuite.TestUpdateCallback{
 			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("abort refused: %v", err) }, OnComplete: func(any, error) {},
 		})
 	}, time.Hour)
-	pe.ExecuteWorkflow(PlacementWorkflow, PlacementInput{Manifest: approvalPlacement()})
+	pe.ExecuteWorkflow(PlacementWorkflow, api.PlacementInput{Manifest: approvalPlacement()})
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, pe.GetWorkflowError(), &appErr)
-	assert.Equal(t, ErrPlacement, appErr.Type())
-	var st PlacementStatus
+	assert.Equal(t, api.ErrPlacement, appErr.Type())
+	var st api.PlacementStatus
 	require.NoError(t, appErr.Details(&st))
-	assert.Equal(t, PlacementAborted, st.Phase)
+	assert.Equal(t, api.PlacementAborted, st.Phase)
 	assert.Equal(t, []string{"local deploy", "local revert"}, pe.clusters(), "wave 2 never deployed")
 	assert.Equal(t, "nginx:1.26", pe.deploys[1].Manifest.Services[0].Image, "returned to the last-known-good manifest")
-	assert.Equal(t, ClusterReverted, st.Waves[0].Clusters[0].Phase)
-	assert.Equal(t, ClusterWaiting, st.Waves[1].Clusters[0].Phase)
+	assert.Equal(t, api.ClusterReverted, st.Waves[0].Clusters[0].Phase)
+	assert.Equal(t, api.ClusterWaiting, st.Waves[1].Clusters[0].Phase)
 	assert.Equal(t, plan.Skipped, st.Tree.Search(plan.OpDeployCluster, "eu-1").State)
 }
 
@@ -151,75 +154,79 @@ func TestAnAbortDuringTheLastWaveReturnsItsClusters(t *testing.T) {
 	good.Services[0].Image = "nginx:1.26"
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
-	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: PlacementWorkflowID("shop")})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: api.PlacementWorkflowID("shop")})
 	env.RegisterWorkflow(PlacementWorkflow)
-	env.RegisterActivityWithOptions(func(context.Context) ([]string, error) { return []string{"local"}, nil }, activity.RegisterOptions{Name: ActivityListClusters})
-	env.RegisterActivityWithOptions(func(context.Context, ClusterRef) (ClusterState, error) { return ClusterState{LastGood: &good}, nil }, activity.RegisterOptions{Name: ActivityReadCluster})
-	env.RegisterActivityWithOptions(func(context.Context, manifest.Manifest) error { return nil }, activity.RegisterOptions{Name: ActivityCheckPlacement})
-	deploy := func(context.Context, ClusterDeployInput) (ClusterDeployResult, error) {
-		return ClusterDeployResult{}, nil
+	env.RegisterActivityWithOptions(func(context.Context) ([]string, error) { return []string{"local"}, nil }, activity.RegisterOptions{Name: api.ActivityListClusters})
+	env.RegisterActivityWithOptions(func(context.Context, api.ClusterRef) (api.ClusterState, error) {
+		return api.ClusterState{LastGood: &good}, nil
+	}, activity.RegisterOptions{Name: api.ActivityReadCluster})
+	env.RegisterActivityWithOptions(func(context.Context, manifest.Manifest) error { return nil }, activity.RegisterOptions{Name: api.ActivityCheckPlacement})
+	deploy := func(context.Context, api.ClusterDeployInput) (api.ClusterDeployResult, error) {
+		return api.ClusterDeployResult{}, nil
 	}
-	env.RegisterActivityWithOptions(deploy, activity.RegisterOptions{Name: ActivityDeployToCluster})
+	env.RegisterActivityWithOptions(deploy, activity.RegisterOptions{Name: api.ActivityDeployToCluster})
 	var keys []string
-	env.OnActivity(ActivityDeployToCluster, mock.Anything, mock.Anything).After(time.Minute).Return(
-		func(_ context.Context, in ClusterDeployInput) (ClusterDeployResult, error) {
+	env.OnActivity(api.ActivityDeployToCluster, mock.Anything, mock.Anything).After(time.Minute).Return(
+		func(_ context.Context, in api.ClusterDeployInput) (api.ClusterDeployResult, error) {
 			keys = append(keys, in.Key[strings.LastIndex(in.Key, ":")+1:])
-			return ClusterDeployResult{Revision: int64(len(keys)), Outcome: "Succeeded", Succeeded: true}, nil
+			return api.ClusterDeployResult{Revision: int64(len(keys)), Outcome: "Succeeded", Succeeded: true}, nil
 		})
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(UpdatePlacementAbort, "abort", &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(api.UpdateAbort, "abort", &testsuite.TestUpdateCallback{
 			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("abort refused: %v", err) }, OnComplete: func(any, error) {},
 		})
 	}, 30*time.Second) // the one wave's deploy takes a minute
 	m := oneService("shop")
 	m.Placement = &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local"}}}}
-	env.ExecuteWorkflow(PlacementWorkflow, PlacementInput{Manifest: m})
+	env.ExecuteWorkflow(PlacementWorkflow, api.PlacementInput{Manifest: m})
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, env.GetWorkflowError(), &appErr)
-	var st PlacementStatus
+	var st api.PlacementStatus
 	require.NoError(t, appErr.Details(&st))
-	assert.Equal(t, PlacementAborted, st.Phase)
+	assert.Equal(t, api.PlacementAborted, st.Phase)
 	assert.Equal(t, []string{"deploy", "revert"}, keys)
-	assert.Equal(t, ClusterReverted, st.Waves[0].Clusters[0].Phase)
+	assert.Equal(t, api.ClusterReverted, st.Waves[0].Clusters[0].Phase)
 }
 
 // interruptEnv is a placement over local and eu-1 whose deploy to the
 // cluster slow takes ten hours, to failing fails after a minute, to any
 // other takes a minute; returns are immediate. It records every
 // DeployToCluster call's input and time.
-func interruptEnv(t *testing.T, good *manifest.Manifest, slow, failing string) (*testsuite.TestWorkflowEnvironment, *[]ClusterDeployInput, *[]time.Time) {
+func interruptEnv(t *testing.T, good *manifest.Manifest, slow, failing string) (*testsuite.TestWorkflowEnvironment, *[]api.ClusterDeployInput, *[]time.Time) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
-	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: PlacementWorkflowID("shop")})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: api.PlacementWorkflowID("shop")})
 	env.RegisterWorkflow(PlacementWorkflow)
-	env.RegisterActivityWithOptions(func(context.Context) ([]string, error) { return []string{"local", "eu-1"}, nil }, activity.RegisterOptions{Name: ActivityListClusters})
-	env.RegisterActivityWithOptions(func(context.Context, ClusterRef) (ClusterState, error) { return ClusterState{LastGood: good}, nil }, activity.RegisterOptions{Name: ActivityReadCluster})
-	env.RegisterActivityWithOptions(func(context.Context, manifest.Manifest) error { return nil }, activity.RegisterOptions{Name: ActivityCheckPlacement})
-	env.RegisterActivityWithOptions(func(context.Context, ClusterDeployInput) (ClusterDeployResult, error) {
-		return ClusterDeployResult{}, nil
+	env.RegisterActivityWithOptions(func(context.Context) ([]string, error) { return []string{"local", "eu-1"}, nil }, activity.RegisterOptions{Name: api.ActivityListClusters})
+	env.RegisterActivityWithOptions(func(context.Context, api.ClusterRef) (api.ClusterState, error) {
+		return api.ClusterState{LastGood: good}, nil
+	}, activity.RegisterOptions{Name: api.ActivityReadCluster})
+	env.RegisterActivityWithOptions(func(context.Context, manifest.Manifest) error { return nil }, activity.RegisterOptions{Name: api.ActivityCheckPlacement})
+	env.RegisterActivityWithOptions(func(context.Context, api.ClusterDeployInput) (api.ClusterDeployResult, error) {
+		return api.ClusterDeployResult{}, nil
 	},
-		activity.RegisterOptions{Name: ActivityDeployToCluster})
-	var calls []ClusterDeployInput
+		activity.RegisterOptions{Name: api.ActivityDeployToCluster})
+	var calls []api.ClusterDeployInput
 	var at []time.Time
-	record := func(_ context.Context, in ClusterDeployInput) (ClusterDeployResult, error) {
+	record := func(_ context.Context, in api.ClusterDeployInput) (api.ClusterDeployResult, error) {
 		calls, at = append(calls, in), append(at, env.Now())
-		return ClusterDeployResult{Revision: int64(len(calls)), Outcome: "Succeeded", Succeeded: true}, nil
+		return api.ClusterDeployResult{Revision: int64(len(calls)), Outcome: "Succeeded", Succeeded: true}, nil
 	}
-	isSlow := func(in ClusterDeployInput) bool { return in.Cluster == slow && in.IfLast == "" }
-	env.OnActivity(ActivityDeployToCluster, mock.Anything, mock.MatchedBy(func(in ClusterDeployInput) bool { return in.Cluster == failing && in.IfLast == "" })).
-		After(time.Minute).Return(ClusterDeployResult{Revision: 7, Outcome: "Failed: progress deadline exceeded"}, nil)
-	env.OnActivity(ActivityDeployToCluster, mock.Anything, mock.MatchedBy(isSlow)).After(10 * time.Hour).Return(record)
-	env.OnActivity(ActivityDeployToCluster, mock.Anything, mock.MatchedBy(func(in ClusterDeployInput) bool { return in.IfLast != "" })).Return(record)
-	env.OnActivity(ActivityDeployToCluster, mock.Anything, mock.Anything).After(time.Minute).Return(record)
+	isSlow := func(in api.ClusterDeployInput) bool { return in.Cluster == slow && in.IfLast == "" }
+	env.OnActivity(api.ActivityDeployToCluster, mock.Anything, mock.MatchedBy(func(in api.ClusterDeployInput) bool { return in.Cluster == failing && in.IfLast == "" })).
+		After(time.Minute).Return(api.ClusterDeployResult{Revision: 7, Outcome: "Failed: progress deadline exceeded"}, nil)
+	env.OnActivity(api.ActivityDeployToCluster, mock.Anything, mock.MatchedBy(isSlow)).After(10 * time.Hour).Return(record)
+	env.OnActivity(api.ActivityDeployToCluster, mock.Anything, mock.MatchedBy(func(in api.ClusterDeployInput) bool { return in.IfLast != "" })).Return(record)
+	env.OnActivity(api.ActivityDeployToCluster, mock.Anything, mock.Anything).After(time.Minute).Return(record)
 	return env, &calls, &at
 }
 
-func placementStatusOf(t *testing.T, env *testsuite.TestWorkflowEnvironment) PlacementStatus {
+func placementStatusOf(t *testing.T, env *testsuite.TestWorkflowEnvironment) api.PlacementStatus {
 	t.Helper()
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, env.GetWorkflowError(), &appErr)
-	require.Equal(t, ErrPlacement, appErr.Type())
-	var st PlacementStatus
+	require.Equal(t, api.ErrPlacement, appErr.Type())
+	var st api.PlacementStatus
 	require.NoError(t, appErr.Details(&st))
 	return st
 }
@@ -236,16 +243,16 @@ func TestAnAbortInterruptsAWavesDeploysInFlightAndReturnsThem(t *testing.T) {
 	env, calls, at := interruptEnv(t, &good, "eu-1", "")
 	start := env.Now()
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(UpdatePlacementAbort, "abort", &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(api.UpdateAbort, "abort", &testsuite.TestUpdateCallback{
 			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("abort refused: %v", err) }, OnComplete: func(any, error) {},
 		})
 	}, time.Hour) // wave 2's deploy is in flight
 	m := oneService("shop")
 	m.Placement = &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local"}}, {Clusters: []string{"eu-1"}}}}
-	env.ExecuteWorkflow(PlacementWorkflow, PlacementInput{Manifest: m})
+	env.ExecuteWorkflow(PlacementWorkflow, api.PlacementInput{Manifest: m})
 	st := placementStatusOf(t, env)
 
-	assert.Equal(t, PlacementAborted, st.Phase)
+	assert.Equal(t, api.PlacementAborted, st.Phase)
 	var returns []string
 	for i, c := range *calls {
 		if c.IfLast == "" {
@@ -258,8 +265,8 @@ func TestAnAbortInterruptsAWavesDeploysInFlightAndReturnsThem(t *testing.T) {
 		assert.True(t, strings.HasSuffix(c.IfLast, ":"+c.Cluster+":deploy"), "the return to %s is guarded by the placement's deploy there: %s", c.Cluster, c.IfLast)
 	}
 	assert.Equal(t, []string{"eu-1", "local"}, returns, "the interrupted cluster, then the one that moved: reverse wave order")
-	assert.Equal(t, ClusterReverted, st.Waves[1].Clusters[0].Phase, "%+v", st.Waves[1])
-	assert.Equal(t, WaveReverted, st.Waves[1].Phase)
+	assert.Equal(t, api.ClusterReverted, st.Waves[1].Clusters[0].Phase, "%+v", st.Waves[1])
+	assert.Equal(t, api.WaveReverted, st.Waves[1].Phase)
 	assert.Equal(t, plan.Failed, st.Tree.Search(plan.OpDeployCluster, "eu-1").State)
 	assert.Len(t, st.Tree.ByOp(plan.OpRevert), 2)
 }
@@ -274,13 +281,13 @@ func TestAFailedClusterInterruptsTheRestOfItsWave(t *testing.T) {
 	start := env.Now()
 	m := oneService("shop")
 	m.Placement = &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local", "eu-1"}}}}
-	env.ExecuteWorkflow(PlacementWorkflow, PlacementInput{Manifest: m})
+	env.ExecuteWorkflow(PlacementWorkflow, api.PlacementInput{Manifest: m})
 	st := placementStatusOf(t, env)
 
-	assert.Equal(t, PlacementFailed, st.Phase)
+	assert.Equal(t, api.PlacementFailed, st.Phase)
 	assert.Contains(t, st.Error, "the deploy failed in cluster [local]")
-	assert.Equal(t, ClusterFailed, st.Waves[0].Clusters[0].Phase, "local failed: its lease workflow returned it itself")
-	assert.Equal(t, ClusterReverted, st.Waves[0].Clusters[1].Phase, "eu-1, interrupted, is returned")
+	assert.Equal(t, api.ClusterFailed, st.Waves[0].Clusters[0].Phase, "local failed: its lease workflow returned it itself")
+	assert.Equal(t, api.ClusterReverted, st.Waves[0].Clusters[1].Phase, "eu-1, interrupted, is returned")
 	require.NotEmpty(t, *calls)
 	last := (*calls)[len(*calls)-1]
 	assert.Equal(t, "eu-1", last.Cluster)
@@ -297,10 +304,10 @@ func TestAPlacementRunsOnlyUnderItsLeasesID(t *testing.T) {
 	for _, id := range []string{"my-own-placement", "ReplayId"} {
 		pe := newPlacementEnv(t, nil)
 		pe.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id})
-		pe.ExecuteWorkflow(PlacementWorkflow, PlacementInput{Manifest: approvalPlacement()})
+		pe.ExecuteWorkflow(PlacementWorkflow, api.PlacementInput{Manifest: approvalPlacement()})
 		var appErr *temporal.ApplicationError
 		require.ErrorAs(t, pe.GetWorkflowError(), &appErr, id)
-		assert.Equal(t, ErrInvalidInput, appErr.Type())
+		assert.Equal(t, api.ErrInvalidInput, appErr.Type())
 		assert.Contains(t, appErr.Error(), "workflow ID: lease shop's placement runs as workflow placement-shop, not "+id)
 		assert.Empty(t, pe.deploys, "nothing deployed")
 	}
@@ -326,15 +333,15 @@ func TestAWavesJobRunsInEachOfItsClustersAndOneFailureFailsIt(t *testing.T) {
 	m := oneService("shop")
 	m.Placement = &manifest.Placement{Waves: []manifest.Wave{{Clusters: []string{"local", "eu-1"},
 		Analysis: &manifest.Analysis{Job: &manifest.JobCheck{Image: "busybox:1.36"}}}}}
-	pe.ExecuteWorkflow(PlacementWorkflow, PlacementInput{Manifest: m})
+	pe.ExecuteWorkflow(PlacementWorkflow, api.PlacementInput{Manifest: m})
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, pe.GetWorkflowError(), &appErr)
-	var st PlacementStatus
+	var st api.PlacementStatus
 	require.NoError(t, appErr.Details(&st))
 
 	assert.Equal(t, map[string]string{"default-test-taskqueue": "lease-shop", "default-test-taskqueue@eu-1": "lease-shop"}, ran,
 		"the Job ran once in each cluster, by that cluster's activities")
-	assert.Equal(t, PlacementFailed, st.Phase)
+	assert.Equal(t, api.PlacementFailed, st.Phase)
 	assert.Contains(t, st.Error, "wave 1: analysis failed: analysis job busybox:1.36: cluster local: job placement-check-")
 	assert.Contains(t, st.Error, "cluster eu-1: job placement-check-")
 	calls := pe.clusters()

@@ -1,40 +1,21 @@
 package workflows
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deployflow/deployflow/activities"
-	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/api"
 )
-
-// PlanRequest is PlanWorkflow's input: the manifest to plan.
-type PlanRequest struct {
-	Manifest manifest.Manifest `json:"manifest"`
-}
-
-// PlanWorkflowID is the ID of the plan of manifest m:
-// plan:<lease>:<hash of the manifest>. The same manifest gets the same ID, so
-// two users planning it share one read-only run; different manifests never
-// do.
-func PlanWorkflowID(m manifest.Manifest) string {
-	b, _ := json.Marshal(m.WithDefaults())
-	sum := sha256.Sum256(b)
-	return "plan" + IDSeparator + m.Lease + IDSeparator + hex.EncodeToString(sum[:8])
-}
 
 // PlanWorkflow computes, on a worker, with the worker's configuration
 // (blocked hostnames, IP pool) and the deploy chain's own code, what
 // deploying a manifest would do. It writes nothing. `deployflow deploy
 // --plan` prints its answer; `--yes` then deploys with the printed plan's
 // fingerprint, and the lease's workflow refuses to act on any other plan.
-func PlanWorkflow(ctx workflow.Context, in PlanRequest) (*activities.DeployPlan, error) {
+func PlanWorkflow(ctx workflow.Context, in api.PlanRequest) (*activities.DeployPlan, error) {
 	if err := validateManifest(ctx, &in.Manifest, false); err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidManifest, nil)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidManifest, nil)
 	}
 	// Taken as the lease's workflow takes it, its defaults filled once, as
 	// the deploy chain fills them.

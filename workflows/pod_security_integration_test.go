@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Issue 35.4 on the real stack, under `--pod-security restricted`: the lease
@@ -32,7 +32,7 @@ func TestUnderARestrictedPodSecurityLevelANonRootManifestDeploysAndARootOneIsRef
 	nonRoot.Services[0].Security = &manifest.Security{RunAsNonRoot: true, RunAsUser: &uid}
 	dt.deploy(nonRoot)
 	st := dt.waitRevision(dt.lease, 1)
-	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 
 	ctx := context.Background()
 	ns, err := dt.env.Kube.CoreV1().Namespaces().Get(ctx, manifest.Namespace(dt.lease), metav1.GetOptions{})
@@ -65,7 +65,7 @@ func TestUnderARestrictedPodSecurityLevelANonRootManifestDeploysAndARootOneIsRef
 	dt.createLease(other, dt.owner)
 	dt.deploy(web(other, "web", "nginx:1.27", 2))
 	st = dt.waitRevision(other, 1)
-	assert.Equal(t, workflows.PhaseFailed, st.Phase)
+	assert.Equal(t, api.PhaseFailed, st.Phase)
 	assert.Contains(t, st.LastError, "services[0].security.runAsNonRoot: this provider runs pods at the restricted Pod Security level")
 	assert.Contains(t, st.LastError, "set runAsNonRoot: true")
 	_, err = dt.env.Kube.CoreV1().Namespaces().Get(ctx, manifest.Namespace(other), metav1.GetOptions{})
@@ -85,7 +85,7 @@ func TestLoadBalancersWithoutNodePortsTakeNoneOfTheClustersRange(t *testing.T) {
 	})
 	dt.deploy(twoServices(dt.lease, dt.lease+".apps.example.com", "nginx:1.26", nil, false))
 	st := dt.waitRevision(dt.lease, 1)
-	require.Equal(t, workflows.PhaseActive, st.Phase, st.LastError)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	lb, err := dt.env.Kube.CoreV1().Services(manifest.Namespace(dt.lease)).Get(context.Background(), "api-ip-public", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.NotNil(t, lb.Spec.AllocateLoadBalancerNodePorts)
@@ -100,6 +100,6 @@ func TestLoadBalancersWithoutNodePortsTakeNoneOfTheClustersRange(t *testing.T) {
 	})
 	refused.deploy(twoServices(refused.lease, refused.lease+".apps.example.com", "nginx:1.26", nil, false))
 	st = refused.waitRevision(refused.lease, 1)
-	assert.Equal(t, workflows.PhaseFailed, st.Phase)
+	assert.Equal(t, api.PhaseFailed, st.Phase)
 	assert.Contains(t, st.LastError, "expose.ip: 1 ports exposed on IP endpoints (each takes a NodePort of the cluster's shared range): this provider allows at most 0 per lease")
 }

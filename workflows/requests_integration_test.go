@@ -13,9 +13,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // apiRequest is one request the worker's activities sent the API server.
@@ -80,7 +80,7 @@ func TestAFirstDeployAsksTheAPIServerOnlyWhatItCannotKnow(t *testing.T) {
 	dt.deploy(manifest.Manifest{Lease: dt.lease, Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &one,
 		Ports: []manifest.Port{{Port: 80, Expose: &manifest.Expose{HTTP: &manifest.HTTPExpose{Hostnames: []string{dt.lease + ".apps.example.com"}}}}}}}})
 	st := dt.waitRevision(dt.lease, 1)
-	require.Equal(t, workflows.PhaseActive, st.Phase, "last error: %s", st.LastError)
+	require.Equal(t, api.PhaseActive, st.Phase, "last error: %s", st.LastError)
 	assert.Equal(t, map[string]string{"web": activities.ChangeRollout}, st.Classes)
 
 	reqs := rec.all()

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
@@ -19,14 +20,14 @@ import (
 // its pods (nginx:1.27) never become available, and its first read finds
 // revision 1 three of four available (a ReplicaSet controller behind its
 // pods).
-func revisionOneReadOnePodShort(t *testing.T) (*fakeReplicaSets, *testsuite.TestWorkflowEnvironment, RolloutResult) {
+func revisionOneReadOnePodShort(t *testing.T) (*fakeReplicaSets, *testsuite.TestWorkflowEnvironment, api.RolloutResult) {
 	cluster := newFakeReplicaSets()
 	env, _ := cluster.env(t, time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC), "")
-	env.ExecuteWorkflow(RolloutWorkflow, RolloutInput{Namespace: "lease-late", Service: "web", Deployment: weekDeployment("nginx:1.26")})
+	env.ExecuteWorkflow(RolloutWorkflow, api.RolloutInput{Namespace: "lease-late", Service: "web", Deployment: weekDeployment("nginx:1.26")})
 	require.NoError(t, env.GetWorkflowError())
-	var v1 RolloutResult
+	var v1 api.RolloutResult
 	require.NoError(t, env.GetWorkflowResult(&v1))
-	require.Equal(t, OutcomeComplete, v1.Outcome)
+	require.Equal(t, api.OutcomeComplete, v1.Outcome)
 
 	cluster.neverAvailable = []string{"nginx:1.27"}
 	cluster.staleOnce = map[string]int32{v1.NewReplicaSet: 3}
@@ -45,18 +46,18 @@ func TestAnAbortReturnsToAStableRevisionTheStartReadOnePodShort(t *testing.T) {
 	cluster, env, v1 := revisionOneReadOnePodShort(t)
 	accepted := false
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(UpdateAbort, "", &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(api.UpdateAbort, "", &testsuite.TestUpdateCallback{
 			OnReject:   func(err error) { t.Errorf("abort refused: %v", err) },
 			OnAccept:   func() { accepted = true },
 			OnComplete: func(any, error) {},
 		})
 	}, 2*time.Minute)
-	env.ExecuteWorkflow(RolloutWorkflow, RolloutInput{Namespace: "lease-late", Service: "web", Deployment: weekDeployment("nginx:1.27")})
+	env.ExecuteWorkflow(RolloutWorkflow, api.RolloutInput{Namespace: "lease-late", Service: "web", Deployment: weekDeployment("nginx:1.27")})
 
 	require.True(t, accepted, "the abort was accepted")
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(env.GetWorkflowError(), &appErr), "got %v", env.GetWorkflowError())
-	assert.Equal(t, ErrRolloutAborted, appErr.Type())
+	assert.Equal(t, api.ErrRolloutAborted, appErr.Type())
 	for name, rs := range cluster.rs {
 		rev, _ := rollout.Revision(rs)
 		if name == v1.NewReplicaSet {
@@ -81,15 +82,15 @@ func TestAutoRollbackReturnsToAStableRevisionTheStartReadOnePodShort(t *testing.
 	broken := weekDeployment("nginx:1.27")
 	deadline := int32(120)
 	broken.Spec.ProgressDeadlineSeconds = &deadline
-	env.ExecuteWorkflow(RolloutWorkflow, RolloutInput{Namespace: "lease-late", Service: "web", Deployment: broken, AutoRollback: true})
+	env.ExecuteWorkflow(RolloutWorkflow, api.RolloutInput{Namespace: "lease-late", Service: "web", Deployment: broken, AutoRollback: true})
 
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(env.GetWorkflowError(), &appErr), "got %v", env.GetWorkflowError())
-	assert.Equal(t, ErrProgressDeadlineExceeded, appErr.Type())
+	assert.Equal(t, api.ErrProgressDeadlineExceeded, appErr.Type())
 	assert.Contains(t, appErr.Error(), "rolled back to revision 1")
-	var res RolloutResult
+	var res api.RolloutResult
 	require.NoError(t, appErr.Details(&res))
-	assert.Equal(t, OutcomeRolledBack, res.Outcome)
+	assert.Equal(t, api.OutcomeRolledBack, res.Outcome)
 	for name, rs := range cluster.rs {
 		if name == v1.NewReplicaSet {
 			assert.Equal(t, int32(4), rs.Status.AvailableReplicas, "revision 1 is fully available again")
@@ -111,7 +112,7 @@ func TestAutoRollbackReturnsToAStableRevisionTheStartReadOnePodShort(t *testing.
 func TestARollbackThatTimesOutSaysItRolledBack(t *testing.T) {
 	cluster := newFakeReplicaSets()
 	env, _ := cluster.env(t, time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC), "")
-	env.ExecuteWorkflow(RolloutWorkflow, RolloutInput{Namespace: "lease-slow", Service: "web", Deployment: weekDeployment("nginx:1.26")})
+	env.ExecuteWorkflow(RolloutWorkflow, api.RolloutInput{Namespace: "lease-slow", Service: "web", Deployment: weekDeployment("nginx:1.26")})
 	require.NoError(t, env.GetWorkflowError())
 
 	// From now on no pod of either revision becomes available: the stable
@@ -121,16 +122,16 @@ func TestARollbackThatTimesOutSaysItRolledBack(t *testing.T) {
 	broken := weekDeployment("nginx:1.27")
 	deadline := int32(120)
 	broken.Spec.ProgressDeadlineSeconds = &deadline
-	env.ExecuteWorkflow(RolloutWorkflow, RolloutInput{Namespace: "lease-slow", Service: "web", Deployment: broken, AutoRollback: true})
+	env.ExecuteWorkflow(RolloutWorkflow, api.RolloutInput{Namespace: "lease-slow", Service: "web", Deployment: broken, AutoRollback: true})
 
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(env.GetWorkflowError(), &appErr), "got %v", env.GetWorkflowError())
-	assert.Equal(t, ErrProgressDeadlineExceeded, appErr.Type())
+	assert.Equal(t, api.ErrProgressDeadlineExceeded, appErr.Type())
 	assert.Contains(t, appErr.Error(), "web: rolled back to revision 1, which made no progress within 120s (")
 	assert.Contains(t, appErr.Error(), " of 4 available)")
-	var res RolloutResult
+	var res api.RolloutResult
 	require.NoError(t, appErr.Details(&res))
-	assert.Equal(t, OutcomeRolledBack, res.Outcome)
+	assert.Equal(t, api.OutcomeRolledBack, res.Outcome)
 	assert.Equal(t, int64(3), res.Revision, "revision 1 came back as the newest revision")
 }
 
@@ -151,9 +152,9 @@ func TestARolloutsScaleIsHeldToTheOperatorsReplicaBound(t *testing.T) {
 			}, arg)
 		}, at)
 	}
-	send(UpdateScale, ScaleRequest{Replicas: 500}, time.Minute)
-	send(UpdateScale, ScaleRequest{Replicas: 60}, 2*time.Minute)
-	env.ExecuteWorkflow(RolloutWorkflow, RolloutInput{Namespace: "lease-late", Service: "web", Deployment: weekDeployment("nginx:1.27"), MaxReplicas: 60})
+	send(api.UpdateScale, api.ScaleRequest{Replicas: 500}, time.Minute)
+	send(api.UpdateScale, api.ScaleRequest{Replicas: 60}, 2*time.Minute)
+	env.ExecuteWorkflow(RolloutWorkflow, api.RolloutInput{Namespace: "lease-late", Service: "web", Deployment: weekDeployment("nginx:1.27"), MaxReplicas: 60})
 
 	require.Len(t, refused, 1, "the scale to 500 was refused, and only it: %v", refused)
 	assert.Contains(t, refused[0].Error(), "replicas: 500: this provider allows this service at most 60 (the operator's --max-replicas for the lease, less its other services' replicas)")

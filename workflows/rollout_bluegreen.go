@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/analysis"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/rollout"
@@ -202,7 +203,7 @@ func (r *rolloutRun) scaleBlueGreen(n int32, preview bool) (bool, error) {
 	waited, err := r.waitForPods(&b.Started)
 	if err == nil && !waited {
 		b.Reason = fmt.Sprintf("%s: no progress within %ds", what, *r.d.Spec.ProgressDeadlineSeconds)
-		r.rollBackToStable(OutcomeRolledBack)
+		r.rollBackToStable(api.OutcomeRolledBack)
 		r.notify("Failed", b.Reason+"; returning to the stable revision")
 	}
 	return false, err
@@ -261,7 +262,7 @@ func (r *rolloutRun) blueGreenGate(which string, a *manifest.Analysis) (bool, er
 	case analysis.Failed:
 		b.Reason = fmt.Sprintf("%s analysis failed: %s (last: %s)", which, b.Tally, b.Last)
 		workflow.GetLogger(r.ctx).Warn("blue-green aborted", "service", r.in.Service, "reason", b.Reason)
-		r.rollBackToStable(OutcomeAborted)
+		r.rollBackToStable(api.OutcomeAborted)
 		r.msg = b.Reason
 		r.notify("Aborted", b.Reason+"; the active Service selects the stable version again")
 		return false, nil

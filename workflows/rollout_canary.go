@@ -6,6 +6,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/analysis"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/canary"
@@ -21,17 +22,6 @@ import (
 // abort, a failed analysis or no progress within the deadline makes the
 // stable revision the desired one again (as undo does), and the same syncs
 // bring it back up before they take the canary down.
-
-// UpdatePromote is the canary's "promote" update.
-const UpdatePromote = "promote"
-
-// PromoteRequest is the "promote" update's argument: Full skips the
-// remaining steps (the ordinary syncs finish the rollout within its limits).
-type PromoteRequest struct {
-	Full bool `json:"full,omitempty"`
-
-	invalid error // a field unknown or of the wrong type (UnmarshalJSON)
-}
 
 // CanaryState is a canary's progress through its steps; it carries over
 // continue-as-new.
@@ -96,7 +86,7 @@ func (r *rolloutRun) runCanary() (continueAsNew bool, err error) {
 			return true, nil // inside a step: its state is carried
 		}
 		if c.BackgroundFailed != "" {
-			r.abortCanary(OutcomeAborted, c.BackgroundFailed)
+			r.abortCanary(api.OutcomeAborted, c.BackgroundFailed)
 			break
 		}
 		if c.Held != "" {
@@ -206,7 +196,7 @@ func (r *rolloutRun) scaleCanary() (bool, error) {
 	// Pods on their way: wait, within the progress deadline.
 	waited, err := r.waitForPods(&r.canary.Started)
 	if err == nil && !waited {
-		r.abortCanary(OutcomeRolledBack, fmt.Sprintf("setWeight %d%%: no progress within %ds", r.canary.Weight, *r.d.Spec.ProgressDeadlineSeconds))
+		r.abortCanary(api.OutcomeRolledBack, fmt.Sprintf("setWeight %d%%: no progress within %ds", r.canary.Weight, *r.d.Spec.ProgressDeadlineSeconds))
 	}
 	return false, err
 }
@@ -252,7 +242,7 @@ func (r *rolloutRun) analyze(a *manifest.Analysis) (bool, error) {
 	case analysis.Running:
 		return false, nil // promoted past the analysis, or aborted
 	case analysis.Failed:
-		r.abortCanary(OutcomeAborted, fmt.Sprintf("analysis failed: %s (last: %s)", c.Tally, c.Last))
+		r.abortCanary(api.OutcomeAborted, fmt.Sprintf("analysis failed: %s (last: %s)", c.Tally, c.Last))
 		return false, nil
 	case analysis.Inconclusive:
 		waiting := fmt.Sprintf("analysis inconclusive: %s (last: %s); promote to go on, abort to return to stable", c.Tally, c.Last)
@@ -275,7 +265,7 @@ func (r *rolloutRun) abortCanary(outcome, reason string) {
 	r.rollBackToStable(outcome)
 	r.msg = reason
 	event := "Aborted"
-	if outcome == OutcomeRolledBack {
+	if outcome == api.OutcomeRolledBack {
 		event = "Failed"
 	}
 	r.notify(event, reason+"; returning to the stable revision")

@@ -1,6 +1,9 @@
 package workflows
 
 import (
+	"encoding/json"
+
+	"github.com/deployflow/deployflow/api"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -48,10 +51,30 @@ func (r *rolloutRun) leftForLong(done func() bool) bool { return !done() && r.lo
 // notify again on every hand-over.
 func (r *rolloutRun) newWait(was, now string) bool { return !r.continueInGates || was != now }
 
-func (r *rolloutRun) carryOver() RolloutInput {
+func (r *rolloutRun) carryOver() api.RolloutInput {
 	in := r.in
 	in.FewerEvents = r.batches()
-	in.Carry = &RolloutCarry{Deployment: *r.d.DeepCopy(), StableRevision: r.stableRevision, Outcome: r.outcome, UndoneTo: r.undoneTo, Canary: r.canary, BlueGreen: r.blueGreen,
+	in.Carry = &rolloutCarry{Deployment: *r.d.DeepCopy(), StableRevision: r.stableRevision, Outcome: r.outcome, UndoneTo: r.undoneTo, Canary: r.canary, BlueGreen: r.blueGreen,
 		ParentLease: r.parentLease()}
-	return in
+	return in.encode()
+}
+
+// rolloutInput is a rollout's input with its carry decoded: the carry is
+// this workflow's own state, opaque bytes in the contract (api). Its JSON
+// is api.RolloutInput's (the carry shadows the raw one).
+type rolloutInput struct {
+	api.RolloutInput
+	Carry *rolloutCarry `json:"carry,omitempty"`
+}
+
+// decodeRolloutInput decodes the carry of a rollout's input.
+func decodeRolloutInput(in api.RolloutInput) (rolloutInput, error) {
+	r := rolloutInput{RolloutInput: in}
+	r.RolloutInput.Carry = nil
+	return r, decodeCarry(in.Carry, &r.Carry)
+}
+
+// encode is in as the contract has it, its carry encoded.
+func (in rolloutInput) encode() api.RolloutInput {
+	return encodeCarry(in.RolloutInput, in.Carry, func(r *api.RolloutInput, c json.RawMessage) { r.Carry = c })
 }

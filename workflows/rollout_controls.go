@@ -7,47 +7,17 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
-
-// Names of RolloutWorkflow's query and updates, as typed in the Temporal UI
-// or `temporal workflow update execute --name ...`.
-const (
-	QueryStatus   = "status"
-	UpdatePause   = "pause"
-	UpdateResume  = "resume"
-	UpdateScale   = "scale"
-	UpdateUndo    = "undo"
-	UpdateRestart = "restart"
-	UpdateAbort   = "abort"
-)
-
-// RestartedAtAnnotation is the pod-template annotation `kubectl rollout
-// restart` sets; changing it rolls every pod.
-const RestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
-
-// ScaleRequest is the "scale" update's argument.
-type ScaleRequest struct {
-	Replicas int32 `json:"replicas"`
-
-	invalid error // a field unknown or of the wrong type (UnmarshalJSON)
-}
-
-// UndoRequest is the "undo" update's argument; ToRevision 0 means the
-// previous revision (kubectl rollout undo).
-type UndoRequest struct {
-	ToRevision int64 `json:"toRevision"`
-
-	invalid error // a field unknown or of the wrong type (UnmarshalJSON)
-}
 
 // registerControls installs the status query and the operator updates. Each
 // update changes the desired state only; the loop's next sync turns that into
 // scaling, exactly like an edit of a Deployment object would. Validators
 // reject a request before it is written to history.
 func (r *rolloutRun) registerControls() error {
-	if err := workflow.SetQueryHandlerWithOptions(r.ctx, QueryStatus, func() (RolloutStatus, error) {
+	if err := workflow.SetQueryHandlerWithOptions(r.ctx, api.QueryStatus, func() (api.RolloutStatus, error) {
 		return r.status(), nil
 	}, workflow.QueryHandlerOptions{Description: "ReplicaSets, conditions and the current step of this rollout"}); err != nil {
 		return err
@@ -57,14 +27,14 @@ func (r *rolloutRun) registerControls() error {
 		handler, validator any
 	}
 	controls := []control{
-		{UpdatePause, "Hold all scaling until resume (kubectl rollout pause)",
-			func(workflow.Context) (RolloutStatus, error) {
+		{api.UpdatePause, "Hold all scaling until resume (kubectl rollout pause)",
+			func(workflow.Context) (api.RolloutStatus, error) {
 				r.d.Spec.Paused = true
 				return r.changed("paused")
 			},
 			func(workflow.Context) error { return r.notFinishing() }},
-		{UpdateResume, "Continue a paused rollout (kubectl rollout resume)",
-			func(workflow.Context) (RolloutStatus, error) {
+		{api.UpdateResume, "Continue a paused rollout (kubectl rollout resume)",
+			func(workflow.Context) (api.RolloutStatus, error) {
 				r.d.Spec.Paused = false
 				return r.changed("resumed")
 			},
@@ -74,14 +44,14 @@ func (r *rolloutRun) registerControls() error {
 				}
 				return nil
 			}},
-		{UpdateScale, `Change the desired replicas; ReplicaSets are resized proportionally (kubectl scale). Argument: {"replicas": N}`,
-			func(_ workflow.Context, req ScaleRequest) (RolloutStatus, error) {
+		{api.UpdateScale, `Change the desired replicas; ReplicaSets are resized proportionally (kubectl scale). Argument: {"replicas": N}`,
+			func(_ workflow.Context, req api.ScaleRequest) (api.RolloutStatus, error) {
 				r.d.Spec.Replicas = &req.Replicas
 				return r.changed(fmt.Sprintf("scaled to %d", req.Replicas))
 			},
-			func(_ workflow.Context, req ScaleRequest) error {
-				if req.invalid != nil {
-					return req.invalid
+			func(_ workflow.Context, req api.ScaleRequest) error {
+				if req.Invalid() != nil {
+					return req.Invalid()
 				}
 				if req.Replicas < 0 || req.Replicas > manifest.MaxReplicas {
 					return fmt.Errorf("replicas: %d is out of range: use 0 to %d (as a lease's scale)", req.Replicas, manifest.MaxReplicas)
@@ -91,8 +61,8 @@ func (r *rolloutRun) registerControls() error {
 				}
 				return nil
 			}},
-		{UpdateUndo, `Roll back to a revision, reusing its ReplicaSet (kubectl rollout undo). Argument: {"toRevision": N}, 0 for the previous one`,
-			func(_ workflow.Context, req UndoRequest) (RolloutStatus, error) {
+		{api.UpdateUndo, `Roll back to a revision, reusing its ReplicaSet (kubectl rollout undo). Argument: {"toRevision": N}, 0 for the previous one`,
+			func(_ workflow.Context, req api.UndoRequest) (api.RolloutStatus, error) {
 				if r.blueGreen != nil {
 					req.ToRevision = r.stableRevision // still up: the switch back needs no pod
 				}
@@ -105,9 +75,9 @@ func (r *rolloutRun) registerControls() error {
 				}
 				return r.changed(res.Message)
 			},
-			func(_ workflow.Context, req UndoRequest) error {
-				if req.invalid != nil {
-					return req.invalid
+			func(_ workflow.Context, req api.UndoRequest) error {
+				if req.Invalid() != nil {
+					return req.Invalid()
 				}
 				if err := r.notFinishing(); err != nil {
 					return err
@@ -115,7 +85,7 @@ func (r *rolloutRun) registerControls() error {
 				if req.ToRevision < 0 {
 					return fmt.Errorf("toRevision: %d is negative; give a revision from the status query, or 0 for the previous one", req.ToRevision)
 				}
-				if err := r.blueGreenControl(UpdateUndo, req.ToRevision); err != nil {
+				if err := r.blueGreenControl(api.UpdateUndo, req.ToRevision); err != nil {
 					return err
 				}
 				if res := rollout.RollbackToRevision(r.d, r.state.ReplicaSets, req.ToRevision); res.Reason == rollout.RollbackRevisionNotFound {
@@ -123,22 +93,22 @@ func (r *rolloutRun) registerControls() error {
 				}
 				return nil
 			}},
-		{UpdateRestart, "Replace every pod with a new revision of the same template (kubectl rollout restart)",
-			func(ctx workflow.Context) (RolloutStatus, error) {
+		{api.UpdateRestart, "Replace every pod with a new revision of the same template (kubectl rollout restart)",
+			func(ctx workflow.Context) (api.RolloutStatus, error) {
 				if r.d.Spec.Template.Annotations == nil {
 					r.d.Spec.Template.Annotations = map[string]string{}
 				}
-				r.d.Spec.Template.Annotations[RestartedAtAnnotation] = workflow.Now(ctx).UTC().Format(time.RFC3339)
+				r.d.Spec.Template.Annotations[api.RestartedAtAnnotation] = workflow.Now(ctx).UTC().Format(time.RFC3339)
 				return r.changed("restarted")
 			},
 			func(workflow.Context) error {
 				if err := r.notFinishing(); err != nil {
 					return err
 				}
-				return r.blueGreenControl(UpdateRestart, 0)
+				return r.blueGreenControl(api.UpdateRestart, 0)
 			}},
-		{UpdatePromote, `Canary: end the step in progress (a pause, an analysis) and go on; {"full": true} skips every remaining step`,
-			func(_ workflow.Context, req PromoteRequest) (RolloutStatus, error) {
+		{api.UpdatePromote, `Canary: end the step in progress (a pause, an analysis) and go on; {"full": true} skips every remaining step`,
+			func(_ workflow.Context, req api.PromoteRequest) (api.RolloutStatus, error) {
 				if b := r.blueGreen; b != nil {
 					b.promote = true
 					return r.changed("promoted: switching the active Service to the new version")
@@ -150,27 +120,27 @@ func (r *rolloutRun) registerControls() error {
 				r.canary.promote = true
 				return r.changed(fmt.Sprintf("promoted past step %d/%d (%s)", r.canary.Step+1, len(r.in.Steps), r.in.Steps[r.canary.Step]))
 			},
-			func(_ workflow.Context, req PromoteRequest) error {
-				if req.invalid != nil {
-					return req.invalid
+			func(_ workflow.Context, req api.PromoteRequest) error {
+				if req.Invalid() != nil {
+					return req.Invalid()
 				}
 				if err := r.notFinishing(); err != nil {
 					return err
 				}
 				if r.blueGreen != nil {
-					return r.blueGreenControl(UpdatePromote, 0)
+					return r.blueGreenControl(api.UpdatePromote, 0)
 				}
 				if r.canary == nil || r.canary.Promoted || r.canary.Step >= len(r.in.Steps) {
 					return errors.New("there is no canary step to promote: this rollout is not a canary, or its steps are done")
 				}
 				return nil
 			}},
-		{UpdateAbort, "Stop this rollout and return to the last-known-good revision",
-			func(workflow.Context) (RolloutStatus, error) {
+		{api.UpdateAbort, "Stop this rollout and return to the last-known-good revision",
+			func(workflow.Context) (api.RolloutStatus, error) {
 				// Only where the start read none: an abort refused
 				// before, so no history holds this path (no gate).
 				r.stableRevision = r.abortTarget()
-				r.rollBackToStable(OutcomeAborted)
+				r.rollBackToStable(api.OutcomeAborted)
 				if r.canary != nil && r.canary.Reason == "" {
 					r.canary.Reason = "by an operator"
 					r.canary.abortedByOperator = true
@@ -187,7 +157,7 @@ func (r *rolloutRun) registerControls() error {
 				if r.abortTarget() == 0 || r.stableRevision != 0 && !r.canRollBack() {
 					return errors.New("there is no other fully available revision to go back to; use undo or scale instead")
 				}
-				return r.blueGreenControl(UpdateAbort, 0)
+				return r.blueGreenControl(api.UpdateAbort, 0)
 			}},
 	}
 	for _, c := range controls {
@@ -201,7 +171,7 @@ func (r *rolloutRun) registerControls() error {
 }
 
 // changed records an operator's change and wakes the loop to act on it.
-func (r *rolloutRun) changed(msg string) (RolloutStatus, error) {
+func (r *rolloutRun) changed(msg string) (api.RolloutStatus, error) {
 	r.msg = msg
 	r.unsettled = true
 	r.unsettledAt = workflow.GetInfo(r.ctx).GetCurrentHistoryLength()
@@ -257,16 +227,16 @@ func (r *rolloutRun) blueGreenControl(control string, toRevision int64) error {
 		kind = steps[b.Step].Kind
 	}
 	switch control {
-	case UpdateRestart:
+	case api.UpdateRestart:
 		return errors.New("a blue-green changes its template by a new deploy (deployflow deploy), not restart")
-	case UpdateUndo, UpdateAbort:
+	case api.UpdateUndo, api.UpdateAbort:
 		if kind == "" {
 			return fmt.Errorf("the scale-down delay is over and revision %d is scaled down: deploy its manifest again (it runs as a new blue-green)", r.stableRevision)
 		}
-		if control == UpdateUndo && toRevision != 0 && toRevision != r.stableRevision {
+		if control == api.UpdateUndo && toRevision != 0 && toRevision != r.stableRevision {
 			return fmt.Errorf("toRevision: a blue-green switches back to its stable version, revision %d, which is still up; leave toRevision out or give %d", r.stableRevision, r.stableRevision)
 		}
-	case UpdatePromote:
+	case api.UpdatePromote:
 		switch kind {
 		case manifest.BlueGreenPrePromotion, manifest.BlueGreenPromotion, manifest.BlueGreenPostPromo:
 		case manifest.BlueGreenPreview:

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
 
@@ -24,7 +25,7 @@ const maxIdleWait = 6 * time.Hour
 // and its update handlers touch it (Temporal runs them one at a time).
 type rolloutRun struct {
 	ctx   workflow.Context
-	in    RolloutInput
+	in    rolloutInput
 	ref   activities.ServiceRef
 	d     *appsv1.Deployment       // desired state, with the last sync's status
 	state *activities.RolloutState // the cluster as last read
@@ -53,7 +54,7 @@ type rolloutRun struct {
 	continueInGates bool
 }
 
-func newRolloutRun(ctx workflow.Context, in RolloutInput, d *appsv1.Deployment) *rolloutRun {
+func newRolloutRun(ctx workflow.Context, in rolloutInput, d *appsv1.Deployment) *rolloutRun {
 	r := &rolloutRun{ctx: ctx, in: in, d: d}
 	r.ref = activities.ServiceRef{
 		Namespace:   in.Namespace,
@@ -90,7 +91,7 @@ func (r *rolloutRun) collided() error {
 func (r *rolloutRun) sync() (rollout.Plan, error) {
 	plan, status, err := rollout.Sync(r.d, r.state.ReplicaSets, r.oldPodsRunning(), r.now())
 	if err != nil {
-		return plan, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
+		return plan, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidInput, nil)
 	}
 	r.d.Status = status
 	r.step, r.msg = plan.Step, plan.Message

@@ -20,9 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/k8s/rollout"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // rolloutTest is one service on the real local stack.
@@ -54,14 +54,14 @@ func version(image string, replicas int32, readyAfter string, neverReady bool) a
 
 func (rt *rolloutTest) start(d appsv1.Deployment, autoRollback bool) client.WorkflowRun {
 	rt.t.Helper()
-	return startRollout(rt.t, rt.env, rt.tq, workflows.RolloutInput{Namespace: rt.ns, Service: "web", Deployment: d, AutoRollback: autoRollback})
+	return startRollout(rt.t, rt.env, rt.tq, api.RolloutInput{Namespace: rt.ns, Service: "web", Deployment: d, AutoRollback: autoRollback})
 }
 
-func (rt *rolloutTest) complete(d appsv1.Deployment) workflows.RolloutResult {
+func (rt *rolloutTest) complete(d appsv1.Deployment) api.RolloutResult {
 	rt.t.Helper()
-	var res workflows.RolloutResult
+	var res api.RolloutResult
 	require.NoError(rt.t, rt.start(d, false).Get(context.Background(), &res))
-	require.Equal(rt.t, workflows.OutcomeComplete, res.Outcome)
+	require.Equal(rt.t, api.OutcomeComplete, res.Outcome)
 	return res
 }
 
@@ -94,16 +94,16 @@ func (rt *rolloutTest) readyPods(hash string) int {
 	return n
 }
 
-func (rt *rolloutTest) query(run client.WorkflowRun) workflows.RolloutStatus {
+func (rt *rolloutTest) query(run client.WorkflowRun) api.RolloutStatus {
 	rt.t.Helper()
-	v, err := rt.env.Temporal.QueryWorkflow(context.Background(), run.GetID(), run.GetRunID(), workflows.QueryStatus)
+	v, err := rt.env.Temporal.QueryWorkflow(context.Background(), run.GetID(), run.GetRunID(), api.QueryStatus)
 	require.NoError(rt.t, err)
-	var st workflows.RolloutStatus
+	var st api.RolloutStatus
 	require.NoError(rt.t, v.Get(&st))
 	return st
 }
 
-func (rt *rolloutTest) update(run client.WorkflowRun, name string, args ...any) workflows.RolloutStatus {
+func (rt *rolloutTest) update(run client.WorkflowRun, name string, args ...any) api.RolloutStatus {
 	rt.t.Helper()
 	var h client.WorkflowUpdateHandle
 	// The server refuses an update while the workflow's last task failed
@@ -124,19 +124,19 @@ func (rt *rolloutTest) update(run client.WorkflowRun, name string, args ...any) 
 		require.NoError(rt.t, err)
 		return true, ""
 	})
-	var st workflows.RolloutStatus
+	var st api.RolloutStatus
 	require.NoError(rt.t, h.Get(context.Background(), &st))
 	return st
 }
 
 // waitStatus polls the status query until cond holds.
-func (rt *rolloutTest) waitStatus(run client.WorkflowRun, what string, cond func(workflows.RolloutStatus) bool) workflows.RolloutStatus {
+func (rt *rolloutTest) waitStatus(run client.WorkflowRun, what string, cond func(api.RolloutStatus) bool) api.RolloutStatus {
 	rt.t.Helper()
-	var st workflows.RolloutStatus
+	var st api.RolloutStatus
 	testenv.Eventually(rt.t, 60*time.Second, pollQuery, "never: "+what, func() (bool, string) {
 		// A query the worker does not answer in time (the SDK's deadline,
 		// with the rest of the suite beside it) is asked again.
-		v, err := rt.env.Temporal.QueryWorkflow(context.Background(), run.GetID(), run.GetRunID(), workflows.QueryStatus)
+		v, err := rt.env.Temporal.QueryWorkflow(context.Background(), run.GetID(), run.GetRunID(), api.QueryStatus)
 		if err == nil {
 			err = v.Get(&st)
 		}
@@ -148,13 +148,13 @@ func (rt *rolloutTest) waitStatus(run client.WorkflowRun, what string, cond func
 	return st
 }
 
-func newRS(st workflows.RolloutStatus) workflows.ReplicaSetStatus {
+func newRS(st api.RolloutStatus) api.ReplicaSetStatus {
 	for _, rs := range st.ReplicaSets {
 		if rs.New {
 			return rs
 		}
 	}
-	return workflows.ReplicaSetStatus{}
+	return api.ReplicaSetStatus{}
 }
 
 // watchReplicaSets calls check on every ReplicaSet change until stop.
@@ -303,15 +303,15 @@ func TestProgressDeadlineWithAutoRollbackRestoresTheStableRevision(t *testing.T)
 	broken := version("nginx:broken", 4, "", true)
 	deadline := int32(10)
 	broken.Spec.ProgressDeadlineSeconds = &deadline
-	var res workflows.RolloutResult
+	var res api.RolloutResult
 	err := rt.start(broken, true).Get(context.Background(), &res)
 
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "want ProgressDeadlineExceeded, got %v", err)
-	assert.Equal(t, workflows.ErrProgressDeadlineExceeded, appErr.Type())
+	assert.Equal(t, api.ErrProgressDeadlineExceeded, appErr.Type())
 	assert.Contains(t, appErr.Error(), "rolled back to revision 1")
 	require.NoError(t, appErr.Details(&res))
-	assert.Equal(t, workflows.OutcomeRolledBack, res.Outcome)
+	assert.Equal(t, api.OutcomeRolledBack, res.Outcome)
 
 	rss := rt.replicaSets()
 	require.Len(t, rss, 2)
@@ -338,10 +338,10 @@ func TestPauseHoldsScalingAndResizeIsProportional(t *testing.T) {
 	// scale the old one down by maxUnavailable (to 8), then surge the new one
 	// to 5 (8+5 = 13 = replicas+maxSurge). The new pods take 8s to be ready,
 	// so the rollout then holds at new 5 / old 8.
-	rt.waitStatus(run, "new ReplicaSet at 5", func(st workflows.RolloutStatus) bool { return newRS(st).Desired == 5 })
-	st := rt.update(run, workflows.UpdatePause)
+	rt.waitStatus(run, "new ReplicaSet at 5", func(st api.RolloutStatus) bool { return newRS(st).Desired == 5 })
+	st := rt.update(run, api.UpdatePause)
 	assert.True(t, st.Paused)
-	rt.waitStatus(run, "paused", func(st workflows.RolloutStatus) bool { return st.Step == string(rollout.StepPaused) })
+	rt.waitStatus(run, "paused", func(st api.RolloutStatus) bool { return st.Step == string(rollout.StepPaused) })
 
 	before := rt.replicaSets()
 	time.Sleep(10 * time.Second) // longer than the pods' readiness delay
@@ -354,14 +354,14 @@ func TestPauseHoldsScalingAndResizeIsProportional(t *testing.T) {
 	// Resize to 20 while paused: allowed = 20 + maxSurge(20)=5 = 25; the
 	// max-replicas annotation is 13; old 8*25/13 = 15.4 → 15, new 5*25/13 =
 	// 9.6 → 10; nothing is left over.
-	rt.update(run, workflows.UpdateScale, workflows.ScaleRequest{Replicas: 20})
-	scaled := rt.waitStatus(run, "proportional scale", func(st workflows.RolloutStatus) bool { return st.DesiredReplicas == 20 && newRS(st).Desired == 10 })
+	rt.update(run, api.UpdateScale, api.ScaleRequest{Replicas: 20})
+	scaled := rt.waitStatus(run, "proportional scale", func(st api.RolloutStatus) bool { return st.DesiredReplicas == 20 && newRS(st).Desired == 10 })
 	rss := rt.replicaSets()
 	assert.Equal(t, int32(15), *rss[v1.NewReplicaSet].Spec.Replicas)
 	assert.Equal(t, int32(10), newRS(scaled).Desired)
 
-	rt.update(run, workflows.UpdateResume)
-	var res workflows.RolloutResult
+	rt.update(run, api.UpdateResume)
+	var res api.RolloutResult
 	require.NoError(t, run.Get(context.Background(), &res))
 	assert.Equal(t, int32(20), res.AvailableReplicas)
 	rss = rt.replicaSets()
@@ -375,10 +375,10 @@ func TestUndoReusesTheOldReplicaSet(t *testing.T) {
 	rt := newRolloutTest(t)
 	v1 := rt.complete(version("nginx:1.26", 4, "", false))
 	run := rt.start(version("nginx:1.27", 4, "30s", false), false)
-	rt.waitStatus(run, "new ReplicaSet created", func(st workflows.RolloutStatus) bool { return st.Revision == 2 })
+	rt.waitStatus(run, "new ReplicaSet created", func(st api.RolloutStatus) bool { return st.Revision == 2 })
 
-	rt.update(run, workflows.UpdateUndo, workflows.UndoRequest{ToRevision: 1})
-	var res workflows.RolloutResult
+	rt.update(run, api.UpdateUndo, api.UndoRequest{ToRevision: 1})
+	var res api.RolloutResult
 	require.NoError(t, run.Get(context.Background(), &res))
 
 	assert.Equal(t, v1.NewReplicaSet, res.NewReplicaSet, "revision 1's ReplicaSet is reused")
@@ -408,20 +408,20 @@ func TestUndoReusesTheOldReplicaSet(t *testing.T) {
 
 	// Bad undo requests are refused before they reach the history.
 	run2 := rt.start(version("nginx:1.28", 4, "30s", false), false)
-	rt.waitStatus(run2, "next rollout started", func(st workflows.RolloutStatus) bool { return st.Revision == 4 })
+	rt.waitStatus(run2, "next rollout started", func(st api.RolloutStatus) bool { return st.Revision == 4 })
 	h, err := rt.env.Temporal.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{
-		WorkflowID: run2.GetID(), RunID: run2.GetRunID(), UpdateName: workflows.UpdateUndo,
-		Args: []any{workflows.UndoRequest{ToRevision: 42}}, WaitForStage: client.WorkflowUpdateStageCompleted,
+		WorkflowID: run2.GetID(), RunID: run2.GetRunID(), UpdateName: api.UpdateUndo,
+		Args: []any{api.UndoRequest{ToRevision: 42}}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	require.NoError(t, err)
 	err = h.Get(context.Background(), nil)
 	require.Error(t, err, "an undo to a revision that does not exist is rejected")
 	assert.Contains(t, err.Error(), "toRevision 42")
-	rt.update(run2, workflows.UpdateAbort)
+	rt.update(run2, api.UpdateAbort)
 	err = run2.Get(context.Background(), nil)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "abort ends the rollout with RolloutAborted, got %v", err)
-	assert.Equal(t, workflows.ErrRolloutAborted, appErr.Type())
+	assert.Equal(t, api.ErrRolloutAborted, appErr.Type())
 	// Fully available again, once its ReplicaSet's status has caught up
 	// (as above: the rollout ended on a status that counted the pod it had
 	// scaled away, and read 3 a moment later: CI, on PostgreSQL).
@@ -435,15 +435,15 @@ func TestUndoReusesTheOldReplicaSet(t *testing.T) {
 func TestRestartRollsANewRevision(t *testing.T) {
 	rt := newRolloutTest(t)
 	run := rt.start(version("nginx:1.26", 3, "3s", false), false)
-	rt.waitStatus(run, "first ReplicaSet", func(st workflows.RolloutStatus) bool { return st.Revision == 1 })
-	st := rt.update(run, workflows.UpdateRestart)
+	rt.waitStatus(run, "first ReplicaSet", func(st api.RolloutStatus) bool { return st.Revision == 1 })
+	st := rt.update(run, api.UpdateRestart)
 	assert.Equal(t, "restarted", st.Message)
 
-	var res workflows.RolloutResult
+	var res api.RolloutResult
 	require.NoError(t, run.Get(context.Background(), &res))
 	assert.Equal(t, int64(2), res.Revision)
 	rs := rt.replicaSets()[res.NewReplicaSet]
-	assert.NotEmpty(t, rs.Spec.Template.Annotations[workflows.RestartedAtAnnotation])
+	assert.NotEmpty(t, rs.Spec.Template.Annotations[api.RestartedAtAnnotation])
 	assert.Equal(t, int32(3), rs.Status.AvailableReplicas)
 }
 
@@ -455,11 +455,11 @@ func TestRolloutContinuesAsNewMidRollout(t *testing.T) {
 	rt := newRolloutTest(t)
 	ctx := context.Background()
 	v1 := rt.complete(version("nginx:1.26", 6, "", false))
-	run := startRollout(t, rt.env, rt.tq, workflows.RolloutInput{Namespace: rt.ns, Service: "web",
+	run := startRollout(t, rt.env, rt.tq, api.RolloutInput{Namespace: rt.ns, Service: "web",
 		Deployment: version("nginx:1.27", 6, "1s", false), MaxHistoryEvents: 30})
-	var res workflows.RolloutResult
+	var res api.RolloutResult
 	require.NoError(t, run.Get(ctx, &res))
-	assert.Equal(t, workflows.OutcomeComplete, res.Outcome)
+	assert.Equal(t, api.OutcomeComplete, res.Outcome)
 	assert.Equal(t, int32(6), res.AvailableReplicas)
 	assert.NotEqual(t, v1.NewReplicaSet, res.NewReplicaSet)
 	runs := 0

@@ -15,8 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/worker/testenv"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 func deployment(replicas int32, podAnnotations, podLabels map[string]string) appsv1.Deployment {
@@ -34,12 +34,12 @@ func deployment(replicas int32, podAnnotations, podLabels map[string]string) app
 	}}
 }
 
-func startRollout(t *testing.T, env *testenv.Env, tq string, in workflows.RolloutInput) client.WorkflowRun {
+func startRollout(t *testing.T, env *testenv.Env, tq string, in api.RolloutInput) client.WorkflowRun {
 	t.Helper()
 	run, err := env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
 		ID:        testenv.Name(t, "rollout"),
 		TaskQueue: tq,
-	}, workflows.RolloutWorkflow, in)
+	}, api.RolloutWorkflow, in)
 	require.NoError(t, err)
 	return run
 }
@@ -49,10 +49,10 @@ func TestRolloutWorkflowCreatesReplicaSetAndWaitsUntilAvailable(t *testing.T) {
 	ns, tq := env.Namespace(t), env.Worker(t)
 	ctx := context.Background()
 
-	in := workflows.RolloutInput{Namespace: ns, Service: "web",
+	in := api.RolloutInput{Namespace: ns, Service: "web",
 		Deployment: deployment(5, map[string]string{"deployflow.dev/ready-after": "1s"}, nil)}
 	run := startRollout(t, env, tq, in)
-	var res workflows.RolloutResult
+	var res api.RolloutResult
 	require.NoError(t, run.Get(ctx, &res))
 
 	rs, err := env.Kube.AppsV1().ReplicaSets(ns).Get(ctx, res.NewReplicaSet, metav1.GetOptions{})
@@ -80,9 +80,9 @@ func TestRolloutWorkflowIsIdempotent(t *testing.T) {
 	env := testenv.Get(t)
 	ns, tq := env.Namespace(t), env.Worker(t)
 	ctx := context.Background()
-	in := workflows.RolloutInput{Namespace: ns, Service: "web", Deployment: deployment(2, nil, nil)}
+	in := api.RolloutInput{Namespace: ns, Service: "web", Deployment: deployment(2, nil, nil)}
 
-	var first, second workflows.RolloutResult
+	var first, second api.RolloutResult
 	require.NoError(t, startRollout(t, env, tq, in).Get(ctx, &first))
 	require.NoError(t, startRollout(t, env, tq, in).Get(ctx, &second))
 	assert.Equal(t, first.NewReplicaSet, second.NewReplicaSet, "the same template maps to the same ReplicaSet")
@@ -99,7 +99,7 @@ func TestRolloutWorkflowFailsAtProgressDeadline(t *testing.T) {
 	deadline := int32(3)
 	d.Spec.ProgressDeadlineSeconds = &deadline
 
-	err := startRollout(t, env, tq, workflows.RolloutInput{Namespace: ns, Service: "web", Deployment: d}).Get(context.Background(), nil)
+	err := startRollout(t, env, tq, api.RolloutInput{Namespace: ns, Service: "web", Deployment: d}).Get(context.Background(), nil)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "want an application error, got %v", err)
 	assert.Equal(t, "ProgressDeadlineExceeded", appErr.Type())
@@ -113,7 +113,7 @@ func TestRolloutWorkflowRejectsBadInputBeforeTouchingTheCluster(t *testing.T) {
 	ns := testenv.Name(t, "never")
 	d := deployment(-1, nil, nil)
 
-	err := startRollout(t, env, tq, workflows.RolloutInput{Namespace: ns, Service: "web", Deployment: d}).Get(context.Background(), nil)
+	err := startRollout(t, env, tq, api.RolloutInput{Namespace: ns, Service: "web", Deployment: d}).Get(context.Background(), nil)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "want an application error, got %v", err)
 	assert.Equal(t, "InvalidInput", appErr.Type())

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	appsv1 "k8s.io/api/apps/v1"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
 
@@ -29,14 +30,14 @@ func (r *rolloutRun) readSides() (s sides, created bool, err error) {
 	s.replicas = *r.d.Spec.Replicas
 	s.surge, s.unavailable, err = rollout.ResolveFenceposts(r.d.Spec.Strategy.RollingUpdate.MaxSurge, r.d.Spec.Strategy.RollingUpdate.MaxUnavailable, s.replicas)
 	if err != nil {
-		return s, false, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
+		return s, false, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidInput, nil)
 	}
 	s.newRS = rollout.FindNewReplicaSet(r.d, r.state.ReplicaSets)
 	_, olds := rollout.FindOldReplicaSets(r.d, r.state.ReplicaSets)
 	if s.newRS == nil {
 		rs, err := rollout.NewReplicaSetFor(r.d, olds)
 		if err != nil {
-			return s, false, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, nil)
+			return s, false, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidInput, nil)
 		}
 		zero := int32(0)
 		rs.Spec.Replicas = &zero
@@ -52,7 +53,7 @@ func (r *rolloutRun) readSides() (s sides, created bool, err error) {
 	}
 	if s.stable == nil {
 		return s, false, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%s: the stable revision %d has no ReplicaSet any more", r.in.Service, r.stableRevision), ErrInvalidInput, nil)
+			fmt.Sprintf("%s: the stable revision %d has no ReplicaSet any more", r.in.Service, r.stableRevision), api.ErrInvalidInput, nil)
 	}
 	return s, false, nil
 }

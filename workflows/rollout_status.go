@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/workflow"
-	appsv1 "k8s.io/api/apps/v1"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
@@ -15,15 +15,15 @@ import (
 // What a rollout shows: the status query's answer and the workflow's
 // result.
 
-func (r *rolloutRun) result() *RolloutResult {
-	res := &RolloutResult{
+func (r *rolloutRun) result() *api.RolloutResult {
+	res := &api.RolloutResult{
 		Namespace:         r.in.Namespace,
 		Service:           r.in.Service,
 		Replicas:          r.d.Status.Replicas,
 		AvailableReplicas: r.d.Status.AvailableReplicas,
 		Outcome:           r.outcome,
 		DesiredReplicas:   *r.d.Spec.Replicas,
-		RestartedAt:       r.d.Spec.Template.Annotations[RestartedAtAnnotation],
+		RestartedAt:       r.d.Spec.Template.Annotations[api.RestartedAtAnnotation],
 		UndoneTo:          r.undoneTo,
 	}
 	if newRS := rollout.FindNewReplicaSet(r.d, r.state.ReplicaSets); newRS != nil {
@@ -32,10 +32,10 @@ func (r *rolloutRun) result() *RolloutResult {
 	}
 	if b := r.blueGreen; b != nil {
 		n := len(r.blueGreenSteps())
-		res.BlueGreen = &StepsResult{Steps: n, Completed: min(b.Step, n), Reason: b.Reason}
+		res.BlueGreen = &api.StepsResult{Steps: n, Completed: min(b.Step, n), Reason: b.Reason}
 	}
 	if c := r.canary; c != nil {
-		res.Canary = &StepsResult{Steps: len(r.in.Steps), Completed: min(c.Step, len(r.in.Steps)), PromotedFull: c.PromotedFull, Reason: c.Reason,
+		res.Canary = &api.StepsResult{Steps: len(r.in.Steps), Completed: min(c.Step, len(r.in.Steps)), PromotedFull: c.PromotedFull, Reason: c.Reason,
 			BackgroundFailed: c.BackgroundFailed}
 		if c.PromotedFull > 0 {
 			res.Canary.Completed = c.PromotedFull - 1
@@ -44,45 +44,8 @@ func (r *rolloutRun) result() *RolloutResult {
 	return res
 }
 
-// RolloutStatus is the "status" query's answer: what `kubectl rollout
-// status` and `kubectl get rs` would show, plus the engine's current step.
-type RolloutStatus struct {
-	Namespace         string                       `json:"namespace"`
-	Service           string                       `json:"service"`
-	Step              string                       `json:"step"`
-	Message           string                       `json:"message,omitempty"`
-	Paused            bool                         `json:"paused"`
-	Strategy          string                       `json:"strategy"`
-	Replicas          int32                        `json:"replicas"`
-	UpdatedReplicas   int32                        `json:"updatedReplicas"`
-	ReadyReplicas     int32                        `json:"readyReplicas"`
-	AvailableReplicas int32                        `json:"availableReplicas"`
-	DesiredReplicas   int32                        `json:"desiredReplicas"`
-	Revision          int64                        `json:"revision"`
-	StableRevision    int64                        `json:"stableRevision"`
-	Outcome           string                       `json:"outcome,omitempty"`
-	Conditions        []appsv1.DeploymentCondition `json:"conditions,omitempty"`
-	ReplicaSets       []ReplicaSetStatus           `json:"replicaSets"`
-	// Canary is a canary's step, weight and what it waits for.
-	Canary *CanaryStatus `json:"canary,omitempty"`
-	// BlueGreen is a blue-green's step and the versions its Services select.
-	BlueGreen *BlueGreenStatus `json:"blueGreen,omitempty"`
-}
-
-// ReplicaSetStatus is one line of RolloutStatus.ReplicaSets.
-type ReplicaSetStatus struct {
-	Name      string `json:"name"`
-	Revision  int64  `json:"revision"`
-	New       bool   `json:"new"`
-	Desired   int32  `json:"desired"`
-	Current   int32  `json:"current"`
-	Ready     int32  `json:"ready"`
-	Available int32  `json:"available"`
-	Image     string `json:"image,omitempty"`
-}
-
-func (r *rolloutRun) status() RolloutStatus {
-	st := RolloutStatus{
+func (r *rolloutRun) status() api.RolloutStatus {
+	st := api.RolloutStatus{
 		Namespace:         r.in.Namespace,
 		Service:           r.in.Service,
 		Step:              string(r.step),
@@ -106,7 +69,7 @@ func (r *rolloutRun) status() RolloutStatus {
 	newRS := rollout.FindNewReplicaSet(r.d, r.state.ReplicaSets)
 	for _, rs := range r.state.ReplicaSets {
 		rev, _ := rollout.Revision(rs)
-		line := ReplicaSetStatus{
+		line := api.ReplicaSetStatus{
 			Name: rs.Name, Revision: rev, New: newRS != nil && rs.UID == newRS.UID,
 			Current: rs.Status.Replicas, Ready: rs.Status.ReadyReplicas, Available: rs.Status.AvailableReplicas,
 		}
@@ -125,25 +88,14 @@ func (r *rolloutRun) status() RolloutStatus {
 	return st
 }
 
-// BlueGreenStatus is the status query's view of a blue-green.
-type BlueGreenStatus struct {
-	Step    int      `json:"step"` // 1-based; Steps+1 once done
-	Steps   int      `json:"steps"`
-	Summary string   `json:"summary"` // "step 2/5: await promotion (automatic in 12s)"
-	List    []string `json:"list"`
-	Active  string   `json:"active,omitempty"`  // the pod-template-hash the active Services select
-	Preview string   `json:"preview,omitempty"` // and the preview
-	Reason  string   `json:"reason,omitempty"`
-}
-
 // blueGreenStatus is the status query's blue-green view.
-func (r *rolloutRun) blueGreenStatus() *BlueGreenStatus {
+func (r *rolloutRun) blueGreenStatus() *api.BlueGreenStatus {
 	b := r.blueGreen
 	if b == nil {
 		return nil
 	}
 	steps := r.blueGreenSteps()
-	st := &BlueGreenStatus{Step: b.Step + 1, Steps: len(steps), Active: b.Active, Preview: b.Preview, Reason: b.Reason}
+	st := &api.BlueGreenStatus{Step: b.Step + 1, Steps: len(steps), Active: b.Active, Preview: b.Preview, Reason: b.Reason}
 	for _, s := range steps {
 		st.List = append(st.List, s.Text)
 	}
@@ -178,23 +130,13 @@ func (r *rolloutRun) blueGreenStatus() *BlueGreenStatus {
 	return st
 }
 
-// CanaryStatus is the status query's view of a canary.
-type CanaryStatus struct {
-	Step    int      `json:"step"` // 1-based; Steps+1 once the steps are done
-	Steps   int      `json:"steps"`
-	Weight  int32    `json:"weight"`
-	Summary string   `json:"summary"` // "step 3/7: pause 4m12s left"
-	List    []string `json:"list"`    // every step, as the manifest says it
-	Reason  string   `json:"reason,omitempty"`
-}
-
 // canaryStatus is the status query's canary view.
-func (r *rolloutRun) canaryStatus() *CanaryStatus {
+func (r *rolloutRun) canaryStatus() *api.CanaryStatus {
 	c := r.canary
 	if c == nil || len(r.in.Steps) == 0 {
 		return nil
 	}
-	st := &CanaryStatus{Step: c.Step + 1, Steps: len(r.in.Steps), Weight: c.Weight, Reason: c.Reason}
+	st := &api.CanaryStatus{Step: c.Step + 1, Steps: len(r.in.Steps), Weight: c.Weight, Reason: c.Reason}
 	for _, s := range r.in.Steps {
 		st.List = append(st.List, s.String())
 	}

@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // Guards issue 8 as a whole: 30 leases deployed at once, in 15 pairs whose
@@ -64,7 +64,7 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 		}
 		return slow(web(l.id, l.svc, image, 2, l.host), "2s")
 	}
-	rolloutOf := func(l lease) string { return workflows.RolloutWorkflowID(manifest.Namespace(l.id), l.svc) }
+	rolloutOf := func(l lease) string { return api.RolloutWorkflowID(manifest.Namespace(l.id), l.svc) }
 	// update sends a control to a lease's rollout; an attempt the server
 	// does not answer within 15s (its workflow's worker busy with the
 	// rest of the suite) is given up, to be tried again under the same
@@ -122,7 +122,7 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	round("nginx:1.26", paused, workflows.UpdatePause, func(lease) bool { return true })
+	round("nginx:1.26", paused, api.UpdatePause, func(lease) bool { return true })
 
 	phase("the first deploys taken, three paused")
 	winners := map[int]string{}
@@ -132,10 +132,10 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 		}
 		st := dt.waitRevision(l.id, 1)
 		switch {
-		case l.pair%2 == 0 && st.Phase == workflows.PhaseFailed:
+		case l.pair%2 == 0 && st.Phase == api.PhaseFailed:
 			assert.Contains(t, st.LastError, "HostnameConflict", l.id)
 		default:
-			assert.Equal(t, workflows.PhaseActive, st.Phase, "lease %s: %s", l.id, st.LastError)
+			assert.Equal(t, api.PhaseActive, st.Phase, "lease %s: %s", l.id, st.LastError)
 			if l.pair%2 == 0 {
 				assert.Empty(t, winners[l.pair], "pair %d: one hostname, two winners", l.pair)
 				winners[l.pair] = l.id
@@ -148,7 +148,7 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 	for id := range paused {
 		st, err := dt.status(id)
 		require.NoError(t, err)
-		assert.Equal(t, workflows.PhaseDeploying, st.Phase, "%s is paused", id)
+		assert.Equal(t, api.PhaseDeploying, st.Phase, "%s is paused", id)
 	}
 	phase("the first deploys ended, but the paused")
 	// The three resumed at once, then waited for: a pause taken before its
@@ -160,7 +160,7 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 	resume := func(l lease) error {
 		timedOut := false
 		for deadline := time.Now().Add(2 * time.Minute); ; {
-			err := update(l, workflows.UpdateResume, "resume-"+l.id)
+			err := update(l, api.UpdateResume, "resume-"+l.id)
 			switch {
 			case err == nil:
 				return nil
@@ -178,7 +178,7 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 	}
 	for _, p := range []int{1, 7, 13} {
 		st := dt.waitRevision(leases[2*p+1].id, 1)
-		assert.Equal(t, workflows.PhaseActive, st.Phase, "%s after resume: %s", leases[2*p+1].id, st.LastError)
+		assert.Equal(t, api.PhaseActive, st.Phase, "%s after resume: %s", leases[2*p+1].id, st.LastError)
 	}
 
 	phase("the paused resumed and ended")
@@ -188,7 +188,7 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 	// deploy after another, then the aborts, took minutes under load.)
 	active := map[string]bool{}
 	for _, l := range leases {
-		if st, err := dt.status(l.id); err == nil && st.Phase == workflows.PhaseActive {
+		if st, err := dt.status(l.id); err == nil && st.Phase == api.PhaseActive {
 			active[l.id] = true
 		}
 	}
@@ -196,7 +196,7 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 		l := leases[2*p+1]
 		require.True(t, active[l.id], "%s is Active", l.id)
 	}
-	round("nginx:1.27", aborted, workflows.UpdateAbort, func(l lease) bool { return active[l.id] })
+	round("nginx:1.27", aborted, api.UpdateAbort, func(l lease) bool { return active[l.id] })
 	phase("the second deploys taken, three aborted")
 	for _, l := range leases {
 		if !active[l.id] {
@@ -206,10 +206,10 @@ func TestSoakThirtyLeasesWithCollidingNames(t *testing.T) {
 		want := "nginx:1.27"
 		if aborted[l.id] {
 			want = "nginx:1.26"
-			assert.Equal(t, workflows.PhaseFailed, st.Phase, l.id)
-			assert.Contains(t, st.LastError, workflows.ErrRolloutAborted, l.id)
+			assert.Equal(t, api.PhaseFailed, st.Phase, l.id)
+			assert.Contains(t, st.LastError, api.ErrRolloutAborted, l.id)
 		} else {
-			assert.Equal(t, workflows.PhaseActive, st.Phase, "lease %s: %s", l.id, st.LastError)
+			assert.Equal(t, api.PhaseActive, st.Phase, "lease %s: %s", l.id, st.LastError)
 		}
 		_, available, images := dt.available(manifest.Namespace(l.id), l.svc)
 		assert.Equal(t, int32(2), available, l.id)

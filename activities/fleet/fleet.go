@@ -19,9 +19,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // DefaultSelf is the name placements give the worker's own cluster unless
@@ -51,10 +51,10 @@ type Activities struct {
 
 // Register puts the placement activities on w under their names.
 func (f *Activities) Register(w worker.ActivityRegistry) {
-	w.RegisterActivityWithOptions(f.ListClusters, activity.RegisterOptions{Name: workflows.ActivityListClusters})
-	w.RegisterActivityWithOptions(f.ReadCluster, activity.RegisterOptions{Name: workflows.ActivityReadCluster})
-	w.RegisterActivityWithOptions(f.DeployToCluster, activity.RegisterOptions{Name: workflows.ActivityDeployToCluster})
-	w.RegisterActivityWithOptions(f.CheckPlacement, activity.RegisterOptions{Name: workflows.ActivityCheckPlacement})
+	w.RegisterActivityWithOptions(f.ListClusters, activity.RegisterOptions{Name: api.ActivityListClusters})
+	w.RegisterActivityWithOptions(f.ReadCluster, activity.RegisterOptions{Name: api.ActivityReadCluster})
+	w.RegisterActivityWithOptions(f.DeployToCluster, activity.RegisterOptions{Name: api.ActivityDeployToCluster})
+	w.RegisterActivityWithOptions(f.CheckPlacement, activity.RegisterOptions{Name: api.ActivityCheckPlacement})
 }
 
 // CheckPlacement refuses a manifest over the operator's limits, its waves'
@@ -62,7 +62,7 @@ func (f *Activities) Register(w worker.ActivityRegistry) {
 func (f *Activities) CheckPlacement(_ context.Context, m manifest.Manifest) error {
 	err := errors.Join(m.CheckLimits(f.Limits), m.CheckReservedKeys(f.ReservedPrefixes, f.AllowedPodKeys))
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrInvalidManifest, nil)
+		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidManifest, nil)
 	}
 	return nil
 }
@@ -86,23 +86,23 @@ func (f *Activities) target(lease, cluster string) (id, queue, inputCluster stri
 	if cluster == f.self() {
 		cluster = ""
 	}
-	return workflows.DeployWorkflowIDIn(lease, cluster), config.ClusterTaskQueue(f.TaskQueue, cluster), cluster
+	return api.DeployWorkflowIDIn(lease, cluster), config.ClusterTaskQueue(f.TaskQueue, cluster), cluster
 }
 
 // ReadCluster is the lease's state in a cluster: its last-known-good
 // manifest, none if the lease has no workflow there.
-func (f *Activities) ReadCluster(ctx context.Context, ref workflows.ClusterRef) (workflows.ClusterState, error) {
+func (f *Activities) ReadCluster(ctx context.Context, ref api.ClusterRef) (api.ClusterState, error) {
 	id, _, _ := f.target(ref.Lease, ref.Cluster)
 	st, found, err := f.status(ctx, id)
 	if err != nil || !found {
-		return workflows.ClusterState{}, err
+		return api.ClusterState{}, err
 	}
-	return workflows.ClusterState{LastGood: st.LastGood}, nil
+	return api.ClusterState{LastGood: st.LastGood}, nil
 }
 
-func (f *Activities) status(ctx context.Context, id string) (workflows.DeployStatus, bool, error) {
-	var st workflows.DeployStatus
-	v, err := f.Temporal.QueryWorkflow(ctx, id, "", workflows.QueryDeploy)
+func (f *Activities) status(ctx context.Context, id string) (api.DeployStatus, bool, error) {
+	var st api.DeployStatus
+	v, err := f.Temporal.QueryWorkflow(ctx, id, "", api.QueryStatus)
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
 		return st, false, nil
@@ -116,7 +116,7 @@ func (f *Activities) status(ctx context.Context, id string) (workflows.DeploySta
 // DeployToCluster deploys in.Manifest to one cluster and waits for the
 // deploy's end. Safe to retry: a deploy recorded with in.Key, or running
 // with it, is the one this activity started; it is never sent twice.
-func (f *Activities) DeployToCluster(ctx context.Context, in workflows.ClusterDeployInput) (workflows.ClusterDeployResult, error) {
+func (f *Activities) DeployToCluster(ctx context.Context, in api.ClusterDeployInput) (api.ClusterDeployResult, error) {
 	id, queue, cluster := f.target(in.Manifest.Lease, in.Cluster)
 	poll := f.Poll
 	if poll <= 0 {
@@ -137,7 +137,7 @@ func (f *Activities) DeployToCluster(ctx context.Context, in workflows.ClusterDe
 			if found {
 				for _, rec := range st.History {
 					if rec.Key == in.Key {
-						return workflows.ClusterDeployResult{Revision: rec.Revision, Outcome: rec.Outcome,
+						return api.ClusterDeployResult{Revision: rec.Revision, Outcome: rec.Outcome,
 							Succeeded: strings.HasPrefix(rec.Outcome, "Succeeded")}, nil
 					}
 				}
@@ -147,22 +147,22 @@ func (f *Activities) DeployToCluster(ctx context.Context, in workflows.ClusterDe
 			case running:
 				if closed, err := f.closed(ctx, id); err == nil && closed {
 					// Its run ended (a teardown, the lease gone) before the deploy.
-					return workflows.ClusterDeployResult{}, temporal.NewNonRetryableApplicationError(
-						fmt.Sprintf("cluster %s: the lease's workflow there ended (%s) before this placement's deploy ran", in.Cluster, st.Phase), workflows.ErrClusterDeploy, nil)
+					return api.ClusterDeployResult{}, temporal.NewNonRetryableApplicationError(
+						fmt.Sprintf("cluster %s: the lease's workflow there ended (%s) before this placement's deploy ran", in.Cluster, st.Phase), api.ErrClusterDeploy, nil)
 				}
 			case hb.Sent:
-				return workflows.ClusterDeployResult{}, temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("cluster %s: another deploy of lease %s superseded this placement's", in.Cluster, in.Manifest.Lease), workflows.ErrClusterDeploy, nil)
+				return api.ClusterDeployResult{}, temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("cluster %s: another deploy of lease %s superseded this placement's", in.Cluster, in.Manifest.Lease), api.ErrClusterDeploy, nil)
 			case in.IfLast != "" && movedOn(st, found, in.IfLast) != "":
-				return workflows.ClusterDeployResult{MovedOn: true, Outcome: movedOn(st, found, in.IfLast)}, nil
+				return api.ClusterDeployResult{MovedOn: true, Outcome: movedOn(st, found, in.IfLast)}, nil
 			default:
 				if err := f.send(ctx, id, queue, cluster, in); err != nil {
 					var appErr *temporal.ApplicationError
-					if errors.As(err, &appErr) && appErr.Type() == workflows.ErrNotLastDeploy {
+					if errors.As(err, &appErr) && appErr.Type() == api.ErrNotLastDeploy {
 						// Another deploy landed between the check above and the return.
-						return workflows.ClusterDeployResult{MovedOn: true, Outcome: "deployed again since the placement's deploy"}, nil
+						return api.ClusterDeployResult{MovedOn: true, Outcome: "deployed again since the placement's deploy"}, nil
 					}
-					return workflows.ClusterDeployResult{}, err
+					return api.ClusterDeployResult{}, err
 				}
 				hb.Sent = true
 				activity.RecordHeartbeat(ctx, hb)
@@ -173,7 +173,7 @@ func (f *Activities) DeployToCluster(ctx context.Context, in workflows.ClusterDe
 		}
 		select {
 		case <-ctx.Done():
-			return workflows.ClusterDeployResult{}, ctx.Err()
+			return api.ClusterDeployResult{}, ctx.Err()
 		case <-time.After(poll):
 		}
 	}
@@ -183,7 +183,7 @@ func (f *Activities) DeployToCluster(ctx context.Context, in workflows.ClusterDe
 // key) must not be sent to a cluster, "" if it may: the deploy the cluster
 // runs now is the placement's (interrupted in flight: the return
 // supersedes it), or its last deploy is and no other deploy runs or waits.
-func movedOn(st workflows.DeployStatus, found bool, ifLast string) string {
+func movedOn(st api.DeployStatus, found bool, ifLast string) string {
 	if !found {
 		return "the lease has no workflow there"
 	}
@@ -194,7 +194,7 @@ func movedOn(st workflows.DeployStatus, found bool, ifLast string) string {
 	for _, rec := range st.History {
 		last, seen = rec.Key, seen || rec.Key == ifLast
 	}
-	busy := st.DeployingKey != "" || st.Pending || st.Phase == workflows.PhaseDeploying || st.Phase == workflows.PhaseAwaitingApproval
+	busy := st.DeployingKey != "" || st.Pending || st.Phase == api.PhaseDeploying || st.Phase == api.PhaseAwaitingApproval
 	switch {
 	case last == ifLast && !busy:
 		return ""
@@ -226,17 +226,17 @@ func (f *Activities) closed(ctx context.Context, id string) (bool, error) {
 // A start carries the key too: if the update is lost (the new run's first
 // workflow task failed), the run's own deploy of its input is the keyed
 // one, and a resent update repeating the key changes nothing.
-func (f *Activities) send(ctx context.Context, id, queue, cluster string, in workflows.ClusterDeployInput) error {
+func (f *Activities) send(ctx context.Context, id, queue, cluster string, in api.ClusterDeployInput) error {
 	start := f.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID: id, TaskQueue: queue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		StaticSummary:            "deploy lease " + in.Manifest.Lease + " to cluster " + in.Cluster,
-	}, workflows.DeployWorkflow, workflows.DeployInput{Manifest: in.Manifest, Trigger: "placement", Cluster: cluster, Key: in.Key})
+	}, api.DeployWorkflow, api.DeployInput{Manifest: in.Manifest, Trigger: "placement", Cluster: cluster, Key: in.Key})
 	h, err := f.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{
-			UpdateID: in.Key, WorkflowID: id, UpdateName: workflows.UpdateDeploy,
-			Args:         []any{workflows.DeployRequest{Manifest: in.Manifest, Trigger: "placement", Key: in.Key, IfLast: in.IfLast}},
+			UpdateID: in.Key, WorkflowID: id, UpdateName: api.UpdateDeploy,
+			Args:         []any{api.DeployRequest{Manifest: in.Manifest, Trigger: "placement", Key: in.Key, IfLast: in.IfLast}},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})
@@ -245,11 +245,11 @@ func (f *Activities) send(ctx context.Context, id, queue, cluster string, in wor
 	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
-		if appErr.Type() == workflows.ErrNotLastDeploy || strings.Contains(appErr.Error(), "ifLast: lease ") {
-			return temporal.NewNonRetryableApplicationError(appErr.Error(), workflows.ErrNotLastDeploy, nil)
+		if appErr.Type() == api.ErrNotLastDeploy || strings.Contains(appErr.Error(), "ifLast: lease ") {
+			return temporal.NewNonRetryableApplicationError(appErr.Error(), api.ErrNotLastDeploy, nil)
 		}
 		// The lease's workflow there refused the manifest (its validator).
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("cluster %s refused the deploy: %s", in.Cluster, appErr.Error()), workflows.ErrClusterDeploy, nil)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("cluster %s refused the deploy: %s", in.Cluster, appErr.Error()), api.ErrClusterDeploy, nil)
 	}
 	return err
 }

@@ -3,9 +3,8 @@ package fleet
 import (
 	"testing"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/stretchr/testify/assert"
-
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // A placement's return to the last-known-good manifest is sent only where
@@ -15,29 +14,29 @@ import (
 // return went ahead while another deploy ran after the placement's.
 func TestAReturnGoesOnlyWhereThePlacementsDeployIsTheLatest(t *testing.T) {
 	const key = "placement:run:1:eu:deploy"
-	recs := func(keys ...string) []workflows.DeployRecord {
-		var out []workflows.DeployRecord
+	recs := func(keys ...string) []api.DeployRecord {
+		var out []api.DeployRecord
 		for _, k := range keys {
-			out = append(out, workflows.DeployRecord{Key: k})
+			out = append(out, api.DeployRecord{Key: k})
 		}
 		return out
 	}
 	for _, tc := range []struct {
 		name  string
-		st    workflows.DeployStatus
+		st    api.DeployStatus
 		found bool
 		want  string
 	}{
-		{"its last deploy, the lease idle", workflows.DeployStatus{Phase: workflows.PhaseActive, History: recs("", key)}, true, ""},
-		{"its last deploy failed there", workflows.DeployStatus{Phase: workflows.PhaseFailed, History: recs(key)}, true, ""},
-		{"in flight (interrupted)", workflows.DeployStatus{Phase: workflows.PhaseDeploying, DeployingKey: key, History: recs("")}, true, ""},
-		{"accepted, not yet started", workflows.DeployStatus{Phase: workflows.PhaseActive, Pending: true, DeployingKey: key, History: recs("")}, true, ""},
-		{"deployed again since", workflows.DeployStatus{Phase: workflows.PhaseActive, History: recs(key, "")}, true, "deployed again since the placement's deploy"},
-		{"another deploy runs after it", workflows.DeployStatus{Phase: workflows.PhaseDeploying, History: recs(key)}, true, "deployed again since the placement's deploy"},
-		{"another keyed deploy waits", workflows.DeployStatus{Phase: workflows.PhaseActive, Pending: true, DeployingKey: "other", History: recs(key)}, true, "deployed again since the placement's deploy"},
-		{"another awaits approval", workflows.DeployStatus{Phase: workflows.PhaseAwaitingApproval, History: recs(key)}, true, "deployed again since the placement's deploy"},
-		{"never reached it", workflows.DeployStatus{Phase: workflows.PhaseActive, History: recs("")}, true, "the placement's deploy never reached it"},
-		{"no lease workflow", workflows.DeployStatus{}, false, "the lease has no workflow there"},
+		{"its last deploy, the lease idle", api.DeployStatus{Phase: api.PhaseActive, History: recs("", key)}, true, ""},
+		{"its last deploy failed there", api.DeployStatus{Phase: api.PhaseFailed, History: recs(key)}, true, ""},
+		{"in flight (interrupted)", api.DeployStatus{Phase: api.PhaseDeploying, DeployingKey: key, History: recs("")}, true, ""},
+		{"accepted, not yet started", api.DeployStatus{Phase: api.PhaseActive, Pending: true, DeployingKey: key, History: recs("")}, true, ""},
+		{"deployed again since", api.DeployStatus{Phase: api.PhaseActive, History: recs(key, "")}, true, "deployed again since the placement's deploy"},
+		{"another deploy runs after it", api.DeployStatus{Phase: api.PhaseDeploying, History: recs(key)}, true, "deployed again since the placement's deploy"},
+		{"another keyed deploy waits", api.DeployStatus{Phase: api.PhaseActive, Pending: true, DeployingKey: "other", History: recs(key)}, true, "deployed again since the placement's deploy"},
+		{"another awaits approval", api.DeployStatus{Phase: api.PhaseAwaitingApproval, History: recs(key)}, true, "deployed again since the placement's deploy"},
+		{"never reached it", api.DeployStatus{Phase: api.PhaseActive, History: recs("")}, true, "the placement's deploy never reached it"},
+		{"no lease workflow", api.DeployStatus{}, false, "the lease has no workflow there"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, movedOn(tc.st, tc.found, key))

@@ -31,12 +31,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/lease"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/k8s/kube"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // workerAgent is the worker binary's Kubernetes user agent.
@@ -301,8 +301,8 @@ func (f *fleet) deploy(ctx context.Context, id string, healthInterval int) deplo
 		Ports: []manifest.Port{{Port: 80, Expose: &manifest.Expose{HTTP: &manifest.HTTPExpose{Hostnames: []string{id + ".bench.example.com"}}}}}}}}
 	start := time.Now()
 	res := deployResult{lease: id}
-	run, err := f.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.DeployWorkflowID(id), TaskQueue: f.tq},
-		workflows.DeployWorkflow, workflows.DeployInput{Manifest: m, Trigger: "bench", HealthIntervalSeconds: healthInterval})
+	run, err := f.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: api.DeployWorkflowID(id), TaskQueue: f.tq},
+		api.DeployWorkflow, api.DeployInput{Manifest: m, Trigger: "bench", HealthIntervalSeconds: healthInterval})
 	if err != nil {
 		res.err = err
 		return res
@@ -331,15 +331,15 @@ func (f *fleet) deploy(ctx context.Context, id string, healthInterval int) deplo
 	switch {
 	case err != nil:
 		res.err = err
-	case st.Phase != workflows.PhaseActive:
+	case st.Phase != api.PhaseActive:
 		res.err = fmt.Errorf("lease %s: %s after its deploy: %s", id, st.Phase, st.LastError)
 	}
 	return res
 }
 
-func (f *fleet) status(ctx context.Context, id string) (workflows.DeployStatus, error) {
-	var st workflows.DeployStatus
-	v, err := f.temporal.QueryWorkflow(ctx, workflows.DeployWorkflowID(id), "", workflows.QueryDeploy)
+func (f *fleet) status(ctx context.Context, id string) (api.DeployStatus, error) {
+	var st api.DeployStatus
+	v, err := f.temporal.QueryWorkflow(ctx, api.DeployWorkflowID(id), "", api.QueryStatus)
 	if err == nil {
 		err = v.Get(&st)
 	}
@@ -350,7 +350,7 @@ func (f *fleet) status(ctx context.Context, id string) (workflows.DeployStatus, 
 // worker may time a query out, and a query waits on a workflow task that
 // failed (on the PostgreSQL server, a history read behind its events
 // fails the task once, "premature end of stream", and it is retried).
-func (f *fleet) statusAgain(ctx context.Context, id string) (workflows.DeployStatus, error) {
+func (f *fleet) statusAgain(ctx context.Context, id string) (api.DeployStatus, error) {
 	for attempt := 1; ; attempt++ {
 		st, err := f.status(ctx, id)
 		if err == nil || attempt == 10 {
@@ -366,11 +366,11 @@ func (f *fleet) historyCost(ctx context.Context, r deployResult) (leaseEvents, r
 	if r.err != nil {
 		return 0, 0, 0, 0, r.err
 	}
-	deploy, err := f.history(ctx, workflows.DeployWorkflowID(r.lease), r.firstID)
+	deploy, err := f.history(ctx, api.DeployWorkflowID(r.lease), r.firstID)
 	if err != nil {
 		return 0, 0, 0, 0, err
 	}
-	ro, err := f.history(ctx, workflows.RolloutWorkflowID(manifest.Namespace(r.lease), "web"), "")
+	ro, err := f.history(ctx, api.RolloutWorkflowID(manifest.Namespace(r.lease), "web"), "")
 	if err != nil {
 		return 0, 0, 0, 0, err
 	}
@@ -449,7 +449,7 @@ func billableActions(events []*history.HistoryEvent) int {
 func (f *fleet) historyLengths(ctx context.Context) (map[string]int, error) {
 	out := map[string]int{}
 	for _, id := range f.started {
-		d, err := f.temporal.DescribeWorkflowExecution(ctx, workflows.DeployWorkflowID(id), "")
+		d, err := f.temporal.DescribeWorkflowExecution(ctx, api.DeployWorkflowID(id), "")
 		var notFound *serviceerror.NotFound
 		if errors.As(err, &notFound) {
 			continue // its start failed (counted in its batch's errors): not idle
@@ -565,7 +565,7 @@ func (f *fleet) cleanup(ctx context.Context) {
 	deadline := time.Now().Add(10 * time.Minute)
 	for _, id := range f.started {
 		for time.Now().Before(deadline) {
-			d, err := f.temporal.DescribeWorkflowExecution(ctx, workflows.DeployWorkflowID(id), "")
+			d, err := f.temporal.DescribeWorkflowExecution(ctx, api.DeployWorkflowID(id), "")
 			if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 				break
 			}

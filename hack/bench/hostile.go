@@ -19,8 +19,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // hostileInput is one kind of hand-typed input an attacker sends.
@@ -38,7 +38,7 @@ var hostileInputs = []hostileInput{
 		in := json.RawMessage(`{"manifest": {"lease": "` + id + `", "services": [{"name": "web", "image": "nginx:1.27",` +
 			` "rollout": {"strategy": "Canary", "steps": [{"setWeight": 50}], "analysis": {"prometheus": {"query": "vector(1)"},` +
 			` "successCondition": "` + strings.Repeat("!", 200000) + `true"}}}]}}`)
-		return f.startRefused(ctx, workflows.DeployWorkflowID(id), in)
+		return f.startRefused(ctx, api.DeployWorkflowID(id), in)
 	}},
 	{"a start for another lease, under another ID", func(ctx context.Context, f *fleet, i int, leases []string) (bool, error) {
 		victim := leases[i%len(leases)]
@@ -49,16 +49,16 @@ var hostileInputs = []hostileInput{
 		victim := leases[i%len(leases)]
 		in := json.RawMessage(`{"manifest": {"lease": "` + victim + `", "services": [{"name": "web", "image": "nginx:1.28", "replicas": 1}]},` +
 			` "planFingerprint": "` + strings.Repeat("f", 200<<10) + `"}`)
-		return f.updateRefused(ctx, victim, workflows.UpdateDeploy, in)
+		return f.updateRefused(ctx, victim, api.UpdateDeploy, in)
 	}},
 	{"a scale to 500 replicas (the operator allows 64)", func(ctx context.Context, f *fleet, i int, leases []string) (bool, error) {
 		victim := leases[i%len(leases)]
-		return f.updateRefused(ctx, victim, workflows.UpdateScaleService, json.RawMessage(`{"service": "web", "replicas": 500}`))
+		return f.updateRefused(ctx, victim, api.UpdateScale, json.RawMessage(`{"service": "web", "replicas": 500}`))
 	}},
 	{"an observation saying the lease closed", func(ctx context.Context, f *fleet, i int, leases []string) (bool, error) {
 		victim := leases[i%len(leases)]
-		h, err := f.temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.DeployWorkflowID(victim),
-			UpdateName: workflows.UpdateObserve, WaitForStage: client.WorkflowUpdateStageCompleted,
+		h, err := f.temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: api.DeployWorkflowID(victim),
+			UpdateName: api.UpdateObserve, WaitForStage: client.WorkflowUpdateStageCompleted,
 			Args: []any{json.RawMessage(`{"lease": "` + victim + `", "closed": true}`)}})
 		if err == nil {
 			err = h.Get(ctx, nil)
@@ -68,7 +68,7 @@ var hostileInputs = []hostileInput{
 		if err != nil {
 			return false, err
 		}
-		return st.Phase == workflows.PhaseActive, nil
+		return st.Phase == api.PhaseActive, nil
 	}},
 }
 
@@ -87,7 +87,7 @@ func (f *fleet) startRefused(ctx context.Context, id string, in json.RawMessage)
 // updateRefused sends a lease's workflow an update by name with a raw
 // argument and reports whether it was refused.
 func (f *fleet) updateRefused(ctx context.Context, leaseID, name string, arg json.RawMessage) (bool, error) {
-	h, err := f.temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.DeployWorkflowID(leaseID),
+	h, err := f.temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: api.DeployWorkflowID(leaseID),
 		UpdateName: name, WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{arg}})
 	if err == nil {
 		err = h.Get(ctx, nil)
@@ -140,7 +140,7 @@ func (f *fleet) hostileShare(ctx context.Context, meter cpuMeter, n int) error {
 	againRow := hostileRow{name: "quiet again", b: again, rss: f.rss(), cpu: cpuDelta(c2, meter.read())}
 	down := 0
 	for _, id := range targets {
-		if st, err := f.statusAgain(ctx, id); err != nil || st.Phase != workflows.PhaseActive {
+		if st, err := f.statusAgain(ctx, id); err != nil || st.Phase != api.PhaseActive {
 			down++
 		}
 	}

@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/observe"
 	"github.com/deployflow/deployflow/internal/searchattr"
@@ -41,7 +42,6 @@ import (
 	"github.com/deployflow/deployflow/k8s/kube"
 	"github.com/deployflow/deployflow/k8s/rollout"
 	"github.com/deployflow/deployflow/worker/app"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // out is where the tables go (a test reads them).
@@ -320,7 +320,7 @@ func (b *bench) engine(ctx context.Context, i int, readyAfter time.Duration) (re
 	rollOut := func(image string, readyAfter time.Duration) (client.WorkflowRun, error) {
 		run, err := b.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 			ID: fmt.Sprintf("bench-%s-%s-%d", ns, image, time.Now().UnixNano()), TaskQueue: b.taskQueue,
-		}, workflows.RolloutWorkflow, workflows.RolloutInput{Namespace: ns, Service: "web",
+		}, api.RolloutWorkflow, api.RolloutInput{Namespace: ns, Service: "web",
 			Deployment: *b.deployment(ns, image, readyAfter)})
 		if err != nil {
 			return nil, err

@@ -15,11 +15,11 @@ import (
 	sdktally "go.temporal.io/sdk/contrib/tally"
 	"go.uber.org/fx"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/metrics"
 	"github.com/deployflow/deployflow/internal/searchattr"
 	"github.com/deployflow/deployflow/internal/version"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // NewRegistry is the worker's one Prometheus registry: Go runtime and
@@ -60,8 +60,8 @@ func NewMetricsHandler(lc fx.Lifecycle, reg *prometheus.Registry, log *slog.Logg
 
 // LeasePhases are the phases of a running lease workflow that
 // deployflow_leases counts (TornDown ends the workflow).
-var LeasePhases = []string{workflows.PhaseDeploying, workflows.PhaseAwaitingApproval, workflows.PhaseActive, workflows.PhaseDegraded,
-	workflows.PhaseUnknown, workflows.PhaseFailed, workflows.PhaseTearingDown, workflows.PhaseAborted}
+var LeasePhases = []string{api.PhaseDeploying, api.PhaseAwaitingApproval, api.PhaseActive, api.PhaseDegraded,
+	api.PhaseUnknown, api.PhaseFailed, api.PhaseTearingDown, api.PhaseAborted}
 
 // RegisterLeasesCollector exports deployflow_leases{phase}, counted from
 // Temporal visibility for this worker's task queue: right with several

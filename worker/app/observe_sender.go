@@ -9,8 +9,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/observe"
-	"github.com/deployflow/deployflow/workflows"
 )
 
 // TemporalSender sends observations as the lease workflow's "observe"
@@ -24,8 +24,8 @@ type TemporalSender struct {
 // Send implements Sender.
 func (s TemporalSender) Send(ctx context.Context, o *observe.Observation) (*observe.ObserveResult, error) {
 	h, err := s.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflows.DeployWorkflowIDIn(o.Lease, s.Cluster),
-		UpdateName:   workflows.UpdateObserve,
+		WorkflowID:   api.DeployWorkflowIDIn(o.Lease, s.Cluster),
+		UpdateName:   api.UpdateObserve,
 		Args:         []any{o},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
@@ -40,10 +40,10 @@ func (s TemporalSender) Send(ctx context.Context, o *observe.Observation) (*obse
 		return &res, nil
 	case errors.As(err, &notFound):
 		return nil, observe.ErrNoWorkflow
-	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrObservationKnown:
+	case errors.As(err, &appErr) && appErr.Type() == api.ErrObservationKnown:
 		_ = appErr.Details(&res) // a recheck time, if the lease is below its replicas
 		return &res, observe.ErrKnown
-	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrObservationDeferred:
+	case errors.As(err, &appErr) && appErr.Type() == api.ErrObservationDeferred:
 		d := &observe.DeferredError{}
 		if appErr.Details(&res) == nil && res.RecheckAfter > 0 {
 			d.RetryAfter = res.RecheckAfter // busy, not deploying
@@ -58,7 +58,7 @@ func (s TemporalSender) Send(ctx context.Context, o *observe.Observation) (*obse
 // AwaitRunEnd implements observe.RunWaiter: a long poll of the run's close
 // event (a lease workflow's deploy ends its run: it continues as new).
 func (s TemporalSender) AwaitRunEnd(ctx context.Context, lease, run string) error {
-	it := s.Client.GetWorkflowHistory(ctx, workflows.DeployWorkflowIDIn(lease, s.Cluster), run, true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	it := s.Client.GetWorkflowHistory(ctx, api.DeployWorkflowIDIn(lease, s.Cluster), run, true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
 	for it.HasNext() {
 		if _, err := it.Next(); err != nil {
 			return err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/activities/fleet"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/metrics"
 	"github.com/deployflow/deployflow/internal/searchattr"
@@ -36,11 +37,21 @@ import (
 // (a lease's workflow continues as new after every deploy, and its changes
 // are version-gated and replay-tested). Unversioned workers ignore it.
 func Register(w worker.Registry, acts *activities.Activities) {
-	w.RegisterWorkflowWithOptions(workflows.RolloutWorkflow, workflow.RegisterOptions{VersioningBehavior: workflow.VersioningBehaviorPinned})
-	for _, wf := range []any{workflows.DeployWorkflow, workflows.ScheduledDeployWorkflow, workflows.PlanWorkflow} {
-		w.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade})
+	for _, wf := range []struct {
+		fn        any
+		name      string
+		behaviour workflow.VersioningBehavior
+	}{
+		{workflows.RolloutWorkflow, api.RolloutWorkflow, workflow.VersioningBehaviorPinned},
+		{workflows.DeployWorkflow, api.DeployWorkflow, workflow.VersioningBehaviorAutoUpgrade},
+		{workflows.ScheduledDeployWorkflow, api.ScheduledDeployWorkflow, workflow.VersioningBehaviorAutoUpgrade},
+		{workflows.PlanWorkflow, api.PlanWorkflow, workflow.VersioningBehaviorAutoUpgrade},
+		{workflows.PlacementWorkflow, api.PlacementWorkflow, workflow.VersioningBehaviorPinned},
+	} {
+		// Registered under the contract's names (package api), the names
+		// every start uses.
+		w.RegisterWorkflowWithOptions(wf.fn, workflow.RegisterOptions{Name: wf.name, VersioningBehavior: wf.behaviour})
 	}
-	w.RegisterWorkflowWithOptions(workflows.PlacementWorkflow, workflow.RegisterOptions{VersioningBehavior: workflow.VersioningBehaviorPinned})
 	w.RegisterActivity(acts)
 }
 

@@ -1,4 +1,4 @@
-package workflows
+package api
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -88,9 +89,9 @@ func inputProblems(data []byte, v any, manifestField string) error {
 	return &manifest.ValidationError{Problems: ps}
 }
 
-// inputErrorType is the failure type of an input's problems: InvalidManifest
+// InputErrorType is the failure type of an input's problems: InvalidManifest
 // if all are in the manifest, else InvalidInput.
-func inputErrorType(err error, manifestField string) string {
+func InputErrorType(err error, manifestField string) string {
 	var verr *manifest.ValidationError
 	if manifestField == "" || !errors.As(err, &verr) {
 		return ErrInvalidInput
@@ -102,15 +103,6 @@ func inputErrorType(err error, manifestField string) string {
 	}
 	return ErrInvalidManifest
 }
-
-// MaxInputSize bounds an input typed by hand (a start, an update's or a
-// signal's argument), checked before it is parsed: room for the largest
-// manifest a continued run may still carry (1 MiB, the rules before issue
-// 20; a manifest typed today is at most manifest.MaxSize) and the input's
-// other fields. A constant, not a worker flag: the decision is replayed,
-// and every worker must take it alike. (Temporal's own limit on a payload,
-// 2 MB by default, is the server's.)
-const MaxInputSize = 1<<20 + 64<<10
 
 // strictly decodes data, a hand-typed input, into *into (a plain struct
 // type, without UnmarshalJSON) as encoding/json does, and returns what is
@@ -140,12 +132,25 @@ func abbreviate(data []byte) string {
 	return s
 }
 
+// The operator updates' arguments, typed by hand in the UI or the CLI, are
+// checked the same way, and their validators refuse what is wrong: before,
+// {"service": "web", "replica": 6} scaled web to 0.
+
+// MaxInputSize bounds an input typed by hand (a start, an update's or a
+// signal's argument), checked before it is parsed: room for the largest
+// manifest a continued run may still carry (1 MiB, the rules before issue
+// 20; a manifest typed today is at most manifest.MaxSize) and the input's
+// other fields. A constant, not a worker flag: the decision is replayed,
+// and every worker must take it alike. (Temporal's own limit on a payload,
+// 2 MB by default, is the server's.)
+const MaxInputSize = 1<<20 + 64<<10
+
 // UnmarshalJSON decodes a DeployInput; one typed by hand (no carry) is
 // checked strictly, and what is wrong is kept for the workflow to refuse.
 func (in *DeployInput) UnmarshalJSON(data []byte) error {
 	type plain DeployInput
 	if bytes.Contains(data, []byte(`"carry"`)) {
-		if err := json.Unmarshal(data, (*plain)(in)); err != nil || in.Carry != nil {
+		if err := json.Unmarshal(data, (*plain)(in)); err != nil || HasCarry(in.Carry) {
 			return err // written by a run of ours
 		}
 	}
@@ -166,17 +171,13 @@ func (r *DeployRequest) UnmarshalJSON(data []byte) error {
 func (in *RolloutInput) UnmarshalJSON(data []byte) error {
 	type plain RolloutInput
 	if bytes.Contains(data, []byte(`"carry"`)) {
-		if err := json.Unmarshal(data, (*plain)(in)); err != nil || in.Carry != nil {
+		if err := json.Unmarshal(data, (*plain)(in)); err != nil || HasCarry(in.Carry) {
 			return err // written by a run of ours
 		}
 	}
 	in.invalid = strictly(data, (*plain)(in), "")
 	return nil
 }
-
-// The operator updates' arguments, typed by hand in the UI or the CLI, are
-// checked the same way, and their validators refuse what is wrong: before,
-// {"service": "web", "replica": 6} scaled web to 0.
 
 func (r *ScaleServiceRequest) UnmarshalJSON(data []byte) error {
 	type plain ScaleServiceRequest
@@ -206,4 +207,70 @@ func (r *PromoteRequest) UnmarshalJSON(data []byte) error {
 	type plain PromoteRequest
 	r.invalid = strictly(data, (*plain)(r), "")
 	return nil
+}
+
+// MaxTriggerLength bounds a trigger ("cli", "ui", "schedule", ...).
+const MaxTriggerLength = 64
+
+// MaxKeyLength bounds a deploy request's key.
+const MaxKeyLength = 160
+
+var triggerRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9 ._:/@+-]*$`)
+
+// CheckTrigger reports what is wrong with a trigger, naming field.
+func CheckTrigger(field, t string) error {
+	switch {
+	case t == "":
+		return nil
+	case len(t) > MaxTriggerLength:
+		return fmt.Errorf("%s: %d bytes: a trigger names who asked (cli, ui, schedule) in at most %d", field, len(t), MaxTriggerLength)
+	case !triggerRE.MatchString(t):
+		return fmt.Errorf("%s: %q: use letters, digits and . _ : / @ + - (a word such as cli, ui or schedule)", field, t)
+	}
+	return nil
+}
+
+// CheckKey says what is wrong with a deploy request's key, typed by hand.
+func CheckKey(field, k string) error {
+	switch {
+	case k == "":
+		return nil
+	case len(k) > MaxKeyLength:
+		return fmt.Errorf("%s: %d bytes: a request's key is at most %d", field, len(k), MaxKeyLength)
+	case !triggerRE.MatchString(k):
+		return fmt.Errorf("%s: %q: use letters, digits and . _ : / @ + -", field, k)
+	}
+	return nil
+}
+
+// fingerprintRE is a plan's fingerprint as plan.Node.Fingerprint writes
+// it and `deployflow deploy --plan` prints it.
+var fingerprintRE = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
+// CheckPlanFingerprint refuses a plan fingerprint no plan has: typed by
+// hand, it was carried as it came (issue 35.2: a huge one cost the lease
+// failed workflow tasks). The value is not echoed.
+func CheckPlanFingerprint(field, f string) error {
+	if f == "" || fingerprintRE.MatchString(f) {
+		return nil
+	}
+	return fmt.Errorf("%s: %d bytes that are no plan's fingerprint: give the 16 hex digits 'deployflow deploy --plan' prints, or leave it out", field, len(f))
+}
+
+// Invalid is what is wrong with an input typed by hand, found as it was
+// decoded (nil if nothing is): the workflow or the update's validator
+// refuses it, naming each field.
+func (in *DeployInput) Invalid() error         { return in.invalid }
+func (in *DeployRequest) Invalid() error       { return in.invalid }
+func (in *RolloutInput) Invalid() error        { return in.invalid }
+func (in *PlacementInput) Invalid() error      { return in.invalid }
+func (in *ScaleServiceRequest) Invalid() error { return in.invalid }
+func (in *ApproveRequest) Invalid() error      { return in.invalid }
+func (in *ScaleRequest) Invalid() error        { return in.invalid }
+func (in *UndoRequest) Invalid() error         { return in.invalid }
+func (in *PromoteRequest) Invalid() error      { return in.invalid }
+
+// HasCarry reports whether a carry was sent (a JSON null is none).
+func HasCarry(c json.RawMessage) bool {
+	return len(c) > 0 && !bytes.Equal(bytes.TrimSpace(c), []byte("null"))
 }

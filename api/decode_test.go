@@ -1,4 +1,4 @@
-package workflows
+package api
 
 import (
 	"encoding/json"
@@ -37,22 +37,22 @@ func TestHandTypedInputsNameWhatIsWrong(t *testing.T) {
 			var in DeployInput
 			require.NoError(t, json.Unmarshal([]byte(c.input), &in), "a hand-typed input never fails to decode: the workflow refuses it, typed")
 			if c.want == nil {
-				assert.NoError(t, in.invalid)
+				assert.NoError(t, in.Invalid())
 				return
 			}
-			require.Error(t, in.invalid)
-			msg := in.invalid.Error()
+			require.Error(t, in.Invalid())
+			msg := in.Invalid().Error()
 			for _, w := range c.want {
 				assert.Contains(t, msg, w)
 				msg = msg[strings.Index(msg, w)+len(w):]
 			}
-			assert.Equal(t, c.typ, inputErrorType(in.invalid, "manifest"))
+			assert.Equal(t, c.typ, InputErrorType(in.Invalid(), "manifest"))
 
 			// The deploy update's argument is checked the same way.
 			var req DeployRequest
 			require.NoError(t, json.Unmarshal([]byte(c.input), &req))
 			if !strings.Contains(c.name, "top-level") {
-				assert.Error(t, req.invalid)
+				assert.Error(t, req.Invalid())
 			}
 		})
 	}
@@ -62,8 +62,16 @@ func TestHandTypedInputsNameWhatIsWrong(t *testing.T) {
 func TestACarriedInputIsNotRechecked(t *testing.T) {
 	var in DeployInput
 	require.NoError(t, json.Unmarshal([]byte(`{"manifest": {"lease": "shop"}, "carry": {"phase": "Active", "revision": 3, "retired": true}}`), &in))
-	assert.NoError(t, in.invalid)
-	assert.Equal(t, int64(3), in.Carry.Revision)
+	assert.NoError(t, in.Invalid())
+	assert.JSONEq(t, `{"phase": "Active", "revision": 3, "retired": true}`, string(in.Carry), "the carry is kept as it came, for its workflow to decode")
+}
+
+// A carry of JSON null is no carry: the input is checked as typed by hand.
+func TestANullCarryIsNoCarry(t *testing.T) {
+	var in DeployInput
+	require.NoError(t, json.Unmarshal([]byte(`{"manifest": {"lease": "shop"}, "carry": null, "zzz": 1}`), &in))
+	require.Error(t, in.Invalid())
+	assert.Contains(t, in.Invalid().Error(), "zzz: unknown field")
 }
 
 func TestHandTypedRolloutInputsNameWhatIsWrong(t *testing.T) {
@@ -76,22 +84,22 @@ func TestHandTypedRolloutInputsNameWhatIsWrong(t *testing.T) {
 	} {
 		var in RolloutInput
 		require.NoError(t, json.Unmarshal([]byte(input), &in))
-		require.Error(t, in.invalid, input)
-		assert.Contains(t, in.invalid.Error(), want, input)
+		require.Error(t, in.Invalid(), input)
+		assert.Contains(t, in.Invalid().Error(), want, input)
 	}
 	var ok RolloutInput
 	require.NoError(t, json.Unmarshal([]byte(`{"namespace": "shop", "service": "web", "deployment": {"spec": {"replicas": 3}}}`), &ok))
-	assert.NoError(t, ok.invalid)
+	assert.NoError(t, ok.Invalid())
 }
 
 // The operator updates' arguments: before, {"service": "web", "replica": 6}
 // decoded as replicas 0 and scaled web to nothing.
 func TestHandTypedUpdateArgumentsNameWhatIsWrong(t *testing.T) {
-	check := func(v interface{ problem() error }, input, want string) {
+	check := func(v interface{ Invalid() error }, input, want string) {
 		t.Helper()
 		require.NoError(t, json.Unmarshal([]byte(input), v))
-		require.Error(t, v.problem(), input)
-		assert.Contains(t, v.problem().Error(), want)
+		require.Error(t, v.Invalid(), input)
+		assert.Contains(t, v.Invalid().Error(), want)
 	}
 	check(&ScaleServiceRequest{}, `{"service": "web", "replica": 6}`, "replica: unknown field; did you mean replicas?")
 	check(&ScaleServiceRequest{}, `{"service": "web", "replicas": "6"}`, "replicas: want int32, got string")
@@ -102,15 +110,9 @@ func TestHandTypedUpdateArgumentsNameWhatIsWrong(t *testing.T) {
 
 	var ok ScaleServiceRequest
 	require.NoError(t, json.Unmarshal([]byte(`{"service": "web", "replicas": 6}`), &ok))
-	assert.NoError(t, ok.invalid)
+	assert.NoError(t, ok.Invalid())
 	assert.Equal(t, int32(6), ok.Replicas)
 }
-
-func (r *ScaleServiceRequest) problem() error { return r.invalid }
-func (r *ScaleRequest) problem() error        { return r.invalid }
-func (r *UndoRequest) problem() error         { return r.invalid }
-func (r *PromoteRequest) problem() error      { return r.invalid }
-func (r *ApproveRequest) problem() error      { return r.invalid }
 
 // Issue 35.1: a condition of some hundred thousand "(" typed by hand
 // into a deploy's input (a start, the deploy update, a placement) ended
@@ -133,19 +135,14 @@ func TestADeeplyNestedConditionTypedByHandIsRefusedNotAStackOverflow(t *testing.
 			`"steps": [{"setWeight": 50}], "analysis": {"prometheus": {"query": "vector(1)"}, "successCondition": "` + tc.cond + `"}}}]}}`
 		var in DeployInput
 		require.NoError(t, json.Unmarshal([]byte(input), &in))
-		require.Error(t, in.invalid)
-		assert.Contains(t, in.invalid.Error(), tc.want)
-		assert.Less(t, len(in.invalid.Error()), 2000, "the refusal quotes a bounded part of the input")
+		require.Error(t, in.Invalid())
+		assert.Contains(t, in.Invalid().Error(), tc.want)
+		assert.Less(t, len(in.Invalid().Error()), 2000, "the refusal quotes a bounded part of the input")
 		var req DeployRequest
 		require.NoError(t, json.Unmarshal([]byte(input), &req))
-		require.Error(t, req.invalid)
+		require.Error(t, req.Invalid())
 	}
 }
-
-func (in *DeployInput) problem() error    { return in.invalid }
-func (r *DeployRequest) problem() error   { return r.invalid }
-func (in *RolloutInput) problem() error   { return in.invalid }
-func (in *PlacementInput) problem() error { return in.invalid }
 
 // Issue 35.1: an input typed by hand is bounded before it is parsed. Before,
 // each was parsed whole (twice: decoded, then checked field by field), at
@@ -156,10 +153,10 @@ func TestAnOversizedInputTypedByHandIsRefusedBeforeItIsParsed(t *testing.T) {
 	// Valid JSON, every field known: only its size is wrong.
 	big := `{"manifest": {"lease": "shop", "services": [{"name": "web", "image": "nginx:1.27", "env": {"PAD": "` +
 		strings.Repeat("x", MaxInputSize) + `"}}]}}`
-	for _, v := range []interface{ problem() error }{&DeployInput{}, &DeployRequest{}, &PlacementInput{}} {
+	for _, v := range []interface{ Invalid() error }{&DeployInput{}, &DeployRequest{}, &PlacementInput{}} {
 		require.NoError(t, json.Unmarshal([]byte(big), v))
-		require.Error(t, v.problem(), "%T", v)
-		assert.Contains(t, v.problem().Error(), "more than the 1114112 an input may have: a manifest is at most 262144 bytes", "%T", v)
+		require.Error(t, v.Invalid(), "%T", v)
+		assert.Contains(t, v.Invalid().Error(), "more than the 1114112 an input may have: a manifest is at most 262144 bytes", "%T", v)
 	}
 	var in DeployInput
 	require.NoError(t, json.Unmarshal([]byte(big), &in))
@@ -167,7 +164,7 @@ func TestAnOversizedInputTypedByHandIsRefusedBeforeItIsParsed(t *testing.T) {
 
 	pad := `"` + strings.Repeat("x", MaxInputSize) + `"`
 	for _, c := range []struct {
-		v     interface{ problem() error }
+		v     interface{ Invalid() error }
 		input string
 	}{
 		{&RolloutInput{}, `{"namespace": ` + pad + `}`},
@@ -178,14 +175,14 @@ func TestAnOversizedInputTypedByHandIsRefusedBeforeItIsParsed(t *testing.T) {
 		{&ApproveRequest{}, `{"fingerprint": ` + pad + `}`},
 	} {
 		require.NoError(t, json.Unmarshal([]byte(c.input), c.v))
-		require.Error(t, c.v.problem(), "%T", c.v)
-		assert.Contains(t, c.v.problem().Error(), "an input may have", "%T", c.v)
+		require.Error(t, c.v.Invalid(), "%T", c.v)
+		assert.Contains(t, c.v.Invalid().Error(), "an input may have", "%T", c.v)
 	}
 
 	// Just under the bound, the same input is parsed and checked as ever.
 	var small DeployInput
 	require.NoError(t, json.Unmarshal([]byte(`{"manifest": {"lease": "shop", "services": [{"name": "web", "image": "nginx:1.27"}]}}`), &small))
-	assert.NoError(t, small.invalid)
+	assert.NoError(t, small.Invalid())
 	assert.Len(t, small.Manifest.Services, 1)
 }
 
@@ -199,10 +196,10 @@ func TestA300KBManifestTypedByHandIsRefusedByTheManifestsSize(t *testing.T) {
 	input := `{"manifest": {"lease": "shop", "services": [{"name": "web", "image": "nginx:1.27", "env": {"PAD": "` +
 		strings.Repeat("x", 300000) + `"}}]}}`
 	require.Less(t, len(input), MaxInputSize, "within the input's bound: only the manifest's refuses it")
-	for _, v := range []interface{ problem() error }{&DeployInput{}, &DeployRequest{}, &PlacementInput{}} {
+	for _, v := range []interface{ Invalid() error }{&DeployInput{}, &DeployRequest{}, &PlacementInput{}} {
 		require.NoError(t, json.Unmarshal([]byte(input), v))
-		require.Error(t, v.problem(), "%T", v)
-		assert.Contains(t, v.problem().Error(), "manifest: the manifest is 300", "%T", v)
-		assert.Contains(t, v.problem().Error(), "more than the 262144 allowed", "%T", v)
+		require.Error(t, v.Invalid(), "%T", v)
+		assert.Contains(t, v.Invalid().Error(), "manifest: the manifest is 300", "%T", v)
+		assert.Contains(t, v.Invalid().Error(), "more than the 262144 allowed", "%T", v)
 	}
 }
