@@ -240,7 +240,7 @@ func (w *deployRun) rollOut(rollouts map[string]api.RolloutInput) (map[string]ap
 		ctx := rolloutChild(childCtx, rolloutID(in.Namespace, svc), fmt.Sprintf("rollout %s to %s", svc, firstImage(in)))
 		f := workflow.ExecuteChildWorkflow(ctx, RolloutWorkflow, in)
 		if n := w.nodes[svc]; n != nil {
-			n.Mark(planpkg.Running, nil)
+			setState(n, planpkg.Running, nil)
 		}
 		workflow.Go(w.ctx, func(gctx workflow.Context) {
 			var r api.RolloutResult

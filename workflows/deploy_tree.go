@@ -28,10 +28,10 @@ func (w *deployRun) startTree(p *activities.DeployPlan) {
 		return // a plan recorded before the tree existed
 	}
 	w.tree = p.Tree.Clone()
-	w.tree.State = plan.Running
+	setState(w.tree, plan.Running, nil)
 	w.nodes = map[string]*plan.Node{}
 	if n := w.tree.ByOp(plan.OpCheckLease); len(n) > 0 {
-		n[0].Mark(plan.Done, nil)
+		setState(n[0], plan.Done, nil)
 	}
 }
 
@@ -68,24 +68,24 @@ func (w *deployRun) markStep(op plan.Op, ran []*plan.Node, err error) {
 		planned[id{c.Op, c.Target}] = true
 		switch {
 		case ranSet[id{c.Op, c.Target}]:
-			c.Mark(plan.Done, nil)
+			setState(c, plan.Done, nil)
 		case err == nil:
-			c.Mark(plan.Skipped, errors.New("nothing left to do"))
+			setState(c, plan.Skipped, errors.New("nothing left to do"))
 		}
 	}
 	for _, n := range ran {
 		if !planned[id{n.Op, n.Target}] {
 			n = n.Clone()
 			n.Text += notInPlan
-			n.Mark(plan.Done, nil)
+			setState(n, plan.Done, nil)
 			step.Add(n)
 		}
 	}
 	if err != nil {
-		step.Mark(plan.Failed, errors.New(errorMessage(err)))
+		setState(step, plan.Failed, errors.New(errorMessage(err)))
 		return
 	}
-	step.Mark(plan.Done, nil)
+	setState(step, plan.Done, nil)
 }
 
 // texts are the nodes' texts, as the lease's history lists operations.
@@ -133,22 +133,22 @@ func (w *deployRun) markRollout(svc string, res api.RolloutResult, err error) {
 			res = failed
 		}
 	}
-	if err != nil {
-		n.Mark(plan.Failed, errors.New(errorMessage(err)))
-	} else {
-		n.Mark(plan.Done, nil)
-	}
-	if err == nil && res.UndoneTo != 0 {
-		n.Mark(plan.Failed, fmt.Errorf("an operator undid it: back to revision %d", res.UndoneTo))
+	switch {
+	case err != nil:
+		setState(n, plan.Failed, errors.New(errorMessage(err)))
+	case res.UndoneTo != 0:
+		setState(n, plan.Failed, fmt.Errorf("an operator undid it: back to revision %d", res.UndoneTo))
+	default:
+		setState(n, plan.Done, nil)
 	}
 	markSteps(n.ByOp(plan.OpCanaryStep), res.Canary, res.UndoneTo, err)
 	for _, bg := range n.ByOp(plan.OpBackground) {
 		switch {
 		case res.Canary == nil:
 		case res.Canary.BackgroundFailed != "":
-			bg.Mark(plan.Failed, errors.New(res.Canary.BackgroundFailed))
+			setState(bg, plan.Failed, errors.New(res.Canary.BackgroundFailed))
 		default:
-			bg.Mark(plan.Done, nil)
+			setState(bg, plan.Done, nil)
 		}
 	}
 	markSteps(n.ByOp(plan.OpBlueGreenStep), res.BlueGreen, res.UndoneTo, err)
@@ -161,16 +161,16 @@ func markSteps(steps []*plan.Node, got *api.StepsResult, undoneTo int64, err err
 		case got == nil:
 			// The rollout ran no steps (nothing stable to compare with).
 			if err == nil {
-				s.Mark(plan.Skipped, errors.New("not run: nothing stable to compare with, or a return to the last-known-good manifest"))
+				setState(s, plan.Skipped, errors.New("not run: nothing stable to compare with, or a return to the last-known-good manifest"))
 			}
 		case i < got.Completed:
-			s.Mark(plan.Done, nil)
+			setState(s, plan.Done, nil)
 		case got.PromotedFull > 0:
-			s.Mark(plan.Skipped, fmt.Errorf("promote --full at step %d", got.PromotedFull))
+			setState(s, plan.Skipped, fmt.Errorf("promote --full at step %d", got.PromotedFull))
 		case i == got.Completed && undoneTo != 0:
-			s.Mark(plan.Failed, fmt.Errorf("undone: back to revision %d", undoneTo))
+			setState(s, plan.Failed, fmt.Errorf("undone: back to revision %d", undoneTo))
 		case err != nil && i == got.Completed && got.Reason != "":
-			s.Mark(plan.Failed, errors.New(got.Reason))
+			setState(s, plan.Failed, errors.New(got.Reason))
 		}
 	}
 }
@@ -183,10 +183,14 @@ func (w *deployRun) endTree(err error) *plan.Node {
 		return nil
 	}
 	if err != nil {
-		t.Mark(plan.Failed, errors.New(errorMessage(err)))
+		setState(t, plan.Failed, errors.New(errorMessage(err)))
 	} else {
-		t.Mark(plan.Done, nil)
+		setState(t, plan.Done, nil)
 	}
-	t.MarkAll(plan.Skipped)
+	t.Walk(func(x *plan.Node, _ int) { // what it did not reach
+		if x.State == plan.Pending || x.State == plan.Running || x.State == "" {
+			setState(x, plan.Skipped, nil)
+		}
+	})
 	return t
 }

@@ -43,7 +43,7 @@ func checkPlacementID(ctx workflow.Context, lease string) error {
 
 func (p *placementRun) mark(op plan.Op, target string, s plan.State, err error) {
 	if n := p.st.Tree.Search(op, target); n != nil {
-		n.Mark(s, err)
+		setState(n, s, err)
 	}
 }
 
@@ -123,7 +123,7 @@ func PlacementWorkflow(ctx workflow.Context, in api.PlacementInput) (*api.Placem
 		p.mark(plan.OpWave, waveTarget(i), plan.Done, nil)
 	}
 	p.st.Phase = api.PlacementSucceeded
-	p.st.Tree.Mark(plan.Done, nil)
+	setState(p.st.Tree, plan.Done, nil)
 	return &p.st, nil
 }
 
@@ -219,7 +219,7 @@ func waveTarget(i int) string { return "wave " + strconv.Itoa(i+1) }
 func (p *placementRun) deployWave(i int) error {
 	ws := &p.st.Waves[i]
 	ws.Phase = api.WaveDeploying
-	p.st.Tree.Mark(plan.Running, nil)
+	setState(p.st.Tree, plan.Running, nil)
 	p.mark(plan.OpWave, waveTarget(i), plan.Running, nil)
 	one := p.in.Manifest.WithoutPlacement()
 	var failed []string
@@ -320,7 +320,7 @@ func (p *placementRun) fail(last int, phase string, cause error) (*api.Placement
 			n++
 			cs.Phase = api.ClusterReverting
 			rn := plan.New(plan.OpRevert, cs.Cluster, "return cluster "+cs.Cluster+" to its last-known-good manifest")
-			rn.Mark(plan.Running, nil)
+			setState(rn, plan.Running, nil)
 			p.st.Tree.Add(rn)
 			f := workflow.ExecuteActivity(p.clusterCtx(p.ctx, "return "+cs.Cluster+" to its last-known-good manifest"), api.ActivityDeployToCluster,
 				api.ClusterDeployInput{Cluster: cs.Cluster, Manifest: *prev, Key: p.key(i, cs.Cluster, "revert"), IfLast: p.key(i, cs.Cluster, "deploy")})
@@ -338,9 +338,9 @@ func (p *placementRun) fail(last int, phase string, cause error) (*api.Placement
 					cs.Phase, cs.Reverted = api.ClusterReverted, fmt.Sprintf("returned to the last-known-good manifest (deploy %d)", r.Revision)
 				}
 				if cs.Phase == api.ClusterReverted || r.MovedOn {
-					rn.Mark(plan.Done, nil)
+					setState(rn, plan.Done, nil)
 				} else {
-					rn.Mark(plan.Failed, errors.New(cs.Reverted))
+					setState(rn, plan.Failed, errors.New(cs.Reverted))
 				}
 				done++
 			})
@@ -356,13 +356,13 @@ func (p *placementRun) fail(last int, phase string, cause error) (*api.Placement
 		}
 	}
 	p.st.Phase = phase
-	p.st.Tree.Mark(plan.Failed, cause)
+	setState(p.st.Tree, plan.Failed, cause)
 	p.st.Tree.Walk(func(n *plan.Node, _ int) {
 		switch n.State {
 		case plan.Pending:
-			n.Mark(plan.Skipped, nil)
+			setState(n, plan.Skipped, nil)
 		case plan.Running:
-			n.Mark(plan.Failed, nil) // the wave the placement stopped in
+			setState(n, plan.Failed, nil) // the wave the placement stopped in
 		}
 	})
 	st := p.st

@@ -49,7 +49,7 @@ func (p *placementRun) pause(i int, d time.Duration) error {
 	p.mark(plan.OpPause, waveTarget(i), plan.Running, nil)
 	defer func() {
 		if n := p.st.Tree.Search(plan.OpPause, waveTarget(i)); n != nil && n.State == plan.Running && !p.abort {
-			n.Mark(plan.Done, nil)
+			setState(n, plan.Done, nil)
 		}
 	}()
 	if _, err := workflow.AwaitWithTimeout(p.ctx, d, func() bool { return p.abort }); err != nil {
