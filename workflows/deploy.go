@@ -57,7 +57,7 @@ func DeployWorkflow(ctx workflow.Context, start api.DeployInput) (*api.DeploySta
 	w := newDeployRun(ctx, in)
 	w.behaviour = newBehaviour(ctx, in.Carry != nil && in.Carry.FewerEvents, in.Carry != nil && in.Carry.Hardened)
 	if in.Carry == nil {
-		w.Pending = w.accepted(w.Pending, false) // the manifest it starts with
+		w.Pending = w.taken(w.Pending, false) // the manifest it starts with
 	}
 	if err := w.registerControls(); err != nil {
 		return nil, err
@@ -211,8 +211,7 @@ func (w *deployRun) keepRestarts(m *manifest.Manifest) *manifest.Manifest {
 	if w.current == nil {
 		return m
 	}
-	// The manifest as queued; its defaults are filled once, where the chain
-	// starts (runChain).
+	// The manifest as queued, its defaults filled where it entered (intake.go).
 	out := *m
 	out.Services = slices.Clone(m.Services)
 	for i, s := range out.Services {

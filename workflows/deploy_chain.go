@@ -35,9 +35,13 @@ var errSuperseded = errors.New("superseded by a newer manifest")
 // the new version is healthy.
 func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	res := chainResult{classes: map[string]string{}}
-	// The manifest's defaults, filled once, here: every step after this one
-	// checks them (manifest.HasDefaults) instead of filling them again.
-	m = m.WithDefaults()
+	// Its defaults were filled where it entered the lease (intake.go):
+	// every step from here checks them (manifest.HasDefaults), none fills
+	// them again.
+	if !m.HasDefaults() {
+		return res, temporal.NewNonRetryableApplicationError("the manifest of lease "+m.Lease+
+			" has no defaults: every manifest enters a lease's workflow through intake.go, which fills them", api.ErrInvalidManifest, nil)
+	}
 	ns := manifest.Namespace(m.Lease)
 	w.tree, w.nodes = nil, nil // set from the plan, below
 

@@ -3,7 +3,9 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -30,14 +32,17 @@ func (w *deployRun) redeploy(req api.RedeployRequest) {
 		workflow.GetLogger(w.ctx).Warn("redeploy ignored: nothing deployed", "lease", w.lease, "action", req.Action)
 		return
 	}
-	m := *base.WithDefaults()
+	m := *base
 	if req.Action == api.RedeployRestart {
 		at := workflow.Now(w.ctx).UTC().Format(time.RFC3339)
+		m.Services = slices.Clone(m.Services) // the base is the lease's: not changed
 		for i := range m.Services {
-			if m.Services[i].PodAnnotations == nil {
-				m.Services[i].PodAnnotations = map[string]string{}
+			ann := maps.Clone(m.Services[i].PodAnnotations)
+			if ann == nil {
+				ann = map[string]string{}
 			}
-			m.Services[i].PodAnnotations[api.RestartedAtAnnotation] = at
+			ann[api.RestartedAtAnnotation] = at
+			m.Services[i].PodAnnotations = ann
 		}
 	}
 	if w.Pending == nil {
@@ -109,7 +114,7 @@ func (w *deployRun) registerControls() error {
 					st.Revision-- // the deploy in progress is the caller's: it waits for the one after the last before it
 					return st, nil
 				}
-				w.Pending = w.accepted(&req.Manifest, req.IfLast != "") // the newest manifest wins; older pending ones are dropped
+				w.Pending = w.taken(&req.Manifest, req.IfLast != "") // the newest manifest wins; older pending ones are dropped
 				w.PendingTrigger = triggerOf(req)
 				w.PendingKey = req.Key
 				w.PendingPlan = req.PlanFingerprint
@@ -175,7 +180,8 @@ func (w *deployRun) registerControls() error {
 			}},
 		{api.UpdateScale, `Scale one service of the lease (a scale-only deploy). Argument: {"service": "web", "replicas": 6}`,
 			func(_ workflow.Context, req api.ScaleServiceRequest) (api.DeployStatus, error) {
-				m := *w.base().WithDefaults()
+				m := *w.base()
+				m.Services = slices.Clone(m.Services) // the base is the lease's: not changed
 				for i := range m.Services {
 					if m.Services[i].Name == req.Service {
 						r := req.Replicas
@@ -207,7 +213,7 @@ func (w *deployRun) registerControls() error {
 				// The operator's bound, as the last plan read it: refused
 				// here rather than accepted and then refused by the plan.
 				if w.Plan != nil {
-					if most := maxReplicasOf(w.Plan.MaxReplicas, w.base().WithDefaults(), req.Service); most != 0 && req.Replicas > max(most, 0) {
+					if most := maxReplicasOf(w.Plan.MaxReplicas, w.base(), req.Service); most != 0 && req.Replicas > max(most, 0) {
 						return fmt.Errorf("replicas: %d: this provider allows service %s at most %d (the operator's --max-replicas for the lease, %d, less its other services' replicas)",
 							req.Replicas, req.Service, max(most, 0), w.Plan.MaxReplicas)
 					}
@@ -313,9 +319,11 @@ func (w *deployRun) repeats(req api.DeployRequest) bool {
 func (w *deployRun) joins(req api.DeployRequest) bool {
 	return req.Key == "" && w.Phase == api.PhaseDeploying && !w.reverting && w.Pending == nil && w.requested != nil &&
 		req.PlanFingerprint == "" && w.approvedPlan == "" && !req.Manifest.RequireApproval &&
-		sameManifest(w.requested, w.accepted(&req.Manifest, req.IfLast != "")) && w.joinsSameManifest()
+		sameManifest(w.requested, w.taken(&req.Manifest, req.IfLast != "")) && w.joinsSameManifest()
 }
 
+// sameManifest compares two manifests the lease holds: both have their
+// defaults, filled where they entered (intake.go).
 func sameManifest(a, b *manifest.Manifest) bool {
-	return reflect.DeepEqual(a.WithDefaults(), b.WithDefaults())
+	return reflect.DeepEqual(a, b)
 }

@@ -107,7 +107,7 @@ func (w *deployRun) healthyIn(o *observe.Observation) bool {
 	if w.current == nil {
 		return true
 	}
-	for _, s := range w.current.WithDefaults().Services {
+	for _, s := range w.current.Services { // with their defaults (intake.go)
 		want := *s.Replicas
 		if want == 0 {
 			continue

@@ -104,6 +104,7 @@ func newDeployRun(ctx workflow.Context, in deployInput) *deployRun {
 	}
 	if c := in.Carry; c != nil {
 		w.deployCarry = *c
+		w.takeCarried()
 		w.current = w.LastGood
 	} else {
 		m := in.Manifest

@@ -19,7 +19,7 @@ func PlanWorkflow(ctx workflow.Context, in api.PlanRequest) (*activities.DeployP
 	}
 	// Taken as the lease's workflow takes it, its defaults filled once, as
 	// the deploy chain fills them.
-	m := plannedAs(ctx, &in.Manifest).WithDefaults()
+	m := withDefaults(plannedAs(ctx, &in.Manifest))
 	ctx = planCall(ctx, "plan lease "+in.Manifest.Lease)
 	var a *activities.Activities
 	var l activities.LeaseInfo
