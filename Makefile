@@ -25,7 +25,7 @@ PKGS ?= ./...
 # other test around (run alone).
 DISRUPTIVE_PKGS ?= ./workflows/
 
-.PHONY: all build tools dev-up dev-down dev-status demo test test-postgres unit unit-repeat lint bench chaos clean record-histories
+.PHONY: all build tools dev-up dev-down dev-status demo test test-postgres unit unit-repeat lint bench chaos clean record-histories upgrade-check
 
 all: build
 
@@ -129,6 +129,11 @@ CHAOS_PARALLEL ?= 6
 # It also runs the long sweep make test runs a slice of: a canary paused for
 # a week, not a day, with a measurement every second (the SDK's test
 # environment; a CPU for 2-3 minutes).
+# A provider's upgrade from release FROM, rehearsed on the local stack
+# (docs/upgrading.md): make upgrade-check FROM=<commit or tag>.
+upgrade-check: build tools
+	hack/upgrade-check.sh $(FROM)
+
 chaos: build tools
 	DEPLOYFLOW_LONG_SWEEPS=1 $(GO) test -count=1 -v -run '^TestALongPauseWithTheFastestAnalysisKeepsEveryRunUnderTheHistoryLimit$$' ./workflows/
 	DEPLOYFLOW_CHAOS_REPORT=$(CHAOS_REPORT) DEPLOYFLOW_CHAOS_BOUNDARIES=$(CHAOS_BOUNDARIES) \

@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -13,7 +14,8 @@ import (
 )
 
 // Issue 9.4, a live upgrade: 20 leases are mid-deploy (slow pods) on worker
-// build A; build B (a deliberately changed, version-gated workflow: go build
+// build A (this tree's, or with DEPLOYFLOW_UPGRADE_FROM an older release's
+// binary: hack/upgrade-check.sh); build B (a deliberately changed, version-gated workflow: go build
 // -tags upgradetest) starts and A stops. Every deploy finishes, nothing is
 // written twice (each ReplicaSet's generation is one create plus the scales
 // its rollout decided), and a lease deployed after the switch runs B's
@@ -22,7 +24,11 @@ func TestLiveUpgradeInTheMiddleOfTwentyDeploys(t *testing.T) {
 	env := testenv.Get(t)
 	tq := testenv.Name(t, "tq")
 	binB := workerBinaryWithTags(t, "upgradetest")
-	a := startWorker(t, env, tq, freeAddr(t))
+	binA := workerBinary(t)
+	if from := os.Getenv("DEPLOYFLOW_UPGRADE_FROM"); from != "" {
+		binA = from // a provider's upgrade: the release it runs (hack/upgrade-check.sh)
+	}
+	a := startWorkerBinary(t, env, binA, tq, freeAddr(t))
 
 	base := testenv.ShortName("upg")
 	// All 20 are mid-rollout on A: their ReplicaSets exist, pods not ready.

@@ -35,17 +35,17 @@ func leaseOfWorkflowID(id string) (lease, cluster string, ok bool) {
 // except by teardown. After each finished deploy it continues as new.
 // Replaying it after a worker restart writes nothing to the cluster.
 func DeployWorkflow(ctx workflow.Context, start api.DeployInput) (*api.DeployStatus, error) {
-	if bad := start.Invalid(); bad != nil && refusesMalformedInput(ctx) {
+	if bad := start.Invalid(); bad != nil {
 		return nil, temporal.NewNonRetryableApplicationError(bad.Error(), api.InputErrorType(bad, "manifest"), nil)
 	}
 	in, err := decodeDeployInput(start)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidInput, nil)
 	}
-	if err := validateManifest(ctx, &in.Manifest, in.Carry != nil && continued(ctx)); err != nil {
+	if err := validateManifest(&in.Manifest, in.Carry != nil && continued(ctx)); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidManifest, nil)
 	}
-	if err := refuseGuarded(ctx, in.guard(continued(ctx))); err != nil {
+	if err := refuseGuarded(in.guard(continued(ctx))); err != nil {
 		return nil, err
 	}
 	if err := checkCluster(ctx, in); err != nil {
@@ -80,7 +80,7 @@ func DeployWorkflow(ctx workflow.Context, start api.DeployInput) (*api.DeploySta
 			if errors.Is(err, errTeardown) || w.Teardown {
 				return w.tearDown()
 			}
-			if isLeaseNotActive(w.lastFailure) && w.LastGood == nil && w.endsUnknownLease() {
+			if isLeaseNotActive(w.lastFailure) && w.LastGood == nil {
 				w.leaseGone = true
 			}
 			if w.leaseGone {
@@ -97,7 +97,6 @@ func DeployWorkflow(ctx workflow.Context, start api.DeployInput) (*api.DeploySta
 		}
 		// Idle: wait for work. The worker's observer tells the workflow what
 		// changes (lease-events); one slow timer checks in case it missed it.
-		w.askLeaseEvents()
 		w.idle = true
 		woken, err := workflow.AwaitWithTimeout(ctx, w.idleInterval(), func() bool {
 			return w.Pending != nil || w.Teardown || w.observation != nil
@@ -182,7 +181,7 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 			}
 			rec.Rollback = w.endTree(rerr)
 			w.reverting = false
-		case !res.changed && w.releasesOnEarlyFailure():
+		case !res.changed:
 			// Nothing of the workload changed: give back the hostnames and
 			// IPs this deploy took that the running version does not hold.
 			if released := w.releaseOnEarlyFailure(); len(released) > 0 {
@@ -257,9 +256,7 @@ func (w *deployRun) end() (*api.DeployStatus, error) {
 // deploy) are drained first and carried over, not dropped with the run.
 func (w *deployRun) continueAsNew() (*api.DeployStatus, error) {
 	w.settle()
-	if w.drainsSignals() {
-		w.drainSignals()
-	}
+	w.drainSignals()
 	return nil, workflow.NewContinueAsNewError(w.ctx, DeployWorkflow, w.carryOver())
 }
 

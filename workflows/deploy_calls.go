@@ -47,25 +47,6 @@ func (w *deployRun) leaseActive() (bool, error) {
 	return err == nil, err
 }
 
-func (w *deployRun) checkHealth() (bool, error) {
-	if w.current == nil {
-		return true, nil
-	}
-	var a *activities.Activities
-	var health []observe.ServiceHealth
-	if err := workflow.ExecuteLocalActivity(w.probeCtx("check health"), a.CheckHealth, activities.HealthInput{
-		Namespace: manifest.Namespace(w.lease), Services: w.current.ServiceNames(),
-	}).Get(w.ctx, &health); err != nil {
-		return false, err
-	}
-	for _, h := range health {
-		if h.Available < h.Desired {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
 func (w *deployRun) deleteWorkloads() error {
 	var a *activities.Activities
 	ctx := teardownCall(w.ctx, "delete namespace "+manifest.Namespace(w.lease))
@@ -257,4 +238,14 @@ func (w *deployRun) planDeploy(m *manifest.Manifest) (*activities.DeployPlan, er
 	}
 	w.Plan = &plan
 	return &plan, nil
+}
+
+// rolloutWorkflowID names the lease's rollout children, collision-free:
+// rollout:<namespace>:<service>, with the cluster for a lease's workflow
+// of another cluster.
+func (w *deployRun) rolloutWorkflowID() func(namespace, service string) string {
+	if c := w.in.Cluster; c != "" {
+		return func(namespace, service string) string { return api.ClusterRolloutWorkflowID(c, namespace, service) }
+	}
+	return api.RolloutWorkflowID
 }

@@ -119,7 +119,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	rollouts := map[string]api.RolloutInput{}
 	// A return to the last-known-good manifest runs no canary steps and no
 	// blue-green waits (runs that started before that change replay without).
-	fastRevert := w.revertsWithoutWaits()
+	fastRevert := w.reverting
 	for _, c := range applied.Classes {
 		svc := c.Service
 		d, err := m.Deployment(svc)
@@ -164,10 +164,8 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		if err != nil {
 			return res, err
 		}
-		if w.followsRollouts() {
-			if res.ran, err = followRollouts(m, results); err != nil {
-				return res, err
-			}
+		if res.ran, err = followRollouts(m, results); err != nil {
+			return res, err
 		}
 	}
 

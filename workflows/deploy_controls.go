@@ -22,7 +22,7 @@ import (
 // redeploy queues the lease's last-known-good manifest again, restarted if
 // asked. A lease with nothing deployed yet has nothing to redeploy.
 func (w *deployRun) redeploy(req api.RedeployRequest) {
-	if req.Action != api.RedeployRestart && req.Action != api.RedeployReapply && refusesMalformedInput(w.ctx) {
+	if req.Action != api.RedeployRestart && req.Action != api.RedeployReapply {
 		// A signal has no answer: what is wrong goes to the worker's log.
 		workflow.GetLogger(w.ctx).Warn(fmt.Sprintf("redeploy signal ignored: action %q: want %s or %s", req.Action, api.RedeployRestart, api.RedeployReapply), "lease", w.lease)
 		return
@@ -49,7 +49,7 @@ func (w *deployRun) redeploy(req api.RedeployRequest) {
 		w.Pending = &m
 		w.PendingKey = ""
 		w.PendingTrigger = req.Trigger
-		if api.CheckTrigger("trigger", req.Trigger) != nil && refusesGuarded(w.ctx) {
+		if api.CheckTrigger("trigger", req.Trigger) != nil {
 			// A signal has no answer: a trigger that is not a short
 			// printable word never reaches the search attributes.
 			workflow.GetLogger(w.ctx).Warn("redeploy signal's trigger dropped", "lease", w.lease, "error", api.CheckTrigger("trigger", req.Trigger))
@@ -106,7 +106,7 @@ func (w *deployRun) registerControls() error {
 				if err := w.notLast(req); err != nil {
 					return w.status(), err // another request landed first, in this task
 				}
-				if w.repeats(req) && w.ignoresRepeatedKey() {
+				if w.repeats(req) {
 					return w.status(), nil // the same request again: its deploy runs, waits or ran
 				}
 				if w.joins(req) {
@@ -319,7 +319,7 @@ func (w *deployRun) repeats(req api.DeployRequest) bool {
 func (w *deployRun) joins(req api.DeployRequest) bool {
 	return req.Key == "" && w.Phase == api.PhaseDeploying && !w.reverting && w.Pending == nil && w.requested != nil &&
 		req.PlanFingerprint == "" && w.approvedPlan == "" && !req.Manifest.RequireApproval &&
-		sameManifest(w.requested, w.taken(&req.Manifest, req.IfLast != "")) && w.joinsSameManifest()
+		sameManifest(w.requested, w.taken(&req.Manifest, req.IfLast != ""))
 }
 
 // sameManifest compares two manifests the lease holds: both have their

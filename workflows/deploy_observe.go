@@ -30,7 +30,7 @@ const defaultSafetyNet = time.Hour
 // idleInterval is how long the idle workflow waits before checking the
 // lease itself.
 func (w *deployRun) idleInterval() time.Duration {
-	if w.takesLeaseEvents() && w.in.HealthIntervalSeconds <= 0 {
+	if w.in.HealthIntervalSeconds <= 0 {
 		return defaultSafetyNet
 	}
 	return w.healthInterval
@@ -68,8 +68,6 @@ func (w *deployRun) takesObservation(o *observe.Observation) error {
 		// Between two waits (the run starting, or acting on the last
 		// observation): idle again in a moment, in this run.
 		return temporal.NewApplicationError("the workflow is busy; send again shortly", api.ErrObservationDeferred, observe.ObserveResult{RecheckAfter: busyRetry})
-	case !w.takesLeaseEvents():
-		return known("this run predates observations")
 	case w.observation != nil && w.observation.Key() == o.Key():
 		// Another observer's, in the same workflow task: the same change.
 		return temporal.NewApplicationError("already taken, not yet acted on", api.ErrObservationKnown, observe.ObserveResult{RecheckAfter: w.recheckAfter(o)})
@@ -193,10 +191,6 @@ func (w *deployRun) closeConfirmed() bool {
 // a cluster that cannot be observed is Unknown — never Degraded, never a
 // reason to tear anything down.
 func (w *deployRun) monitor() {
-	if !w.takesLeaseEvents() {
-		w.legacyMonitor()
-		return
-	}
 	w.takeObservation(w.observeLease())
 }
 

@@ -82,28 +82,19 @@ func (in rolloutInput) guard(continued, byLease bool) error {
 // validateManifest validates a workflow's starting manifest: by today's
 // rules for a fresh start, by the rules of its day for one a continued run
 // carries (it was accepted then, and is contained at measurement: a
-// condition or query today's rules refuse is not judged, not run). A fresh
-// start that passes the older rules only is refused behind
-// versionStrictAnalyses, asked only then: runs before issue 20 replay as
-// they ran.
-func validateManifest(ctx workflow.Context, m *manifest.Manifest, carried bool) error {
+// condition or query today's rules refuse is not judged, not run). A
+// fresh start is validated by today's rules only: a hand-typed manifest is
+// never parsed with the legacy ones (issue 35.1).
+func validateManifest(m *manifest.Manifest, carried bool) error {
 	if carried {
 		return m.ValidateLenient()
 	}
-	err := m.Validate()
-	// The legacy rules only for runs that took a manifest under them
-	// (before strict-analyses): a hand-typed manifest in a run of today is
-	// never parsed with them (issue 35.1).
-	if err != nil && !refusesLenientManifest(ctx) && m.ValidateLenient() == nil {
-		return nil
-	}
-	return err
+	return m.Validate()
 }
 
-// refuseGuarded ends a run whose input fails its guard, for runs that take
-// versionGuardedInput (runs before it went on).
-func refuseGuarded(ctx workflow.Context, problem error) error {
-	if problem == nil || !refusesGuarded(ctx) {
+// refuseGuarded ends a run whose input fails its guard.
+func refuseGuarded(problem error) error {
+	if problem == nil {
 		return nil
 	}
 	return temporal.NewNonRetryableApplicationError(problem.Error(), api.ErrInvalidInput, nil)
@@ -130,7 +121,7 @@ func continuedRun(info *workflow.Info) bool {
 func checkLeaseWorkflowID(ctx workflow.Context, in deployInput) error {
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
 	want := api.DeployWorkflowIDIn(in.Manifest.Lease, in.Cluster)
-	if id == want || (id == replayerWorkflowID && workflow.IsReplaying(ctx)) || !refusesForeignWorkflowID(ctx) {
+	if id == want || (id == replayerWorkflowID && workflow.IsReplaying(ctx)) {
 		return nil
 	}
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(

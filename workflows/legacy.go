@@ -12,7 +12,6 @@ import (
 	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/analysis"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/k8s/canary"
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
 
@@ -34,9 +33,6 @@ type behaviour struct {
 	// before it without asking; asked at start, or handed on in the input
 	// by a run that took it.
 	batched bool
-	// leaseEvents: an idle lease takes the observer's observations
-	// (versionLeaseEvents), known from the run's first idle wait on.
-	leaseEvents bool
 	// hardened: the run takes the manifests sent to it hardened
 	// (versionHardenedPods); a fresh run knows it with batched, a run
 	// continued from one that took it from its input.
@@ -54,10 +50,6 @@ func newBehaviour(ctx workflow.Context, inherited, hardened bool) behaviour {
 	return behaviour{ctx: ctx, batched: batched, hardened: hardened}
 }
 
-// takes reports whether the run takes change id: every change before
-// versionFewerEvents without asking once it takes that one.
-func (b *behaviour) takes(id string) bool { return b.batched || gate(b.ctx, id) }
-
 // batches: the run calls the cluster in batched local activities, hands
 // that on to its rollouts and continued runs, upserts search attributes
 // only when they change, and settles updates only when needed.
@@ -65,117 +57,16 @@ func (b *behaviour) batches() bool { return b.batched }
 
 // Input (both workflows).
 
-// refusesMalformedInput: a hand-typed input with an unknown field or a
-// value of the wrong type fails at once (runs before it went on).
-func refusesMalformedInput(ctx workflow.Context) bool { return gate(ctx, versionStrictInput) }
-
-// refusesGuarded: see refuseGuarded (input_guard.go).
-func refusesGuarded(ctx workflow.Context) bool { return gate(ctx, versionGuardedInput) }
-
 // confirmsClose: an observation that the lease closed is confirmed by
 // reading the lease's record before anything is torn down (runs before it
 // tore down on the observation).
 func (w *deployRun) confirmsClose() bool { return gate(w.ctx, versionConfirmedClose) }
 
-// refusesForeignWorkflowID: see checkLeaseWorkflowID (input_guard.go);
-// runs before it went on under any ID.
-func refusesForeignWorkflowID(ctx workflow.Context) bool { return gate(ctx, versionOwnWorkflowID) }
-
-// refusesLenientManifest: a fresh start whose manifest passes only the
-// rules before issue 20 is refused (runs before it went on).
-func refusesLenientManifest(ctx workflow.Context) bool { return gate(ctx, versionStrictAnalyses) }
-
-// checksPlacementLimits: a placement records its manifest's validation and
-// checks its waves' analyses against the operator's limits before it
-// deploys (placements before it did neither).
-func checksPlacementLimits(ctx workflow.Context) bool { return gate(ctx, versionPlacementLimits) }
-
-// interruptsWaves: an abort or a failed cluster interrupts the wave's
-// deploys in flight and returns those clusters too, and a placement runs
-// only under its lease's ID (placements before it waited for the wave's
-// deploys to end, under any ID).
-func interruptsWaves(ctx workflow.Context) bool { return gate(ctx, versionPlacementInterrupts) }
-
-// ignoresRepeatedKey: a deploy request repeating the key of the deploy in
-// progress, pending or recorded changes nothing (runs before it took it
-// as a new deploy); asked only for such a request.
-func (w *deployRun) ignoresRepeatedKey() bool { return gate(w.ctx, versionIdempotentKeys) }
-
 // The lease's workflow.
-
-// askLeaseEvents decides, at each idle wait, whether the run takes the
-// observer's observations (a run that predates it checks itself every
-// healthInterval).
-func (w *deployRun) askLeaseEvents() { w.leaseEvents = w.takes(versionLeaseEvents) }
-
-// takesLeaseEvents: see askLeaseEvents (false before the first idle wait).
-func (w *deployRun) takesLeaseEvents() bool { return w.leaseEvents }
-
-// endsUnknownLease: a lease workflow whose lease is unknown or closed, with
-// nothing deployed, ends instead of idling.
-func (w *deployRun) endsUnknownLease() bool { return w.takes(versionEndUnknownLease) }
-
-// releasesOnEarlyFailure: a deploy that fails before changing the workload
-// gives back what it took.
-func (w *deployRun) releasesOnEarlyFailure() bool { return w.takes(versionReleaseOnEarlyFailure) }
-
-// drainsSignals: signals in the task that continues as new are carried.
-func (w *deployRun) drainsSignals() bool { return w.takes(versionDrainSignals) }
-
-// followsRollouts: the lease records what its rollouts ended on.
-func (w *deployRun) followsRollouts() bool { return w.takes(versionLeaseFollowsRollout) }
-
-// revertsWithoutWaits: a return to the last-known-good manifest runs no
-// canary steps and no blue-green waits (asked only when reverting).
-func (w *deployRun) revertsWithoutWaits() bool {
-	return w.reverting && gate(w.ctx, versionRevertWithoutWaits)
-}
-
-// joinsSameManifest: a request for the manifest being deployed joins it
-// (asked only for such a request).
-func (w *deployRun) joinsSameManifest() bool { return gate(w.ctx, versionJoinSameManifest) }
-
-// rolloutWorkflowID names the lease's rollout children: collision-free,
-// or as a lease workflow that started its rollouts before the change did.
-func (w *deployRun) rolloutWorkflowID() func(namespace, service string) string {
-	if !w.takes(versionRolloutID) {
-		return api.LegacyRolloutWorkflowID
-	}
-	if c := w.in.Cluster; c != "" {
-		return func(namespace, service string) string { return api.ClusterRolloutWorkflowID(c, namespace, service) }
-	}
-	return api.RolloutWorkflowID
-}
 
 // marksUpgradeTest: only the live upgrade test's build B marks its deploys.
 func (w *deployRun) marksUpgradeTest() bool {
 	return upgradeTestBuild && gate(w.ctx, versionUpgradeTest)
-}
-
-// legacyMonitor is the idle health check of a run that predates
-// lease-events: a lease check and a health check every healthInterval.
-func (w *deployRun) legacyMonitor() {
-	if w.LastGood == nil && w.current == nil {
-		// Nothing deployed: the workflow waits for a manifest, unless its
-		// lease is gone, which ends it.
-		if w.endsUnknownLease() {
-			if active, err := w.leaseActive(); err == nil && !active {
-				w.leaseGone = true
-			}
-		}
-		return
-	}
-	active, err := w.leaseActive()
-	switch {
-	case err != nil:
-		w.observe(false, false)
-		return
-	case !active:
-		w.Teardown = true
-		return
-	}
-	healthy, err := w.checkHealth()
-	w.observe(err == nil, healthy)
 }
 
 // legacyPrepare checks the lease and plans the deploy of m in two calls.
@@ -271,23 +162,6 @@ func legacyJudge(a *manifest.Analysis, m *activities.Measurement) analysis.Phase
 	return phase
 }
 
-// continuesInGates: a canary's or blue-green's waits and gates hand over
-// to a continued run once the history is long.
-func continuesInGates(ctx workflow.Context) bool { return gate(ctx, versionContinueInGates) }
-
-// countsCanarySides: a canary counts no more available pods on a side than
-// its replicas (asked when a canary starts; carried in its state).
-func countsCanarySides(ctx workflow.Context) bool { return gate(ctx, versionCanaryCounted) }
-
-// canarySides are the canary's and the stable's sides as the canary's step
-// counts them.
-func (c *CanaryState) canarySides(canarySide, stableSide canary.ReplicaSet) (canary.ReplicaSet, canary.ReplicaSet) {
-	if c.Counted {
-		return canary.Counted(canarySide), canary.Counted(stableSide)
-	}
-	return canarySide, stableSide
-}
-
 // accepted is manifest m as the lease's workflow takes it when sent (a
 // start, the deploy update): its services without a security section get
 // the hardened one (issue 35.4). Runs that took a manifest before that
@@ -331,11 +205,6 @@ func (w *deployRun) releaseOnEarlyFailure() []string {
 	}
 	return w.releaseTaken()
 }
-
-// rereadsStableAtDeadline: autoRollback at the progress deadline looks
-// again for a fully available revision where the start read found none
-// (asked only then); before, the rollout failed without rolling back.
-func (r *rolloutRun) rereadsStableAtDeadline() bool { return gate(r.ctx, versionStableAtDeadline) }
 
 // waitsQuickly: the rollout was started with QuickWait (by a lease
 // workflow since issue 22), so each workflow task's first wait is a quick

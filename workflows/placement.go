@@ -58,8 +58,6 @@ type placementRun struct {
 	interrupted map[string]bool
 	abort       bool
 	promote     bool
-	checked     bool   // the run takes versionPlacementLimits
-	interrupts  bool   // the run takes versionPlacementInterrupts
 	self        string // the worker's own cluster's name (ListClusters' first)
 	jobs        int    // analysis Jobs run so far, for their names
 }
@@ -77,18 +75,14 @@ func PlacementWorkflow(ctx workflow.Context, in api.PlacementInput) (*api.Placem
 	if m.Placement == nil {
 		return nil, temporal.NewNonRetryableApplicationError("manifest.placement: missing: a placement workflow deploys a manifest with a placement; without one, deploy to the lease's workflow", api.ErrInvalidManifest, nil)
 	}
-	checked := checksPlacementLimits(ctx)
-	if err := validatePlacement(ctx, m, checked); err != nil {
+	if err := validatePlacement(ctx, m); err != nil {
 		return nil, err
 	}
-	interrupts := interruptsWaves(ctx)
-	if interrupts {
-		if err := checkPlacementID(ctx, m.Lease); err != nil {
-			return nil, err
-		}
+	if err := checkPlacementID(ctx, m.Lease); err != nil {
+		return nil, err
 	}
 	p := &placementRun{ctx: ctx, in: in, previous: map[string]*manifest.Manifest{}, moved: map[string]bool{},
-		interrupted: map[string]bool{}, checked: checked, interrupts: interrupts}
+		interrupted: map[string]bool{}}
 	p.st = api.PlacementStatus{Lease: m.Lease, Phase: api.PlacementDeploying, Tree: api.PlacementTree(m)}
 	for _, w := range m.Placement.Waves {
 		ws := api.WaveStatus{Phase: api.WaveWaiting}
@@ -127,17 +121,12 @@ func PlacementWorkflow(ctx workflow.Context, in api.PlacementInput) (*api.Placem
 	return &p.st, nil
 }
 
-// validatePlacement refuses an invalid manifest. A run that takes
-// versionPlacementLimits validates once and records the verdict, so a
-// later build's stricter rules never fail a placement that runs, on
-// replay.
-func validatePlacement(ctx workflow.Context, m *manifest.Manifest, recorded bool) error {
-	invalid := ""
-	if !recorded {
-		if err := m.Validate(); err != nil {
-			invalid = err.Error()
-		}
-	} else if err := workflow.SideEffect(ctx, func(workflow.Context) any {
+// validatePlacement refuses an invalid manifest. It validates once and
+// records the verdict, so a later build's stricter rules never fail a
+// placement that runs, on replay.
+func validatePlacement(ctx workflow.Context, m *manifest.Manifest) error {
+	var invalid string
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any {
 		if err := m.Validate(); err != nil {
 			return err.Error()
 		}
@@ -192,12 +181,10 @@ func (p *placementRun) checkClusters() error {
 	if len(known) > 0 {
 		p.self = known[0]
 	}
-	if p.checked {
-		// The operator's limits, which the worker knows (a wave's analysis
-		// is measured here, not by a lease workflow that would check them).
-		if err := workflow.ExecuteLocalActivity(ctx, api.ActivityCheckPlacement, p.in.Manifest).Get(p.ctx, nil); err != nil {
-			return temporal.NewNonRetryableApplicationError(errorMessage(err), api.ErrInvalidManifest, nil)
-		}
+	// The operator's limits, which the worker knows (a wave's analysis is
+	// measured here, not by a lease workflow that would check them).
+	if err := workflow.ExecuteLocalActivity(ctx, api.ActivityCheckPlacement, p.in.Manifest).Get(p.ctx, nil); err != nil {
+		return temporal.NewNonRetryableApplicationError(errorMessage(err), api.ErrInvalidManifest, nil)
 	}
 	return nil
 }
@@ -228,7 +215,7 @@ func (p *placementRun) deployWave(i int) error {
 	stopping := false // the deploys in flight were interrupted
 	started := 0      // the wave's deploys scheduled
 	for j := range ws.Clusters {
-		if p.interrupts && (p.abort || len(failed) > 0) {
+		if p.abort || len(failed) > 0 {
 			break // stopped while the wave started: its other clusters stay untouched
 		}
 		started++
@@ -274,19 +261,17 @@ func (p *placementRun) deployWave(i int) error {
 			done++
 		})
 	}
-	if p.interrupts {
-		if err := workflow.Await(p.ctx, func() bool { return done == started || p.abort || len(failed) > 0 }); err != nil {
-			return err
-		}
-		if done < started {
-			stopping = true
-			interrupt()
-		}
+	if err := workflow.Await(p.ctx, func() bool { return done == started || p.abort || len(failed) > 0 }); err != nil {
+		return err
+	}
+	if done < started {
+		stopping = true
+		interrupt()
 	}
 	if err := workflow.Await(p.ctx, func() bool { return done == started }); err != nil {
 		return err
 	}
-	if p.interrupts && p.abort && len(failed) == 0 {
+	if p.abort && len(failed) == 0 {
 		return errAborted
 	}
 	if len(failed) > 0 {
@@ -351,7 +336,7 @@ func (p *placementRun) fail(last int, phase string, cause error) (*api.Placement
 		switch {
 		case n > 0 && ws.Phase != api.WaveFailed:
 			ws.Phase = api.WaveReverted
-		case p.interrupts && ws.Phase == api.WaveDeploying:
+		case ws.Phase == api.WaveDeploying:
 			ws.Phase = api.WaveFailed // stopped in flight, nothing to return
 		}
 	}

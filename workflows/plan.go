@@ -14,7 +14,7 @@ import (
 // --plan` prints its answer; `--yes` then deploys with the printed plan's
 // fingerprint, and the lease's workflow refuses to act on any other plan.
 func PlanWorkflow(ctx workflow.Context, in api.PlanRequest) (*activities.DeployPlan, error) {
-	if err := validateManifest(ctx, &in.Manifest, false); err != nil {
+	if err := validateManifest(&in.Manifest, false); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidManifest, nil)
 	}
 	// Taken as the lease's workflow takes it, its defaults filled once, as

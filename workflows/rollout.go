@@ -24,14 +24,14 @@ import (
 // fails with ProgressDeadlineExceeded, after restoring the last-known-good
 // revision when autoRollback is set.
 func RolloutWorkflow(ctx workflow.Context, start api.RolloutInput) (*api.RolloutResult, error) {
-	if bad := start.Invalid(); bad != nil && refusesMalformedInput(ctx) {
+	if bad := start.Invalid(); bad != nil {
 		return nil, temporal.NewNonRetryableApplicationError(bad.Error(), api.ErrInvalidInput, nil)
 	}
 	in, err := decodeRolloutInput(start)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidInput, nil)
 	}
-	if err := refuseGuarded(ctx, in.guard(continued(ctx), workflow.GetInfo(ctx).ParentWorkflowExecution != nil)); err != nil {
+	if err := refuseGuarded(in.guard(continued(ctx), workflow.GetInfo(ctx).ParentWorkflowExecution != nil)); err != nil {
 		return nil, err
 	}
 	d, err := in.desired()
@@ -54,7 +54,7 @@ func RolloutWorkflow(ctx workflow.Context, start api.RolloutInput) (*api.Rollout
 	if in.Carry == nil {
 		r.stableRevision = stableRevision(r.state.ReplicaSets)
 		if r.isCanary() {
-			r.canary = &CanaryState{Counted: countsCanarySides(ctx)}
+			r.canary = &CanaryState{}
 		}
 		if in.BlueGreen != nil {
 			if err := r.startBlueGreen(); err != nil {

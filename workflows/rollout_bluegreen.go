@@ -106,7 +106,7 @@ func (r *rolloutRun) pinRolledOut() error {
 // returns to the stable version, or the history is long (continue as new).
 func (r *rolloutRun) runBlueGreen() (continueAsNew bool, err error) {
 	b := r.blueGreen
-	r.continueInGates = continuesInGates(r.ctx)
+	r.continueInGates = true
 	steps := r.blueGreenSteps()
 	for b.Step < len(steps) && r.outcome == "" && r.undoneTo == 0 {
 		if r.shouldContinueAsNew() {

@@ -48,8 +48,6 @@ type CanaryState struct {
 	BackgroundLast   string          `json:"backgroundLast,omitempty"`
 	BackgroundFailed string          `json:"backgroundFailed,omitempty"`
 	Held             string          `json:"held,omitempty"`
-	// Counted: this canary takes versionCanaryCounted.
-	Counted bool `json:"counted,omitempty"`
 	// Scale is the last setCanaryScale, until matchTrafficWeight.
 	Scale *manifest.CanaryScale `json:"scale,omitempty"`
 }
@@ -79,7 +77,7 @@ func (r *rolloutRun) isCanary() bool {
 // history is long.
 func (r *rolloutRun) runCanary() (continueAsNew bool, err error) {
 	c := r.canary
-	r.continueInGates = continuesInGates(r.ctx)
+	r.continueInGates = true
 	r.startBackground()
 	for c.Step < len(r.in.Steps) && !c.Promoted && r.outcome == "" {
 		if r.long() {
@@ -177,7 +175,7 @@ func (r *rolloutRun) scaleCanary() (bool, error) {
 	}
 	canarySide := canary.ReplicaSet{Replicas: *newRS.Spec.Replicas, Available: newRS.Status.AvailableReplicas}
 	stableSide := canary.ReplicaSet{Replicas: *stable.Spec.Replicas, Available: stable.Status.AvailableReplicas}
-	canarySide, stableSide = r.canary.canarySides(canarySide, stableSide)
+	canarySide, stableSide = canary.Counted(canarySide), canary.Counted(stableSide)
 	next := canary.Step(s.replicas, s.surge, s.unavailable, canarySide, stableSide, want)
 	if next.Canary != *newRS.Spec.Replicas {
 		scales = append(scales, r.sideScale(newRS, next.Canary, s, "canary"))

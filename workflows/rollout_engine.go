@@ -50,7 +50,8 @@ type rolloutRun struct {
 	quickTask  int
 	observedAt time.Time
 	// continueInGates: this run's waits and analysis gates end once its
-	// history is long, so it continues as new (versionContinueInGates).
+	// history is long, so it continues as new (set where a canary's or a
+	// blue-green's steps start).
 	continueInGates bool
 }
 
@@ -208,7 +209,7 @@ func (r *rolloutRun) rollsBackAtDeadline() bool {
 		return false
 	}
 	if r.stableRevision == 0 {
-		if rev := r.abortTarget(); rev != 0 && r.rereadsStableAtDeadline() {
+		if rev := r.abortTarget(); rev != 0 {
 			r.stableRevision = rev
 		}
 	}
