@@ -1,8 +1,6 @@
 package api
 
 import (
-	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/deployflow/deployflow/internal/manifest"
@@ -66,28 +64,18 @@ type PlacementStatus struct {
 	Tree *plan.Node `json:"tree,omitempty"`
 }
 
-// PlacementTree is what a placement of m will do, as a tree: each wave's
-// deploys (in parallel), then its gate.
+// PlacementTree is what a placement of m will do, as a tree
+// (plan.Placement): each wave's deploys (in parallel), then its gate.
 func PlacementTree(m *manifest.Manifest) *plan.Node {
-	root := plan.New(plan.OpPlacement, m.Lease, fmt.Sprintf("place lease %s in %d waves", m.Lease, len(m.Placement.Waves)))
-	for i, w := range m.Placement.Waves {
-		target := "wave " + strconv.Itoa(i+1)
-		wave := plan.New(plan.OpWave, target, target)
-		for _, c := range w.Clusters {
-			wave.Add(plan.New(plan.OpDeployCluster, c, "deploy to cluster "+c))
+	waves := make([]plan.Wave, 0, len(m.Placement.Waves))
+	for _, w := range m.Placement.Waves {
+		pw := plan.Wave{Clusters: w.Clusters, Pause: w.PauseDuration(), Approval: w.Approval}
+		if w.Analysis != nil {
+			pw.Analysis = w.Analysis.String()
 		}
-		if d := w.PauseDuration(); d > 0 {
-			wave.Add(plan.New(plan.OpPause, target, "pause "+d.String()))
-		}
-		if a := w.Analysis; a != nil {
-			wave.Add(plan.New(plan.OpAnalysis, target, "analysis: "+a.String()))
-		}
-		if w.Approval {
-			wave.Add(plan.New(plan.OpApproval, target, "wait for approval (deployflow promote "+m.Lease+")"))
-		}
-		root.Add(wave)
+		waves = append(waves, pw)
 	}
-	return root
+	return plan.Placement(m.Lease, waves)
 }
 
 // WaveStatus is one wave's state.

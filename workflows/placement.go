@@ -114,7 +114,7 @@ func PlacementWorkflow(ctx workflow.Context, in api.PlacementInput) (*api.Placem
 			return p.fail(i, phase, err)
 		}
 		p.st.Waves[i].Phase = api.WaveHealthy
-		p.mark(plan.OpWave, waveTarget(i), plan.Done, nil)
+		p.mark(plan.OpWave, plan.WaveTarget(i), plan.Done, nil)
 	}
 	p.st.Phase = api.PlacementSucceeded
 	setState(p.st.Tree, plan.Done, nil)
@@ -197,8 +197,6 @@ func (p *placementRun) key(wave int, cluster, what string) string {
 	return "placement:" + workflow.GetInfo(p.ctx).WorkflowExecution.RunID + ":" + strconv.Itoa(wave) + ":" + cluster + ":" + what
 }
 
-func waveTarget(i int) string { return "wave " + strconv.Itoa(i+1) }
-
 // deployWave deploys the manifest to wave i's clusters in parallel and
 // waits for all of them; it fails if any failed. An abort, or a cluster's
 // failure, interrupts the deploys still in flight (interrupts): those
@@ -207,7 +205,7 @@ func (p *placementRun) deployWave(i int) error {
 	ws := &p.st.Waves[i]
 	ws.Phase = api.WaveDeploying
 	setState(p.st.Tree, plan.Running, nil)
-	p.mark(plan.OpWave, waveTarget(i), plan.Running, nil)
+	p.mark(plan.OpWave, plan.WaveTarget(i), plan.Running, nil)
 	one := p.in.Manifest.WithoutPlacement()
 	var failed []string
 	done := 0
@@ -276,7 +274,7 @@ func (p *placementRun) deployWave(i int) error {
 	}
 	if len(failed) > 0 {
 		ws.Phase = api.WaveFailed
-		p.mark(plan.OpWave, waveTarget(i), plan.Failed, nil)
+		p.mark(plan.OpWave, plan.WaveTarget(i), plan.Failed, nil)
 		return fmt.Errorf("wave %d: the deploy failed in cluster %v", i+1, failed)
 	}
 	return nil
@@ -304,7 +302,7 @@ func (p *placementRun) fail(last int, phase string, cause error) (*api.Placement
 			}
 			n++
 			cs.Phase = api.ClusterReverting
-			rn := plan.New(plan.OpRevert, cs.Cluster, "return cluster "+cs.Cluster+" to its last-known-good manifest")
+			rn := plan.Revert(cs.Cluster)
 			setState(rn, plan.Running, nil)
 			p.st.Tree.Add(rn)
 			f := workflow.ExecuteActivity(p.clusterCtx(p.ctx, "return "+cs.Cluster+" to its last-known-good manifest"), api.ActivityDeployToCluster,

@@ -46,9 +46,9 @@ func (p *placementRun) pause(i int, d time.Duration) error {
 	}
 	ws := &p.st.Waves[i]
 	ws.Phase, ws.Gate = api.WaveGate, "pause "+d.String()
-	p.mark(plan.OpPause, waveTarget(i), plan.Running, nil)
+	p.mark(plan.OpPause, plan.WaveTarget(i), plan.Running, nil)
 	defer func() {
-		if n := p.st.Tree.Search(plan.OpPause, waveTarget(i)); n != nil && n.State == plan.Running && !p.abort {
+		if n := p.st.Tree.Search(plan.OpPause, plan.WaveTarget(i)); n != nil && n.State == plan.Running && !p.abort {
 			setState(n, plan.Done, nil)
 		}
 	}()
@@ -67,8 +67,8 @@ func (p *placementRun) pause(i int, d time.Duration) error {
 func (p *placementRun) analyse(i int, a *manifest.Analysis) error {
 	ws := &p.st.Waves[i]
 	ws.Phase = api.WaveGate
-	p.mark(plan.OpPause, waveTarget(i), plan.Done, nil)
-	p.mark(plan.OpAnalysis, waveTarget(i), plan.Running, nil)
+	p.mark(plan.OpPause, plan.WaveTarget(i), plan.Done, nil)
+	p.mark(plan.OpAnalysis, plan.WaveTarget(i), plan.Running, nil)
 	var t analysis.Tally
 	for analysis.Verdict(a, t) == analysis.Running {
 		if t.Measured > 0 {
@@ -91,17 +91,17 @@ func (p *placementRun) analyse(i int, a *manifest.Analysis) error {
 	}
 	switch analysis.Verdict(a, t) {
 	case analysis.Successful:
-		p.mark(plan.OpAnalysis, waveTarget(i), plan.Done, nil)
+		p.mark(plan.OpAnalysis, plan.WaveTarget(i), plan.Done, nil)
 		return nil
 	case analysis.Inconclusive:
 		if err := p.hold(i); err != nil {
 			return err
 		}
-		p.mark(plan.OpAnalysis, waveTarget(i), plan.Done, nil)
+		p.mark(plan.OpAnalysis, plan.WaveTarget(i), plan.Done, nil)
 		return nil
 	default:
 		ws.Phase = api.WaveFailed
-		p.mark(plan.OpAnalysis, waveTarget(i), plan.Failed, errors.New(ws.Gate))
+		p.mark(plan.OpAnalysis, plan.WaveTarget(i), plan.Failed, errors.New(ws.Gate))
 		return fmt.Errorf("wave %d: analysis failed: %s", i+1, ws.Gate)
 	}
 }
@@ -110,12 +110,12 @@ func (p *placementRun) analyse(i int, a *manifest.Analysis) error {
 // (`deployflow promote <lease>`) or aborts it.
 func (p *placementRun) approve(i int) error {
 	p.st.Waves[i].Gate = "awaiting approval: deployflow promote " + p.in.Manifest.Lease
-	p.mark(plan.OpApproval, waveTarget(i), plan.Running, nil)
+	p.mark(plan.OpApproval, plan.WaveTarget(i), plan.Running, nil)
 	if err := p.hold(i); err != nil {
-		p.mark(plan.OpApproval, waveTarget(i), plan.Failed, err)
+		p.mark(plan.OpApproval, plan.WaveTarget(i), plan.Failed, err)
 		return err
 	}
-	p.mark(plan.OpApproval, waveTarget(i), plan.Done, nil)
+	p.mark(plan.OpApproval, plan.WaveTarget(i), plan.Done, nil)
 	return nil
 }
 
