@@ -70,26 +70,28 @@ func (p *placementRun) analyse(i int, a *manifest.Analysis) error {
 	p.mark(plan.OpPause, plan.WaveTarget(i), plan.Done, nil)
 	p.mark(plan.OpAnalysis, plan.WaveTarget(i), plan.Running, nil)
 	var t analysis.Tally
-	for analysis.Verdict(a, t) == analysis.Running {
-		if t.Measured > 0 {
-			if _, err := workflow.AwaitWithTimeout(p.ctx, a.IntervalDuration(), func() bool { return p.abort }); err != nil {
-				return err
+	verdict, err := runAnalysis(a, &t, analysisRun{
+		wait: func(d time.Duration) (bool, error) {
+			if _, err := workflow.AwaitWithTimeout(p.ctx, d, func() bool { return p.abort }); err != nil {
+				return true, err
 			}
-			if p.abort {
-				return errAborted
+			return p.abort, nil
+		},
+		measure: func() (analysis.Phase, string) {
+			if a.Job != nil {
+				return p.runJobs(i, a)
 			}
-		}
-		var phase analysis.Phase
-		var msg string
-		if a.Job != nil {
-			phase, msg = p.runJobs(i, a)
-		} else {
-			phase, msg = p.measure(a)
-		}
-		t.Add(phase)
-		ws.Gate = fmt.Sprintf("analysis %s: %s", analysed(a), msg)
+			return p.measure(a)
+		},
+		report: func(msg string) { ws.Gate = fmt.Sprintf("analysis %s: %s", analysed(a), msg) },
+	})
+	switch {
+	case err != nil:
+		return err
+	case verdict == analysis.Running: // stopped only by an abort
+		return errAborted
 	}
-	switch analysis.Verdict(a, t) {
+	switch verdict {
 	case analysis.Successful:
 		p.mark(plan.OpAnalysis, plan.WaveTarget(i), plan.Done, nil)
 		return nil

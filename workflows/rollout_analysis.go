@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -22,26 +23,17 @@ import (
 // gate, or aborted), or the history is long (the run continues as new and
 // its successor goes on with t).
 func (r *rolloutRun) runGate(a *manifest.Analysis, t *analysis.Tally, last *string, skip func() bool) (analysis.Phase, error) {
-	for analysis.Verdict(a, *t) == analysis.Running {
-		if r.long() {
-			return analysis.Running, nil // the tally goes on in the continued run
-		}
-		if t.Measured > 0 {
-			if _, err := workflow.AwaitWithTimeout(r.ctx, a.IntervalDuration(), r.orLong(skip)); err != nil {
-				return "", err
+	return runAnalysis(a, t, analysisRun{
+		stop: r.long, // the tally goes on in the continued run
+		wait: func(d time.Duration) (bool, error) {
+			if _, err := workflow.AwaitWithTimeout(r.ctx, d, r.orLong(skip)); err != nil {
+				return true, err
 			}
-			if skip() {
-				return analysis.Running, nil
-			}
-			if r.long() {
-				return analysis.Running, nil
-			}
-		}
-		phase, msg := r.measure(r.ctx, a)
-		*last = msg
-		t.Add(phase)
-	}
-	return analysis.Verdict(a, *t), nil
+			return skip() || r.long(), nil
+		},
+		measure: func() (analysis.Phase, string) { return r.measure(r.ctx, a) },
+		report:  func(msg string) { *last = msg },
+	})
 }
 
 // measure is one measurement, judged. What could not be measured is

@@ -1,0 +1,53 @@
+package workflows
+
+import (
+	"time"
+
+	"github.com/deployflow/deployflow/internal/analysis"
+	"github.com/deployflow/deployflow/internal/manifest"
+)
+
+// The one analysis runner (issue 36.5): a canary's analysis step, a
+// blue-green's pre- and post-promotion analyses and a placement wave's
+// analysis take their measurements through runAnalysis, interval apart,
+// until internal/analysis gives its verdict. They differ only in how they
+// wait, what they measure with and where they show the last measurement
+// (analysisRun). A canary's background analysis is not a gate: it runs
+// beside the steps until they end (startBackground).
+
+// analysisRun is how one analysis gate waits, measures and reports.
+type analysisRun struct {
+	// stop, if set, is asked before each measurement: true hands the tally
+	// on (a rollout's long history: its continued run goes on with it).
+	stop func() bool
+	// wait waits the interval between two measurements; stop: the gate
+	// ends without a verdict (promoted past it, aborted, a long history).
+	wait func(d time.Duration) (stop bool, err error)
+	// measure takes one measurement, judged where it was taken.
+	measure func() (analysis.Phase, string)
+	// report shows the last measurement.
+	report func(msg string)
+}
+
+// runAnalysis takes a's measurements into t until its verdict is in, and
+// returns it: Running if the gate stopped first, "" with wait's error.
+func runAnalysis(a *manifest.Analysis, t *analysis.Tally, run analysisRun) (analysis.Phase, error) {
+	for analysis.Verdict(a, *t) == analysis.Running {
+		if run.stop != nil && run.stop() {
+			return analysis.Running, nil
+		}
+		if t.Measured > 0 {
+			stop, err := run.wait(a.IntervalDuration())
+			if err != nil {
+				return "", err
+			}
+			if stop {
+				return analysis.Running, nil
+			}
+		}
+		phase, msg := run.measure()
+		run.report(msg)
+		t.Add(phase)
+	}
+	return analysis.Verdict(a, *t), nil
+}
