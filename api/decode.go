@@ -26,9 +26,10 @@ import (
 // inputProblems checks data, a JSON object meant for a value of v's struct
 // type, and returns a *manifest.ValidationError naming every unknown field
 // and every value of the wrong type, or nil. The field manifestField, if
-// any, is checked as a manifest (manifest.Parse: its problems come back
-// under "<manifestField>.", with the field probably meant).
-func inputProblems(data []byte, v any, manifestField string) error {
+// any, is checked as a manifest by parse (manifest.Parse, today's rules:
+// its problems come back under "<manifestField>.", with the field probably
+// meant).
+func inputProblems(data []byte, v any, manifestField string, parse func([]byte) (*manifest.Manifest, error)) error {
 	t := reflect.TypeOf(v)
 	fields := map[string]reflect.Type{}
 	for i := range t.NumField() {
@@ -58,7 +59,7 @@ func inputProblems(data []byte, v any, manifestField string) error {
 			// Today's rules: an input typed by hand is never parsed with
 			// the legacy rules (issue 35.1), which only a run's own
 			// carried manifests take (decoded apart, validateManifest).
-			_, err := manifest.Parse(top[k])
+			_, err := parse(top[k])
 			var verr *manifest.ValidationError
 			switch {
 			case errors.As(err, &verr):
@@ -115,7 +116,7 @@ func strictly[P any](data []byte, into *P, manifestField string) error {
 	}
 	err := json.Unmarshal(data, into)
 	var zero P
-	if problems := inputProblems(data, zero, manifestField); problems != nil {
+	if problems := inputProblems(data, zero, manifestField, manifest.Parse); problems != nil {
 		return problems
 	}
 	return err
@@ -163,8 +164,23 @@ func (in *DeployInput) UnmarshalJSON(data []byte) error {
 func (r *DeployRequest) UnmarshalJSON(data []byte) error {
 	type plain DeployRequest
 	r.invalid = strictly(data, (*plain)(r), "manifest")
+	if r.invalid != nil && len(data) <= MaxInputSize {
+		// Refused by today's rules only? A placement returning a lease to
+		// its last-known-good manifest sends one accepted under the rules
+		// of its day (PassesTheRulesOfItsDay).
+		var zero plain
+		r.ofItsDay = inputProblems(data, zero, "manifest", manifest.ParseLenient) == nil
+	}
 	return nil
 }
+
+// PassesTheRulesOfItsDay reports whether a request that today's rules
+// refuse (Invalid) passes the rules a lease's carried manifests are held
+// to (manifest.ParseLenient: the rules before issue 20's stricter ones).
+// The lease's workflow takes such a request only when it returns the lease
+// to its last-known-good manifest, which was accepted under those rules: a
+// placement's return is never refused for a rule tightened since.
+func (r *DeployRequest) PassesTheRulesOfItsDay() bool { return r.ofItsDay }
 
 // UnmarshalJSON decodes a RolloutInput; one typed by hand (no carry) is
 // checked strictly, and what is wrong is kept for the workflow to refuse.

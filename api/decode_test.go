@@ -203,3 +203,28 @@ func TestA300KBManifestTypedByHandIsRefusedByTheManifestsSize(t *testing.T) {
 		assert.Contains(t, v.Invalid().Error(), "more than the 262144 allowed", "%T", v)
 	}
 }
+
+// A deploy request whose manifest only today's rules refuse (it passes the
+// rules before issue 20's, as a lease's last-known-good manifest may) says
+// so: the lease's workflow takes it as a return to that manifest. One with
+// a problem the older rules refuse too does not.
+func TestADeployRequestSaysWhetherOnlyTodaysRulesRefuseIt(t *testing.T) {
+	older := `{"manifest": {"lease": "l", "services": [{"name": "web", "image": "nginx:1.27", "rollout": {"strategy": "Canary", "steps": [{"analysis": {"prometheus": {"query": "rate(x[1m])"}, "successCondition": "result in [200, 204]"}}]}}]}, "ifLast": "k"}`
+	var req DeployRequest
+	require.NoError(t, json.Unmarshal([]byte(older), &req))
+	require.Error(t, req.Invalid(), "today's rules refuse its condition")
+	assert.True(t, req.PassesTheRulesOfItsDay())
+
+	for _, bad := range []string{
+		`{"manifest": {"lease": "l", "services": [{"name": "web", "image": "nginx:1.27", "replica": 3}]}}`,
+		`{"manifest": {"lease": "l", "services": [{"name": "web", "image": "nginx:1.27"}]}, "ifLst": "k"}`,
+	} {
+		var req DeployRequest
+		require.NoError(t, json.Unmarshal([]byte(bad), &req))
+		require.Error(t, req.Invalid(), bad)
+		assert.False(t, req.PassesTheRulesOfItsDay(), bad)
+	}
+	var ok DeployRequest
+	require.NoError(t, json.Unmarshal([]byte(`{"manifest": {"lease": "l", "services": [{"name": "web", "image": "nginx:1.27"}]}}`), &ok))
+	assert.NoError(t, ok.Invalid())
+}

@@ -146,5 +146,6 @@ type DeployRequest struct {
 	// request lands, so a deploy sent meanwhile is never replaced.
 	IfLast string `json:"ifLast,omitempty"`
 
-	invalid error // what is wrong with a request typed by hand (UnmarshalJSON)
+	invalid  error // what is wrong with a request typed by hand (UnmarshalJSON)
+	ofItsDay bool  // refused by today's rules only (PassesTheRulesOfItsDay)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/deployflow/deployflow/api"
+	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
@@ -189,6 +190,61 @@ func TestAReturnGuardedByItsKeyNeverReplacesANewerDeploy(t *testing.T) {
 				require.NoError(t, rejection)
 				assert.Equal(t, "nginx:1.26", last.Image["web"], "returned to the last-known-good manifest")
 			}
+		})
+	}
+}
+
+// A placement's return sends a cluster's lease back to its last-known-good
+// manifest, accepted under the rules of its day. Before, the deploy update
+// decoded it by today's rules and its validator refused it (the rules had
+// tightened since: here a condition language issue 20 narrowed), so a
+// failed placement could not return that cluster. It is taken now as the
+// return it is; the same manifest sent by anyone else, or sent as a return
+// that is not to the last-known-good one, is still refused.
+func TestAPlacementsReturnToALastGoodManifestOfOlderRulesIsTaken(t *testing.T) {
+	const key = "placement:run-1:1:eu-1:deploy"
+	older := oneService("l") // accepted before issue 20: today's rules refuse its condition
+	older.Services[0].Rollout = &manifest.Rollout{Strategy: manifest.StrategyCanary, Steps: []manifest.CanaryStep{{Analysis: &manifest.Analysis{
+		Prometheus: &manifest.PrometheusQuery{Query: `rate(x{namespace="lease-l"}[1m])`}, SuccessCondition: "result in [200, 204]"}}}}
+	require.Error(t, older.Validate(), "today's rules refuse it")
+	require.NoError(t, older.ValidateLenient(), "the rules of its day took it")
+	lastGood := withDefaults(&older)
+	other := *lastGood
+	other.Services = []manifest.Service{other.Services[0]}
+	other.Services[0].Image = "nginx:1.25"
+
+	for _, tc := range []struct {
+		name   string
+		req    api.DeployRequest
+		refuse string // the refusal, "" if taken
+	}{
+		{"the placement's return to it", api.DeployRequest{Manifest: *lastGood, Trigger: "placement", Key: "placement:run-1:1:eu-1:revert", IfLast: key}, ""},
+		{"the same manifest from the CLI", api.DeployRequest{Manifest: *lastGood, Trigger: "cli"}, "successCondition"},
+		{"a return to another manifest", api.DeployRequest{Manifest: other, Trigger: "placement", Key: "placement:run-1:1:eu-1:revert", IfLast: key}, "successCondition"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := idleLease(t, func(env *deployEnv) {
+				env.OnWorkflow(RolloutWorkflow, mock.Anything, mock.Anything).Return(&api.RolloutResult{Outcome: api.OutcomeComplete, DesiredReplicas: 1}, nil).Maybe()
+			})
+			env.in.Carry.LastGood = lastGood
+			env.in.Carry.History = []api.DeployRecord{{Revision: 1, Key: key, Outcome: "Succeeded"}}
+			var rejection error
+			accepted := false
+			env.RegisterDelayedCallback(func() {
+				env.UpdateWorkflow(api.UpdateDeploy, "return", &testsuite.TestUpdateCallback{
+					OnReject: func(err error) { rejection = err }, OnAccept: func() { accepted = true }, OnComplete: func(any, error) {},
+				}, tc.req)
+			}, time.Second)
+			env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, time.Hour)
+			env.ExecuteWorkflow(DeployWorkflow, env.in.encode())
+			if tc.refuse != "" {
+				require.Error(t, rejection, "refused by today's rules")
+				assert.Contains(t, rejection.Error(), tc.refuse)
+				assert.False(t, accepted)
+				return
+			}
+			require.NoError(t, rejection, "a return to the last-known-good manifest is taken")
+			assert.True(t, accepted)
 		})
 	}
 }

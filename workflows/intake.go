@@ -1,6 +1,9 @@
 package workflows
 
-import "github.com/deployflow/deployflow/internal/manifest"
+import (
+	"github.com/deployflow/deployflow/api"
+	"github.com/deployflow/deployflow/internal/manifest"
+)
 
 // Where a manifest enters a workflow, and the one place its defaults are
 // filled (issue 36.3). A lease's workflow takes a manifest from its start
@@ -32,4 +35,13 @@ func (w *deployRun) takeCarried() {
 			*m = withDefaults(*m)
 		}
 	}
+}
+
+// returnsToLastGood reports whether req returns the lease to its
+// last-known-good manifest (a placement's return, IfLast set). That
+// manifest was accepted under the rules of its day, and is held to them:
+// the update's validator takes it though a rule has tightened since
+// (api.DeployRequest.PassesTheRulesOfItsDay).
+func (w *deployRun) returnsToLastGood(req api.DeployRequest) bool {
+	return req.IfLast != "" && w.LastGood != nil && sameManifest(withDefaults(&req.Manifest), w.LastGood)
 }
