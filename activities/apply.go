@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/internal/observe"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
@@ -327,35 +326,6 @@ func classify(d *appsv1.Deployment, rsList []*appsv1.ReplicaSet) *Classification
 		c.Class = ChangeNone
 	}
 	return c
-}
-
-// HealthInput names the services whose availability to check.
-type HealthInput struct {
-	Namespace string   `json:"namespace"`
-	Services  []string `json:"services"`
-}
-
-// CheckHealth reads each service's ReplicaSets and reports desired vs
-// available replicas. It does not retry for long: the monitor treats an
-// error as "unknown" (the API server is unreachable), never as unhealthy.
-func (a *Activities) CheckHealth(ctx context.Context, in HealthInput) ([]observe.ServiceHealth, error) {
-	out := make([]observe.ServiceHealth, 0, len(in.Services))
-	for _, svc := range in.Services {
-		st, err := a.ReadRolloutState(ctx, ServiceRef{Namespace: in.Namespace, Service: svc})
-		if err != nil {
-			return nil, err
-		}
-		h := observe.ServiceHealth{Service: svc}
-		for _, rs := range st.ReplicaSets {
-			if rs.Spec.Replicas != nil {
-				h.Desired += *rs.Spec.Replicas
-			}
-			h.Available += rs.Status.AvailableReplicas
-		}
-		out = append(out, h)
-	}
-	activity.GetLogger(ctx).Debug("health", "namespace", in.Namespace, "services", out)
-	return out, nil
 }
 
 // DeleteNamespace deletes the lease's namespace and waits until it is gone

@@ -126,7 +126,6 @@ func TestIdleLeaseTakesOnlyObservationsThatChangeSomething(t *testing.T) {
 	require.NoError(t, env.GetWorkflowResult(&st))
 	assert.Equal(t, api.PhaseTornDown, st.Phase)
 	env.AssertNotCalled(t, "ObserveLease", mock.Anything, mock.Anything)
-	env.AssertNotCalled(t, "CheckHealth", mock.Anything, mock.Anything)
 	env.AssertNumberOfCalls(t, "CheckLease", 2) // once per "closed", to confirm it
 }
 
@@ -206,7 +205,6 @@ func TestIdleLeaseSafetyNetIsOneObservationAnHour(t *testing.T) {
 		assert.InDelta(t, float64(time.Duration(i+1)*time.Hour), float64(at), float64(time.Minute), "tick %d at %v", i, at)
 	}
 	env.AssertNumberOfCalls(t, "CheckLease", 1) // once, to confirm the close
-	env.AssertNotCalled(t, "CheckHealth", mock.Anything, mock.Anything)
 }
 
 // A deploy in progress defers observations (its rollouts watch the

@@ -19,7 +19,6 @@ import (
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/internal/observe"
 )
 
 // Unit tests of DeployWorkflow's decisions on the SDK's test environment,
@@ -82,7 +81,6 @@ func newDeployEnv(t *testing.T, setup func(*deployEnv)) *deployEnv {
 		}).Maybe()
 	env.OnActivity(a.ReportPhase, mock.Anything, mock.Anything).Return(nil).Maybe()
 	env.OnActivity(a.ReportDeploy, mock.Anything, mock.Anything).Return(nil).Maybe()
-	env.OnActivity(a.CheckHealth, mock.Anything, mock.Anything).Return([]observe.ServiceHealth{{Service: "web", Desired: 1, Available: 1}}, nil).Maybe()
 	return env
 }
 
