@@ -3,6 +3,7 @@ package devstack
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -307,12 +308,30 @@ current-context: %[1]s
 
 // replaceFile replaces path's content in one rename: a reader (kubectl, a
 // test binary starting beside) never sees half of it, nor an empty file.
+// Writers side by side (runs that share an extra cluster start it at once)
+// each write a temporary file of their own: with one name for all, one's
+// rename took the other's file, whose rename then failed.
 func replaceFile(path string, data []byte) error {
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.new")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	tmp := f.Name()
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
 }
 
 // KCMAPIQPSEnv lifts kube-controller-manager's own client rate limit (its
