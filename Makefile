@@ -67,8 +67,12 @@ unit:
 # unit-repeat REPEAT_PKGS=./... repeats every package's unit tests. (CI= :
 # -short skips the live tests here even on CI, where make test runs them;
 # the long pause, one deterministic simulation, runs once, in make test.)
+# First, once, under the race detector: a wave's deploys and Jobs run side
+# by side on the SDK's test environment, and a fake that recorded them
+# unguarded lost one deploy in one run of five.
 REPEAT_PKGS ?= ./workflows/
 unit-repeat:
+	CI= $(GO) test -race -count=1 -short -timeout 20m $(REPEAT_PKGS)
 	CI= $(GO) test -count=5 -shuffle=on -short -timeout 20m -skip '^TestALongPause' $(REPEAT_PKGS)
 
 # Three phases, each with a go test -json report in bin/ (the slowest

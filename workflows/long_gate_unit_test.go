@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,10 +105,10 @@ func TestALongPauseWithTheFastestAnalysisKeepsEveryRunUnderTheHistoryLimit(t *te
 		}
 		env.ExecuteWorkflow(RolloutWorkflow, in)
 		require.True(t, env.IsWorkflowCompleted())
-		measured += model.measured
+		measured += int(model.measured.Load())
 		longest = max(longest, model.events)
 		assert.Less(t, model.events, continueAsNewAfter+3*oneMeasure,
-			"run %d outgrew its budget: %d events (%d measurements)", runs, model.events, model.measured)
+			"run %d outgrew its budget: %d events (%d measurements)", runs, model.events, model.measured.Load())
 		now = env.Now()
 
 		var can *workflow.ContinueAsNewError
@@ -149,7 +151,7 @@ func TestALongPauseWithTheFastestAnalysisKeepsEveryRunUnderTheHistoryLimit(t *te
 type historyModel struct {
 	env      *testsuite.TestWorkflowEnvironment
 	events   int
-	measured int
+	measured atomic.Int64 // counted by the activity's goroutine
 }
 
 func (h *historyModel) add(n int) {
@@ -176,6 +178,7 @@ const gateMarkers = 20
 // fakeReplicaSets is a cluster for the SDK's test environment: the
 // ReplicaSets a rollout writes, each scaled one available at once.
 type fakeReplicaSets struct {
+	mu     sync.Mutex // the activities' goroutines and the test's
 	rs     map[string]*appsv1.ReplicaSet
 	writes int
 	// staleOnce: ReplicaSets the next read returns with this many
@@ -190,6 +193,13 @@ func newFakeReplicaSets() *fakeReplicaSets {
 }
 
 func (f *fakeReplicaSets) state() activities.RolloutState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.snapshot()
+}
+
+// snapshot is state, f.mu held.
+func (f *fakeReplicaSets) snapshot() activities.RolloutState {
 	names := make([]string, 0, len(f.rs))
 	for name := range f.rs {
 		names = append(names, name)
@@ -217,6 +227,8 @@ func (f *fakeReplicaSets) available(rs *appsv1.ReplicaSet) {
 }
 
 func (f *fakeReplicaSets) apply(in activities.ApplyPlanInput) *activities.ApplyPlanResult {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.writes++
 	if u := in.Update; u != nil {
 		rs := u.DeepCopy()
@@ -239,7 +251,7 @@ func (f *fakeReplicaSets) apply(in activities.ApplyPlanInput) *activities.ApplyP
 	for _, name := range in.Deletes {
 		delete(f.rs, name)
 	}
-	return &activities.ApplyPlanResult{State: f.state(), Scales: scales}
+	return &activities.ApplyPlanResult{State: f.snapshot(), Scales: scales}
 }
 
 // env is one run's test environment on the fake cluster, its clock at now;
@@ -276,7 +288,7 @@ func (f *fakeReplicaSets) env(t *testing.T, now time.Time, continued string) (*t
 		}).After(time.Minute).Maybe()
 	env.OnActivity(a.MeasurePrometheus, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.MeasureInput) (*activities.Measurement, error) {
-			model.measured++
+			model.measured.Add(1)
 			one := 1.0
 			return &activities.Measurement{Value: &one, Phase: analysis.Successful, Message: "1"}, nil
 		}).Maybe()

@@ -27,6 +27,11 @@ import (
 // recorded with the test clock's time.
 type placementEnv struct {
 	*testsuite.TestWorkflowEnvironment
+	// mu guards deploys and at: a wave's deploys run side by side, each
+	// activity in a goroutine of its own. Unguarded, two appends raced and
+	// one deploy went missing from the record (make unit-repeat, 1 in 5
+	// runs; go test -race reported it every time).
+	mu      sync.Mutex
 	deploys []api.ClusterDeployInput
 	at      []time.Time
 	// firstDeploy, when set, is waited for by the first cluster deploy
@@ -48,9 +53,14 @@ func newPlacementEnv(t *testing.T, lastGood *manifest.Manifest) *placementEnv {
 		activity.RegisterOptions{Name: api.ActivityReadCluster})
 	pe.RegisterActivityWithOptions(func(context.Context, manifest.Manifest) error { return nil }, activity.RegisterOptions{Name: api.ActivityCheckPlacement})
 	pe.RegisterActivityWithOptions(func(_ context.Context, in api.ClusterDeployInput) (api.ClusterDeployResult, error) {
-		if len(pe.deploys) == 0 && pe.firstDeploy != nil {
+		pe.mu.Lock()
+		first := len(pe.deploys) == 0
+		pe.mu.Unlock()
+		if first && pe.firstDeploy != nil {
 			<-pe.firstDeploy
 		}
+		pe.mu.Lock()
+		defer pe.mu.Unlock()
 		pe.deploys = append(pe.deploys, in)
 		pe.at = append(pe.at, pe.Now())
 		return api.ClusterDeployResult{Revision: int64(len(pe.deploys)), Outcome: "Succeeded", Succeeded: true}, nil
@@ -59,6 +69,8 @@ func newPlacementEnv(t *testing.T, lastGood *manifest.Manifest) *placementEnv {
 }
 
 func (pe *placementEnv) clusters() []string {
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
 	var out []string
 	for _, d := range pe.deploys {
 		_, what, _ := strings.Cut(strings.TrimPrefix(d.Key, "placement:"), ":")
@@ -322,9 +334,12 @@ func TestAWavesJobRunsInEachOfItsClustersAndOneFailureFailsIt(t *testing.T) {
 	good.Services[0].Image = "nginx:1.26"
 	pe := newPlacementEnv(t, &good)
 	ran := map[string]string{} // task queue → the Job's namespace
+	var mu sync.Mutex          // the wave's Jobs run side by side
 	pe.RegisterActivityWithOptions(func(ctx context.Context, in activities.JobCheckInput) (*activities.Measurement, error) {
 		q := activity.GetInfo(ctx).TaskQueue
+		mu.Lock()
 		ran[q] = in.Namespace
+		mu.Unlock()
 		if strings.HasSuffix(q, "@eu-1") {
 			return &activities.Measurement{Phase: analysis.Failed, Message: "job " + in.Name + " failed"}, nil
 		}
