@@ -2,14 +2,10 @@ package workflows
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // Issue 36.3: a manifest's defaults are filled where it enters a workflow
@@ -21,41 +17,24 @@ import (
 // of withDefaults from any other function, fails here.
 func TestDefaultsAreFilledWhereAManifestEnters(t *testing.T) {
 	entries := map[string]int{"taken": 0, "takeCarried": 0, "PlanWorkflow": 0, "returnsToLastGood": 0}
-	files, err := filepath.Glob("*.go")
-	require.NoError(t, err)
-	fset := token.NewFileSet()
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
+	inspectFuncs(t, func(fset *token.FileSet, fn *ast.FuncDecl, n ast.Node) {
+		c, ok := n.(*ast.CallExpr)
+		if !ok {
+			return
 		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		require.NoError(t, err)
-		for _, d := range f.Decls {
-			fn, ok := d.(*ast.FuncDecl)
-			if !ok || fn.Body == nil {
-				continue
+		switch f := c.Fun.(type) {
+		case *ast.SelectorExpr:
+			if f.Sel.Name == "WithDefaults" {
+				assert.Equal(t, "withDefaults", fn.Name.Name, "%s: %s fills a manifest's defaults: only withDefaults does (intake.go)", fset.Position(c.Pos()), fn.Name.Name)
 			}
-			ast.Inspect(fn.Body, func(n ast.Node) bool {
-				c, ok := n.(*ast.CallExpr)
-				if !ok {
-					return true
-				}
-				switch f := c.Fun.(type) {
-				case *ast.SelectorExpr:
-					if f.Sel.Name == "WithDefaults" {
-						assert.Equal(t, "withDefaults", fn.Name.Name, "%s: %s fills a manifest's defaults: only withDefaults does (intake.go)", fset.Position(c.Pos()), fn.Name.Name)
-					}
-				case *ast.Ident:
-					if f.Name == "withDefaults" {
-						_, entry := entries[fn.Name.Name]
-						assert.True(t, entry, "%s: %s fills a manifest's defaults: a manifest has them from where it entered (taken, takeCarried, PlanWorkflow, returnsToLastGood)", fset.Position(c.Pos()), fn.Name.Name)
-						entries[fn.Name.Name]++
-					}
-				}
-				return true
-			})
+		case *ast.Ident:
+			if f.Name == "withDefaults" {
+				_, entry := entries[fn.Name.Name]
+				assert.True(t, entry, "%s: %s fills a manifest's defaults: a manifest has them from where it entered (taken, takeCarried, PlanWorkflow, returnsToLastGood)", fset.Position(c.Pos()), fn.Name.Name)
+				entries[fn.Name.Name]++
+			}
 		}
-	}
+	})
 	for entry, n := range entries {
 		assert.Equal(t, 1, n, "%s fills the defaults of what enters, once", entry)
 	}
