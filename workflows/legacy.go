@@ -28,10 +28,8 @@ import (
 // behaviour is how one run's code differs from the current path, decided
 // at its start.
 type behaviour struct {
-	ctx workflow.Context
-	// batched: the run takes versionFewerEvents, and with it every change
-	// before it without asking; asked at start, or handed on in the input
-	// by a run that took it.
+	// batched: the run takes versionFewerEvents; asked at start, or handed
+	// on in the input by a run that took it.
 	batched bool
 	// hardened: the run takes the manifests sent to it hardened
 	// (versionHardenedPods); a fresh run knows it with batched, a run
@@ -44,10 +42,10 @@ type behaviour struct {
 // marker needed; hardened says whether that run took versionHardenedPods).
 func newBehaviour(ctx workflow.Context, inherited, hardened bool) behaviour {
 	if inherited {
-		return behaviour{ctx: ctx, batched: true, hardened: hardened}
+		return behaviour{batched: true, hardened: hardened}
 	}
 	batched, hardened := gateThen(ctx, versionFewerEvents, versionHardenedPods)
-	return behaviour{ctx: ctx, batched: batched, hardened: hardened}
+	return behaviour{batched: batched, hardened: hardened}
 }
 
 // batches: the run calls the cluster in batched local activities, hands
