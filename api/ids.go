@@ -25,6 +25,17 @@ func DeployWorkflowIDIn(lease, cluster string) string {
 	return DeployWorkflowID(lease) + "@" + cluster
 }
 
+// LeaseOfWorkflowID is DeployWorkflowIDIn's inverse: the lease and cluster
+// a lease workflow's ID names; ok is false for any other ID.
+func LeaseOfWorkflowID(id string) (lease, cluster string, ok bool) {
+	rest, ok := strings.CutPrefix(id, DeployWorkflowID(""))
+	if !ok {
+		return "", "", false
+	}
+	lease, cluster, _ = strings.Cut(rest, "@")
+	return lease, cluster, true
+}
+
 // IDSeparator joins the parts of deployflow's workflow IDs. It cannot occur
 // in a namespace, lease or service name (DNS labels: a-z, 0-9 and '-'), so
 // no two (namespace, service) pairs share an ID.

@@ -13,17 +13,6 @@ import (
 	"github.com/deployflow/deployflow/internal/manifest"
 )
 
-// leaseOfWorkflowID is DeployWorkflowIDIn's inverse: the lease and cluster
-// a lease workflow's ID names.
-func leaseOfWorkflowID(id string) (lease, cluster string, ok bool) {
-	rest, ok := strings.CutPrefix(id, api.DeployWorkflowID(""))
-	if !ok {
-		return "", "", false
-	}
-	lease, cluster, _ = strings.Cut(rest, "@")
-	return lease, cluster, true
-}
-
 // DeployWorkflow is one lease's durable deployment, the deploymentManager of
 // the Akash provider rebuilt on Temporal. It deploys the manifest it starts
 // with, then waits for work: a new manifest (the "deploy" update, usually
@@ -226,14 +215,6 @@ func (w *deployRun) keepRestarts(m *manifest.Manifest) *manifest.Manifest {
 		out.Services[i].PodAnnotations = ann
 	}
 	return &out
-}
-
-func errorMessage(err error) string {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		return fmt.Sprintf("%s: %s", appErr.Type(), appErr.Message())
-	}
-	return err.Error()
 }
 
 // end closes the workflow of a lease that is unknown or closed and has

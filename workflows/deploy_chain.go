@@ -240,7 +240,7 @@ func (w *deployRun) rollOut(rollouts map[string]api.RolloutInput) (map[string]ap
 	for _, svc := range services {
 		in := rollouts[svc]
 		ctx := rolloutChild(childCtx, rolloutID(in.Namespace, svc), fmt.Sprintf("rollout %s to %s", svc, firstImage(in)))
-		f := workflow.ExecuteChildWorkflow(ctx, RolloutWorkflow, in)
+		f := workflow.ExecuteChildWorkflow(ctx, api.RolloutWorkflow, in)
 		if n := w.nodes[svc]; n != nil {
 			setState(n, planpkg.Running, nil)
 		}

@@ -194,26 +194,6 @@ func converterDecode(can *workflow.ContinueAsNewError, out any) error {
 	return converter.GetDefaultDataConverter().FromPayloads(can.Input, out)
 }
 
-// Issue 8.2: RolloutWorkflow created any namespace it was given (kube-system
-// included) and wrote ReplicaSets there with the worker's credentials. A
-// namespace the worker may not act in now ends it, typed, before any write.
-func TestRolloutWorkflowStopsAtANamespaceItMayNotActIn(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	a := &activities.Activities{}
-	env.RegisterActivity(a)
-	env.OnActivity(a.PrepareRollout, mock.Anything, mock.Anything).Return(
-		nil, temporal.NewNonRetryableApplicationError("namespace kube-system: is not managed by deployflow", activities.ErrNamespaceNotAllowed, nil))
-	in := validInput()
-	in.Namespace = "kube-system"
-	env.ExecuteWorkflow(RolloutWorkflow, in)
-	require.True(t, env.IsWorkflowCompleted())
-	var appErr *temporal.ApplicationError
-	require.True(t, errors.As(env.GetWorkflowError(), &appErr), "got %v", env.GetWorkflowError())
-	assert.Equal(t, activities.ErrNamespaceNotAllowed, appErr.Type())
-	env.AssertNotCalled(t, "ApplyPlan", mock.Anything, mock.Anything)
-}
-
 // Issue 11.3 regression: a batched step slower than one Kubernetes call's
 // budget (500 deploys sharing the worker's rate limit made ApplyDeploy
 // take about a minute, against 30s for one call) timed out on every

@@ -23,11 +23,6 @@ import (
 // moved to its last-known-good manifest, in reverse wave order; the waves
 // after it are never touched.
 
-// replayerWorkflowID is the ID the SDK's replayer runs a recorded history
-// under: let through only while replaying (a run started under that ID
-// meets the check in its first, live, workflow task and is refused).
-const replayerWorkflowID = "ReplayId"
-
 // checkPlacementID refuses a placement started under another ID than its
 // lease's: a second one would deploy the same lease beside the first.
 func checkPlacementID(ctx workflow.Context, lease string) error {

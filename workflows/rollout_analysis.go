@@ -1,8 +1,6 @@
 package workflows
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -78,13 +76,6 @@ func (r *rolloutRun) measure(ctx workflow.Context, a *manifest.Analysis) (analys
 		phase = analysis.Inconclusive
 	}
 	return phase, fmt.Sprintf("%s %s", m.Message, phase)
-}
-
-// analysisJobName is the name of a rollout run's n-th analysis Job:
-// <service>-check-<hash of the run and n>, the same on every attempt.
-func analysisJobName(svc, runID string, n int) string {
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", runID, n)))
-	return svc + "-check-" + hex.EncodeToString(sum[:5])
 }
 
 // startBackground runs the canary's background analysis, if it has one,

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/k8s/rollout"
 )
 
@@ -52,7 +53,7 @@ func (r *rolloutRun) namespace() activities.EnsureNamespaceInput {
 // it continues (its carry is the workflow's own: input_guard.go).
 func (r *rolloutRun) parentLease() string {
 	if p := workflow.GetInfo(r.ctx).ParentWorkflowExecution; p != nil {
-		if lease, _, ok := leaseOfWorkflowID(p.ID); ok {
+		if lease, _, ok := api.LeaseOfWorkflowID(p.ID); ok {
 			return lease
 		}
 		return ""

@@ -10,10 +10,6 @@ import (
 // A rollout's hand-over to its next run: when the history is long (in its
 // syncs, and inside its gates and waits: issue 20.8), and what it carries.
 
-// continueAsNewAfter caps one run's history; the rollout then continues as
-// a new run carrying its desired state and status.
-const continueAsNewAfter = 4000
-
 // minHistoryEvents is the smallest MaxHistoryEvents a rollout accepts: a
 // run must get through its first syncs.
 const minHistoryEvents = 20

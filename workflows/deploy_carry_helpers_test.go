@@ -24,12 +24,3 @@ func deployed(in api.DeployInput) deployInput {
 	}
 	return d
 }
-
-// rolledOut decodes a rollout's input as the workflow does.
-func rolledOut(in api.RolloutInput) rolloutInput {
-	r, err := decodeRolloutInput(in)
-	if err != nil {
-		panic(err)
-	}
-	return r
-}

@@ -49,62 +49,6 @@ func TestGuardRefusesWhatOnlyTheWorkflowWrites(t *testing.T) {
 	} {
 		assert.NoError(t, deployed(ok).guard(true))
 	}
-	assert.Error(t, rolledOut(api.RolloutInput{Namespace: "shop", Service: "web", Carry: rawCarry(&rolloutCarry{})}).guard(false, false))
-	assert.NoError(t, rolledOut(api.RolloutInput{Namespace: "shop", Service: "web", Carry: rawCarry(&rolloutCarry{})}).guard(true, false))
-}
-
-// Issue 35: a rollout started by hand carries its canary steps and
-// analyses without a manifest around them, and they were never validated
-// (a condition in expr's full language, a PromQL query no lease scope
-// fits, a step that is two things at once: each reached the activities
-// that measure). They are validated as a manifest's would be, naming the
-// field; a lease's own rollout, from a manifest its lease validated by the
-// rules of its day, and a continued run by the rules that run took.
-func TestAHandStartedRolloutsAnalysesAreValidatedLikeAManifests(t *testing.T) {
-	weight := int32(50)
-	legacy := &manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: `rate(x{namespace="lease-l"}[1m])`}, SuccessCondition: "result in [200, 204]"}
-	for _, tc := range []struct {
-		name string
-		in   api.RolloutInput
-		want []string
-	}{
-		{"a step that is two things", api.RolloutInput{Steps: []manifest.CanaryStep{{SetWeight: &weight, Pause: &manifest.Pause{}}}},
-			[]string{"steps[0]: a step is exactly one of"}},
-		{"a condition in expr's language", api.RolloutInput{Steps: []manifest.CanaryStep{{SetWeight: &weight}}, Background: legacy},
-			[]string{"background.successCondition", "background.prometheus.query"}},
-		{"a blue-green's analysis without a query", api.RolloutInput{BlueGreen: &manifest.BlueGreen{PrePromotionAnalysis: &manifest.Analysis{SuccessCondition: "result > 0"}}},
-			[]string{"blueGreen.prePromotionAnalysis.prometheus.query: is required"}},
-	} {
-		tc.in.Namespace, tc.in.Service = "shop", "web"
-		err := rolledOut(tc.in).guard(false, false)
-		require.Error(t, err, tc.name)
-		for _, w := range tc.want {
-			assert.Contains(t, err.Error(), w, tc.name)
-		}
-	}
-	lenient := api.RolloutInput{Namespace: "shop", Service: "web", Steps: []manifest.CanaryStep{{Analysis: legacy}}}
-	assert.Error(t, rolledOut(lenient).guard(false, false), "by hand: today's rules")
-	assert.NoError(t, rolledOut(lenient).guard(false, true), "a lease's own rollout: its lease validated it")
-	assert.NoError(t, rolledOut(lenient).guard(true, false), "a continued run: the rules it took")
-}
-
-// Review of issue 20.7: a cron run (and a retry) names the run before it,
-// as a continued run does, but starts from the input typed by hand: a
-// carry refused in the first run was taken in the second.
-func TestOnlyAContinueAsNewIsAContinuedRun(t *testing.T) {
-	assert.True(t, continuedRun(&workflow.Info{ContinuedExecutionRunID: "r1", Attempt: 1}))
-	assert.False(t, continuedRun(&workflow.Info{Attempt: 1}), "a fresh start")
-	assert.False(t, continuedRun(&workflow.Info{ContinuedExecutionRunID: "r1", CronSchedule: "* * * * *", Attempt: 1}), "a cron run")
-	assert.False(t, continuedRun(&workflow.Info{ContinuedExecutionRunID: "r1", Attempt: 2}), "a retry")
-}
-
-func TestARolloutsReplicasAreBoundedLikeALeasesService(t *testing.T) {
-	n := int32(100000)
-	in := api.RolloutInput{Namespace: "shop", Service: "web"}
-	in.Deployment.Spec.Replicas = &n
-	err := rolledOut(in).guard(false, false)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "deployment.spec.replicas: 100000 is too many: use at most 1000")
 }
 
 // Review of issue 20: today's stricter rules (the condition language,

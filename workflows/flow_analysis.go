@@ -1,6 +1,9 @@
 package workflows
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"time"
 
 	"github.com/deployflow/deployflow/internal/analysis"
@@ -50,4 +53,11 @@ func runAnalysis(a *manifest.Analysis, t *analysis.Tally, run analysisRun) (anal
 		t.Add(phase)
 	}
 	return analysis.Verdict(a, *t), nil
+}
+
+// analysisJobName is the name of a rollout run's n-th analysis Job:
+// <service>-check-<hash of the run and n>, the same on every attempt.
+func analysisJobName(svc, runID string, n int) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", runID, n)))
+	return svc + "-check-" + hex.EncodeToString(sum[:5])
 }

@@ -28,7 +28,7 @@ func checkCluster(ctx workflow.Context, in deployInput) error {
 	if in.Cluster == "" {
 		// The worker's own cluster, as ever (its queue is not looked at: a
 		// run that predates clusters replays whatever its queue's name).
-		if _, cluster, ok := leaseOfWorkflowID(info.WorkflowExecution.ID); ok && cluster != "" {
+		if _, cluster, ok := api.LeaseOfWorkflowID(info.WorkflowExecution.ID); ok && cluster != "" {
 			return fmt.Errorf("cluster: empty, but workflow %s deploys to cluster %s: set \"cluster\": %q and start it on that cluster's task queue, <worker's task queue>@%s",
 				info.WorkflowExecution.ID, cluster, cluster, cluster)
 		}
@@ -40,7 +40,7 @@ func checkCluster(ctx workflow.Context, in deployInput) error {
 	}
 	// A lease workflow's ID names its cluster. (Any other ID is let
 	// through: a replayer runs histories under an ID of its own.)
-	if lease, cluster, ok := leaseOfWorkflowID(info.WorkflowExecution.ID); ok && (lease != in.Manifest.Lease || cluster != in.Cluster) {
+	if lease, cluster, ok := api.LeaseOfWorkflowID(info.WorkflowExecution.ID); ok && (lease != in.Manifest.Lease || cluster != in.Cluster) {
 		return fmt.Errorf("cluster: lease %s's deploys to cluster %s run as workflow %s, not %s", in.Manifest.Lease, in.Cluster,
 			api.DeployWorkflowIDIn(in.Manifest.Lease, in.Cluster), info.WorkflowExecution.ID)
 	}

@@ -24,14 +24,6 @@ var kubeRetry = &temporal.RetryPolicy{
 	MaximumInterval:    15 * time.Second,
 }
 
-// kubeCtx is for short, idempotent Kubernetes API calls, run as local
-// activities: a whole sync (read, decide, scale, read) then costs one
-// workflow task instead of a server round trip per call, which keeps the
-// engine as quick as the in-cluster controller. They are retried for a day
-// (an API server outage stalls the rollout, it does not fail it); summary
-// shows in the UI, e.g. "scale web-5d8f9 3→6".
-func (r *rolloutRun) kubeCtx(summary string) workflow.Context { return kubeCall(r.ctx, summary) }
-
 // kubeCall is the local-activity options of every short Kubernetes call,
 // the rollout's and the deploy chain's.
 func kubeCall(ctx workflow.Context, summary string) workflow.Context {
@@ -69,16 +61,6 @@ var batchedStepTimeout = 5 * time.Minute
 // waitHeartbeatTimeout notices a dead worker: the wait is retried elsewhere
 // within this long. The watch heartbeats every few seconds.
 const waitHeartbeatTimeout = 15 * time.Second
-
-// waitCtx is for a watch-based wait of up to timeout.
-func (r *rolloutRun) waitCtx(ctx workflow.Context, timeout time.Duration) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: timeout + time.Minute,
-		HeartbeatTimeout:    waitHeartbeatTimeout,
-		RetryPolicy:         kubeRetry,
-		Summary:             "wait for " + r.in.Service + " to change",
-	})
-}
 
 // probeCall is for the health monitor's observations: a few quick tries,
 // then the tick reports Unknown instead of waiting for the cluster.
@@ -122,16 +104,6 @@ func rolloutChild(ctx workflow.Context, id, summary string) workflow.Context {
 		WaitForCancellation: true,
 		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
 		StaticSummary:       summary,
-	})
-}
-
-// quickWaitCall is the rollout's quick wait: one try, in the workflow
-// task that applied the plan (the activity wait follows if it fails).
-func quickWaitCall(ctx workflow.Context, summary string) workflow.Context {
-	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: quickWaitFor + 30*time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
-		Summary:             summary,
 	})
 }
 

@@ -56,29 +56,6 @@ func (in deployInput) guard(continued bool) error {
 	return errors.Join(errs...)
 }
 
-// guard is what is wrong with a RolloutInput that the workflow itself
-// would never have written. byLease: a lease's workflow started it, from
-// a manifest it validated by the rules of its day; a rollout started by
-// hand has its steps and analyses validated by today's (issue 35: they
-// were never validated), one continuing a run by the rules that run took.
-func (in rolloutInput) guard(continued, byLease bool) error {
-	var errs []error
-	if in.Carry != nil && !continued {
-		errs = append(errs, errors.New("carry: is set by the workflow itself when it continues as new; leave it out when starting a rollout"))
-	}
-	if r := in.Deployment.Spec.Replicas; r != nil && *r > manifest.MaxReplicas {
-		errs = append(errs, fmt.Errorf("deployment.spec.replicas: %d is too many: use at most %d (as a lease's service)", *r, manifest.MaxReplicas))
-	}
-	replicas := int32(1)
-	if r := in.Deployment.Spec.Replicas; r != nil {
-		replicas = *r
-	}
-	if err := manifest.ValidateRolloutAnalyses(in.Steps, in.Background, in.BlueGreen, replicas, continued || byLease); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
 // validateManifest validates a workflow's starting manifest: by today's
 // rules for a fresh start, by the rules of its day for one a continued run
 // carries (it was accepted then, and is contained at measurement: a
@@ -90,24 +67,6 @@ func validateManifest(m *manifest.Manifest, carried bool) error {
 		return m.ValidateLenient()
 	}
 	return m.Validate()
-}
-
-// refuseGuarded ends a run whose input fails its guard.
-func refuseGuarded(problem error) error {
-	if problem == nil {
-		return nil
-	}
-	return temporal.NewNonRetryableApplicationError(problem.Error(), api.ErrInvalidInput, nil)
-}
-
-// continued reports whether this run continues an earlier one of the same
-// workflow by its own continue-as-new: not a cron run nor a retry, which
-// also name the run before them but start from the input typed by hand
-// (a carry refused in the first run must not be taken in the second).
-func continued(ctx workflow.Context) bool { return continuedRun(workflow.GetInfo(ctx)) }
-
-func continuedRun(info *workflow.Info) bool {
-	return info.ContinuedExecutionRunID != "" && info.CronSchedule == "" && info.Attempt <= 1
 }
 
 // checkLeaseWorkflowID refuses a lease workflow started under another ID
