@@ -70,7 +70,7 @@ unit:
 # First, once, under the race detector: a wave's deploys and Jobs run side
 # by side on the SDK's test environment, and a fake that recorded them
 # unguarded lost one deploy in one run of five.
-REPEAT_PKGS ?= ./workflows/
+REPEAT_PKGS ?= ./workflows/...
 unit-repeat:
 	CI= $(GO) test -race -count=1 -short -timeout 20m $(REPEAT_PKGS)
 	CI= $(GO) test -count=5 -shuffle=on -short -timeout 20m -skip '^TestALongPause' $(REPEAT_PKGS)
@@ -139,7 +139,7 @@ upgrade-check: build tools
 	hack/upgrade-check.sh $(FROM)
 
 chaos: build tools
-	DEPLOYFLOW_LONG_SWEEPS=1 $(GO) test -count=1 -v -run '^TestALongPauseWithTheFastestAnalysisKeepsEveryRunUnderTheHistoryLimit$$' ./workflows/
+	DEPLOYFLOW_LONG_SWEEPS=1 $(GO) test -count=1 -v -run '^TestALongPauseWithTheFastestAnalysisKeepsEveryRunUnderTheHistoryLimit$$' ./workflows/rollout/
 	DEPLOYFLOW_CHAOS_REPORT=$(CHAOS_REPORT) DEPLOYFLOW_CHAOS_BOUNDARIES=$(CHAOS_BOUNDARIES) \
 	  hack/with-stack.sh $(GO) test -tags chaos -count=1 -timeout 180m -parallel $(CHAOS_PARALLEL) -v -run '^TestChaos$$' ./worker/
 

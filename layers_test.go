@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -108,16 +109,46 @@ func TestOnlyTheWiringImportsTheWorkflows(t *testing.T) {
 		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], module), "/")
 		for _, dep := range fields[1:] {
 			switch dep {
-			case module + "/workflows":
-				if pkg != "workflows" && pkg != "worker/app" {
-					t.Errorf("%s imports workflows: import the contract, %s/api, instead", fields[0], module)
+			case module + "/workflows", module + "/workflows/lease", module + "/workflows/rollout", module + "/workflows/placement":
+				if !strings.HasPrefix(pkg, "workflows") && pkg != "worker/app" {
+					t.Errorf("%s imports %s: import the contract, %s/api, instead", fields[0], dep, module)
 				}
 			case module + "/api":
 				contract[pkg] = true
 			}
 		}
 	}
-	for _, pkg := range []string{"starter", "hack/bench", "activities/fleet", "worker/app", "workflows"} {
+	for _, pkg := range []string{"starter", "hack/bench", "activities/fleet", "worker/app", "workflows/lease", "workflows/rollout", "workflows/placement"} {
 		assert.True(t, contract[pkg], "%s imports the contract", pkg)
 	}
+}
+
+// Issue 36.5: one package per workflow, as upstream has one per
+// controller, and none imports another's implementation: a lease starts
+// its rollouts by their name in the contract, and what they share is
+// workflows/internal/flow. Before, the lease, the rollout and the placement
+// were one package, and each file reached into the others' (the placement
+// into the lease's error text and the rollout's Job names, the rollout
+// into the lease's carry codec). A package's own tests may run another
+// workflow (a lease's child rollouts); its code may not import it.
+func TestNoWorkflowImportsAnothers(t *testing.T) {
+	workflows := []string{"workflows/lease", "workflows/rollout", "workflows/placement"}
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, "./workflows/...").Output()
+	require.NoError(t, err, "go list")
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], module), "/")
+		if !slices.Contains(workflows, pkg) {
+			continue
+		}
+		seen++
+		for _, dep := range fields[1:] {
+			other := strings.TrimPrefix(dep, module+"/")
+			if other != pkg && (slices.Contains(workflows, other) || other == "workflows") {
+				t.Errorf("%s imports %s: start it by its name in package api, and share code through workflows/internal/flow", pkg, other)
+			}
+		}
+	}
+	require.Equal(t, len(workflows), seen, "every workflow's package was listed")
 }

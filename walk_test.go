@@ -143,7 +143,7 @@ func withDefaultsCalls(n ast.Node) []token.Pos {
 			if sel, ok := c.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "WithDefaults" {
 				out = append(out, c.Pos())
 			}
-			if id, ok := c.Fun.(*ast.Ident); ok && id.Name == "withDefaults" { // the workflows' one call (intake.go)
+			if id, ok := c.Fun.(*ast.Ident); ok && id.Name == "withDefaults" { // the workflows' one call (lease/intake.go)
 				out = append(out, c.Pos())
 			}
 		}

@@ -14,7 +14,7 @@ import (
 
 // Where a blue-green touches the cluster (issue 12.4): its Services'
 // selectors. The rollout decides which version each selects
-// (workflows/rollout_bluegreen.go); the ReplicaSets scale as every
+// (workflows/rollout/bluegreen.go); the ReplicaSets scale as every
 // rollout's do (ApplyPlan).
 
 // PinInput pins a blue-green service's Services to versions, by

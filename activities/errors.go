@@ -26,7 +26,7 @@ func invalidInput(format string, args ...any) error {
 
 // requireDefaults refuses a manifest that reached step without its
 // defaults: a deploy fills them once, where its chain starts
-// (workflows/deploy_chain.go, and PlanWorkflow for `deploy --plan`), and the
+// (workflows/lease/chain.go, and PlanWorkflow for `deploy --plan`), and the
 // steps after it never fill them again. A caller that skipped that is a bug
 // in the caller, named here, not a tenant's error.
 func requireDefaults(step string, m *manifest.Manifest) error {

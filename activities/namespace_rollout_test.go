@@ -31,7 +31,7 @@ func TestALeasesRolloutReadsItsNamespaceOnce(t *testing.T) {
 	in := EnsureNamespaceInput{Name: manifest.Namespace("a"), Labels: map[string]string{manifest.LeaseLabel: "a"}}
 
 	kc := existing()
-	// As the rollout workflow asks (rollout_calls.go): deployflow's label,
+	// As the rollout workflow asks (rollout/calls.go): deployflow's label,
 	// and the parent lease Temporal names.
 	rollout := EnsureNamespaceInput{Name: manifest.Namespace("a"), Labels: map[string]string{manifest.ManagedByLabel: manifest.ManagedBy},
 		Rollout: true, ParentLease: "a"}

@@ -58,7 +58,7 @@ func TestTree(t *testing.T) {
 }
 
 // A deploy fills its manifest's defaults once, where its chain starts
-// (workflows/deploy_chain.go; PlanWorkflow for `deploy --plan`); the
+// (workflows/lease/chain.go; PlanWorkflow for `deploy --plan`); the
 // activities after it do not fill them again. This guards that a caller
 // that skipped that is told so, by name, before anything is read or
 // written, instead of having the defaults filled a second time.

@@ -7,7 +7,7 @@ import (
 )
 
 // The quick wait: a rollout's first wait in a workflow task, run as a local
-// activity of a few seconds (workflows/rollout_calls.go). Pods that become
+// activity of a few seconds (workflows/rollout/calls.go). Pods that become
 // ready within it let the rollout decide again, or finish, in the task that
 // applied the change: no activity, no second workflow task (six history
 // events fewer). A wait that outlasts it hands over to WaitForChange.

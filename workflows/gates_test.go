@@ -3,9 +3,6 @@ package workflows
 import (
 	"fmt"
 	"go/ast"
-	"go/parser"
-	"go/token"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/deployflow/deployflow/internal/recordings"
+	"github.com/deployflow/deployflow/workflows/internal/flow"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/interceptor"
@@ -31,17 +29,15 @@ import (
 // Guards. Before, 12 change IDs were asked at 16 places and a `fewer` flag
 // was read at 12 more, across 6 files.
 func TestGatesAreAskedOnlyInTheLegacyFile(t *testing.T) {
-	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
-	require.NoError(t, err)
+	fset, files := parseWorkflows(t)
 	ids := map[string]string{} // constant name → change ID
-	for _, g := range gates {
+	for _, g := range flow.Gates {
 		ids[constantOf(t, g.ID)] = g.ID
 	}
 	asked := map[string][]string{} // change ID → legacy.go functions naming it
-	for _, file := range pkgs["workflows"].Files {
-		name := filepath.Base(fset.Position(file.Pos()).Filename)
-		if name == "gates.go" {
+	for path, file := range files {
+		name := filepath.Base(path)
+		if path == gatesFile {
 			continue
 		}
 		for _, decl := range file.Decls {
@@ -59,10 +55,13 @@ func TestGatesAreAskedOnlyInTheLegacyFile(t *testing.T) {
 						}
 						what = "names " + n.Name
 					}
-					if n.Name == "gate" || n.Name == "replayGatesKey" {
+					if strings.HasPrefix(path, "internal/flow/") && (n.Name == "Gate" || n.Name == "ReplayGatesKey") {
 						what = "asks a gate"
 					}
 				case *ast.SelectorExpr:
+					if x, ok := n.X.(*ast.Ident); ok && x.Name == "flow" && (n.Sel.Name == "Gate" || n.Sel.Name == "ReplayGatesKey") {
+						what = "asks a gate"
+					}
 					switch n.Sel.Name {
 					case "GetVersion", "batched":
 						what = "uses " + n.Sel.Name
@@ -75,7 +74,7 @@ func TestGatesAreAskedOnlyInTheLegacyFile(t *testing.T) {
 			})
 		}
 	}
-	for _, g := range gates {
+	for _, g := range flow.Gates {
 		got := unique(asked[g.ID])
 		assert.Equal(t, sorted(g.Guards), got, "%s: the table's Guards are not the legacy.go functions that name it", g.ID)
 	}
@@ -84,26 +83,26 @@ func TestGatesAreAskedOnlyInTheLegacyFile(t *testing.T) {
 // Every version constant is a row of the table, once.
 func constantOf(t *testing.T, id string) string {
 	t.Helper()
-	src, err := os.ReadFile("gates.go")
+	src, err := os.ReadFile(gatesFile)
 	require.NoError(t, err)
 	for _, line := range strings.Split(string(src), "\n") {
 		if name, value, ok := strings.Cut(strings.TrimSpace(line), "="); ok && strings.TrimSpace(value) == fmt.Sprintf("%q", id) {
 			return strings.TrimSpace(name)
 		}
 	}
-	t.Fatalf("no constant for change %s in gates.go", id)
+	t.Fatalf("no constant for change %s in %s", id, gatesFile)
 	return ""
 }
 
 func TestEveryGateIsInTheTableOnce(t *testing.T) {
-	src, err := os.ReadFile("gates.go")
+	src, err := os.ReadFile(gatesFile)
 	require.NoError(t, err)
 	seen := map[string]int{}
-	for _, g := range gates {
+	for _, g := range flow.Gates {
 		seen[g.ID]++
 	}
 	for _, line := range strings.Split(string(src), "\n") {
-		if name, value, ok := strings.Cut(strings.TrimSpace(line), "="); ok && strings.HasPrefix(strings.TrimSpace(name), "version") {
+		if name, value, ok := strings.Cut(strings.TrimSpace(line), "="); ok && strings.HasPrefix(strings.ToLower(strings.TrimSpace(name)), "version") {
 			id := strings.Trim(strings.TrimSpace(value), `"`)
 			assert.Equal(t, 1, seen[id], "change %s (%s) is not in the table once", id, strings.TrimSpace(name))
 		}
@@ -130,22 +129,22 @@ func TestTheGateTableNamesTheRecordingsEachGateNeeds(t *testing.T) {
 	// asks it, so only the replays that ask a gate run again with it
 	// forced.
 	asked := make([]map[string]bool, len(files))
-	failed := replayAll(t, files, func(i int) replayGates {
+	failed := replayAll(t, files, func(i int) flow.ReplayGates {
 		asked[i] = map[string]bool{}
-		return replayGates{asked: func(id string) { asked[i][id] = true }}
+		return flow.ReplayGates{Asked: func(id string) { asked[i][id] = true }}
 	})
 	for i, f := range files {
 		require.False(t, failed[i], "%s does not replay on the current code (TestRecordedHistoriesReplay says why)", f)
 	}
-	for _, g := range gates {
+	for _, g := range flow.Gates {
 		var asking []string
 		for i, f := range files {
 			if asked[i][g.ID] {
 				asking = append(asking, f)
 			}
 		}
-		fails := replayAll(t, asking, func(int) replayGates {
-			return replayGates{newPath: map[string]bool{g.ID: true}, asked: func(string) {}}
+		fails := replayAll(t, asking, func(int) flow.ReplayGates {
+			return flow.ReplayGates{NewPath: map[string]bool{g.ID: true}, Asked: func(string) {}}
 		})
 		var failing []string
 		for i, f := range asking {
@@ -164,9 +163,9 @@ func TestTheGateTableNamesTheRecordingsEachGateNeeds(t *testing.T) {
 }
 
 // replayAll replays files, one per CPU at a time (independent and
-// CPU-bound), each with the replayGates gates(i) gives its workflows, and
+// CPU-bound), each with the flow.ReplayGates gates(i) gives its workflows, and
 // reports which failed.
-func replayAll(t *testing.T, files []string, gates func(i int) replayGates) []bool {
+func replayAll(t *testing.T, files []string, gates func(i int) flow.ReplayGates) []bool {
 	logger := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
 	fails := make([]bool, len(files))
 	var wg sync.WaitGroup
@@ -182,11 +181,7 @@ func replayAll(t *testing.T, files []string, gates func(i int) replayGates) []bo
 				t.Error(err)
 				return
 			}
-			r.RegisterWorkflow(DeployWorkflow)
-			r.RegisterWorkflow(RolloutWorkflow)
-			r.RegisterWorkflow(ScheduledDeployWorkflow)
-			r.RegisterWorkflow(PlanWorkflow)
-			r.RegisterWorkflow(PlacementWorkflow)
+			Register(r)
 			fails[i] = recordings.Replay(r, logger, f) != nil
 		})
 	}
@@ -196,11 +191,14 @@ func replayAll(t *testing.T, files []string, gates func(i int) replayGates) []bo
 
 const historiesDir = "../testdata/histories"
 
+// gatesFile holds the gate table and the gates' constants.
+const gatesFile = "internal/flow/gates.go"
+
 // withGates is a replayer's interceptor that puts gates in the context of
-// the workflows it replays (replayGatesKey).
+// the workflows it replays (flow.ReplayGatesKey).
 type withGates struct {
 	interceptor.WorkerInterceptorBase
-	gates replayGates
+	gates flow.ReplayGates
 }
 
 func (w *withGates) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
@@ -209,11 +207,11 @@ func (w *withGates) InterceptWorkflow(_ workflow.Context, next interceptor.Workf
 
 type withGatesInbound struct {
 	interceptor.WorkflowInboundInterceptorBase
-	gates replayGates
+	gates flow.ReplayGates
 }
 
 func (i *withGatesInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteWorkflowInput) (any, error) {
-	return i.Next.ExecuteWorkflow(workflow.WithValue(ctx, replayGatesKey{}, i.gates), in)
+	return i.Next.ExecuteWorkflow(workflow.WithValue(ctx, flow.ReplayGatesKey{}, i.gates), in)
 }
 
 // The gate table of docs/upgrading.md ("Changing workflow code") is the
@@ -244,7 +242,7 @@ func gateTable() string {
 		}
 		return strings.Join(out, ", ")
 	}
-	for _, g := range gates {
+	for _, g := range flow.Gates {
 		changed := g.Changed
 		if g.Carried {
 			changed += " (carried: a run hands its old path on to the runs it continues as)"
@@ -297,13 +295,13 @@ func unique(list []string) []string {
 // A retired change's ID is never a gate again: a run that recorded its
 // marker would replay a new change's path as if it had taken it.
 func TestARetiredChangeIDIsNeverReused(t *testing.T) {
-	require.NotEmpty(t, retired)
+	require.NotEmpty(t, flow.Retired)
 	current := map[string]bool{}
-	for _, g := range gates {
+	for _, g := range flow.Gates {
 		current[g.ID] = true
 	}
 	seen := map[string]bool{}
-	for _, id := range retired {
+	for _, id := range flow.Retired {
 		assert.False(t, current[id], "change %s is retired: give a new change a new ID", id)
 		assert.False(t, seen[id], "change %s is listed as retired twice", id)
 		seen[id] = true

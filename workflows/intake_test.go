@@ -9,7 +9,7 @@ import (
 )
 
 // Issue 36.3: a manifest's defaults are filled where it enters a workflow
-// (intake.go: a lease's start and deploy update, a continued run's carry;
+// (lease/intake.go: a lease's start and deploy update, a continued run's carry;
 // a plan's request), and nowhere after. Before, 8 sites in the workflows
 // filled them (the chain, health, scale, restart and reapply, every
 // comparison of two manifests), so which manifest had its defaults was
@@ -25,7 +25,7 @@ func TestDefaultsAreFilledWhereAManifestEnters(t *testing.T) {
 		switch f := c.Fun.(type) {
 		case *ast.SelectorExpr:
 			if f.Sel.Name == "WithDefaults" {
-				assert.Equal(t, "withDefaults", fn.Name.Name, "%s: %s fills a manifest's defaults: only withDefaults does (intake.go)", fset.Position(c.Pos()), fn.Name.Name)
+				assert.Equal(t, "withDefaults", fn.Name.Name, "%s: %s fills a manifest's defaults: only withDefaults does (lease/intake.go)", fset.Position(c.Pos()), fn.Name.Name)
 			}
 		case *ast.Ident:
 			if f.Name == "withDefaults" {

@@ -12,7 +12,7 @@ import (
 // Before, the deploy's tree was marked in four files (a rollout's node
 // twice over: done, then failed when undone), the placement's in two,
 // and the tree's own state was assigned directly. A Mark, a MarkAll or an
-// assignment to a node's State anywhere but in setState fails here.
+// assignment to a node's State anywhere but in flow.SetState fails here.
 func TestOneFunctionSetsNodeStates(t *testing.T) {
 	checked := 0
 	inspectFuncs(t, func(fset *token.FileSet, fn *ast.FuncDecl, n ast.Node) {
@@ -33,8 +33,8 @@ func TestOneFunctionSetsNodeStates(t *testing.T) {
 			return
 		}
 		checked++
-		assert.Equal(t, "setState", fn.Name.Name, "%s: %s sets a node's state (%s): call setState",
+		assert.Equal(t, "SetState", fn.Name.Name, "%s: %s sets a node's state (%s): call flow.SetState",
 			fset.Position(sel.Pos()), fn.Name.Name, sel.Sel.Name)
 	})
-	assert.Equal(t, 1, checked, "the one Mark is setState's")
+	assert.Equal(t, 1, checked, "the one Mark is SetState's")
 }

@@ -2,32 +2,23 @@ package workflows
 
 import (
 	"go/ast"
-	"go/parser"
-	"go/token"
-	"io/fs"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // Issue 36.5: every call's options (activity, local activity, child
-// workflow: timeouts and retries) live in options.go, so that how long a
+// workflow: timeouts and retries) live in internal/flow/options.go, so that how long a
 // step may take and how it is retried is read in one file. Before, they
 // were set in 7 files, and a rollout's and a placement wave's measurement
 // each had a copy of the same options.
 func TestCallOptionsLiveInOneFile(t *testing.T) {
-	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
-	require.NoError(t, err)
+	fset, files := parseWorkflows(t)
 	setters := map[string]bool{"WithActivityOptions": true, "WithLocalActivityOptions": true, "WithChildOptions": true,
 		"ActivityOptions": true, "LocalActivityOptions": true, "ChildWorkflowOptions": true}
 	var elsewhere []string
-	for _, file := range pkgs["workflows"].Files {
-		name := filepath.Base(fset.Position(file.Pos()).Filename)
-		if name == "options.go" {
+	for name, file := range files {
+		if name == "internal/flow/options.go" {
 			continue
 		}
 		ast.Inspect(file, func(n ast.Node) bool {
@@ -39,5 +30,5 @@ func TestCallOptionsLiveInOneFile(t *testing.T) {
 			return true
 		})
 	}
-	assert.Empty(t, elsewhere, "call options set outside options.go: add a named function there")
+	assert.Empty(t, elsewhere, "call options set outside internal/flow/options.go: add a named function there")
 }

@@ -23,7 +23,7 @@ const historiesDir = "../testdata/histories"
 
 // Every recorded history replays on the current workflow code. A change
 // that makes one fail would break every running lease at the next worker
-// upgrade: it needs a workflow.GetVersion gate (workflows/gates.go, legacy.go) and
+// upgrade: it needs a workflow.GetVersion gate (workflows/internal/flow/gates.go, legacy.go) and
 // new recordings beside the old ones, never a rewrite of old ones. No stack
 // is needed.
 func TestRecordedHistoriesReplay(t *testing.T) {
@@ -39,11 +39,7 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 		types[typ]++
 		t.Run(rel, func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflow(workflows.DeployWorkflow)
-			r.RegisterWorkflow(workflows.RolloutWorkflow)
-			r.RegisterWorkflow(workflows.ScheduledDeployWorkflow)
-			r.RegisterWorkflow(workflows.PlanWorkflow)
-			r.RegisterWorkflow(workflows.PlacementWorkflow)
+			workflows.Register(r)
 			require.NoError(t, recordings.Replay(r, logger, f))
 		})
 	}

@@ -33,7 +33,7 @@ func (m *Manifest) WithDefaults() *Manifest {
 // HasDefaults reports whether every default WithDefaults fills in is there
 // already: the manifest came from WithDefaults (or was written in full). A
 // deploy fills the defaults once, where its chain starts
-// (workflows/deploy_chain.go); the steps after it check them with
+// (workflows/lease/chain.go); the steps after it check them with
 // HasDefaults instead of filling them again.
 func (m *Manifest) HasDefaults() bool {
 	if m == nil {

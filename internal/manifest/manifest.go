@@ -84,7 +84,7 @@ const (
 	MaxHostnameLength = 253
 	// MaxSize bounds the input Parse accepts, in bytes: a lease's workflow
 	// carries up to four manifests across continue-as-new, in one payload
-	// under Temporal's 2 MiB limit (workflows/carry_budget.go).
+	// under Temporal's 2 MiB limit (workflows/lease/carry_budget.go).
 	MaxSize = 256 << 10
 	// legacyMaxSize is MaxSize before issue 20 (ParseLenient).
 	legacyMaxSize = 1 << 20
@@ -102,7 +102,7 @@ type Manifest struct {
 	// Services are the lease's services; names are unique.
 	Services []Service `json:"services"`
 	// Placement, if set, deploys the lease to several clusters in waves
-	// (placement.go); without it, to the worker's own cluster.
+	// (placement/placement.go); without it, to the worker's own cluster.
 	Placement *Placement `json:"placement,omitempty"`
 }
 

@@ -13,7 +13,7 @@ import (
 )
 
 // What the observer sees of a lease, pure: the lease's workflow decides
-// what it means (workflows/deploy_observe.go).
+// what it means (workflows/lease/observe.go).
 
 // ServiceHealth is one service's availability.
 type ServiceHealth struct {

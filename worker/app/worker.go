@@ -18,7 +18,6 @@ import (
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/activities/fleet"
-	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/metrics"
 	"github.com/deployflow/deployflow/internal/searchattr"
@@ -29,29 +28,10 @@ import (
 
 // Register puts deployflow's workflows and activities on a worker. The
 // worker binary and the integration tests' in-process workers share it.
-//
-// Under Worker Versioning each workflow type has a deliberate behaviour: a
-// rollout is pinned (it finishes on the build that started it: its
-// decisions and the ReplicaSets it names come from one code), while a
-// lease's workflow, schedules and plans auto-upgrade to the current build
-// (a lease's workflow continues as new after every deploy, and its changes
-// are version-gated and replay-tested). Unversioned workers ignore it.
+// Each workflow runs under its name in the contract, with its versioning
+// behaviour (workflows.Register).
 func Register(w worker.Registry, acts *activities.Activities) {
-	for _, wf := range []struct {
-		fn        any
-		name      string
-		behaviour workflow.VersioningBehavior
-	}{
-		{workflows.RolloutWorkflow, api.RolloutWorkflow, workflow.VersioningBehaviorPinned},
-		{workflows.DeployWorkflow, api.DeployWorkflow, workflow.VersioningBehaviorAutoUpgrade},
-		{workflows.ScheduledDeployWorkflow, api.ScheduledDeployWorkflow, workflow.VersioningBehaviorAutoUpgrade},
-		{workflows.PlanWorkflow, api.PlanWorkflow, workflow.VersioningBehaviorAutoUpgrade},
-		{workflows.PlacementWorkflow, api.PlacementWorkflow, workflow.VersioningBehaviorPinned},
-	} {
-		// Registered under the contract's names (package api), the names
-		// every start uses.
-		w.RegisterWorkflowWithOptions(wf.fn, workflow.RegisterOptions{Name: wf.name, VersioningBehavior: wf.behaviour})
-	}
+	workflows.Register(w)
 	w.RegisterActivity(acts)
 }
 

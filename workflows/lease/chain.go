@@ -1,0 +1,368 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
+	"github.com/deployflow/deployflow/internal/manifest"
+	planpkg "github.com/deployflow/deployflow/internal/plan"
+	"github.com/deployflow/deployflow/workflows/internal/flow"
+)
+
+// chainResult is what one run of the deploy chain did.
+type chainResult struct {
+	classes    map[string]string // service -> change class
+	withheld   []activities.Withheld
+	changed    bool     // something of the workload was written
+	operations []string // what was done, in the plan's words
+	// ran is the manifest as it was rolled out: the one deployed, with what
+	// operators changed of its rollouts (scale, restart) folded in.
+	ran *manifest.Manifest
+}
+
+var errSuperseded = errors.New("superseded by a newer manifest")
+
+// runChain is one deploy of manifest m, in the Akash provider's order:
+// lease check → plan (hostname conflicts fail here, before any write) →
+// approval, if the manifest asks for it → declared IPs → hostname
+// reservations → namespace, Services, Ingress → one rollout per changed
+// service, in parallel → release what the manifest no longer declares, once
+// the new version is healthy.
+func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
+	res := chainResult{classes: map[string]string{}}
+	// Its defaults were filled where it entered the lease (lease/intake.go):
+	// every step from here checks them (manifest.HasDefaults), none fills
+	// them again.
+	if !m.HasDefaults() {
+		return res, temporal.NewNonRetryableApplicationError("the manifest of lease "+m.Lease+
+			" has no defaults: every manifest enters a lease's workflow through lease/intake.go, which fills them", api.ErrInvalidManifest, nil)
+	}
+	ns := manifest.Namespace(m.Lease)
+	w.tree, w.nodes = nil, nil // set from the plan, below
+
+	// 1. The lease must be active, and 2. the plan, read from the cluster
+	// with the code `deploy --plan` runs; another owner's hostname fails the
+	// deploy here.
+	lease, plan, err := w.prepare(m)
+	if err != nil {
+		return res, err
+	}
+	w.taking = plan
+	w.Owner = lease.Owner
+	w.startTree(plan)
+	switch {
+	case w.approvedPlan != "" && !w.reverting:
+		// Approved up front (deploy --plan --yes): only the plan reviewed.
+		if plan.Fingerprint != w.approvedPlan {
+			return res, fmt.Errorf("%w (plan %s was approved, the deploy's plan is %s): nothing was changed; plan again and approve the new plan",
+				errStaleApproval, w.approvedPlan, plan.Fingerprint)
+		}
+	case m.RequireApproval:
+		if err := w.awaitApproval(m, plan); err != nil {
+			return res, err
+		}
+	}
+	heldBefore := map[string]bool{}
+	for _, h := range m.Hostnames() {
+		heldBefore[h] = !contains(plan.ReserveHostnames, h)
+	}
+
+	// 3. Declared IPs: existing endpoints keep theirs, new ones get one;
+	// 4. hostname reservations (the same owner's other leases keep theirs);
+	// 5. namespace, Services, LoadBalancer Services and Ingress; 6. each
+	// service's change, classified before acting on it.
+	applied, err := w.applyWorkload(m, lease.Owner)
+	// ran: the operations performed, by identity (operation and target).
+	var ran []*planpkg.Node
+	did := func(n *planpkg.Node) { ran = append(ran, n) }
+	if applied.IPs != nil {
+		w.IPs = applied.IPs
+		for _, e := range m.IPEndpoints() {
+			if _, kept := plan.KeepIPs[e]; !kept {
+				did(planpkg.AllocateIP(e))
+			}
+		}
+	}
+	if hosts := applied.Hostnames; hosts != nil {
+		res.withheld = hosts.Withheld
+		w.Hostnames, w.Withheld = hosts.Reserved, hosts.Withheld
+		for _, h := range hosts.Reserved {
+			if !heldBefore[h] {
+				did(planpkg.ReserveHostname(h))
+			}
+		}
+	}
+	if err == nil {
+		// What the plan said it would change, and anything more the apply
+		// found: a local activity that ran in a workflow task that then
+		// failed (a signal arriving meanwhile: UnhandledCommand) runs again
+		// and finds its objects applied already.
+		for _, o := range union(plan.Objects, applied.Applied.Changed) {
+			did(planpkg.ApplyObject(o))
+		}
+		for _, o := range union(plan.Prune, applied.Applied.Pruned) {
+			did(planpkg.DeleteObject(o))
+		}
+	}
+	res.operations = append(res.operations, texts(ran)...)
+	w.markStep(planpkg.OpApply, ran, err)
+	if err != nil {
+		return res, err
+	}
+	w.Objects = applied.Applied.Kept
+	res.changed = len(applied.Applied.Changed)+len(applied.Applied.Pruned) > 0
+	rollouts := map[string]api.RolloutInput{}
+	// A return to the last-known-good manifest runs no canary steps and no
+	// blue-green waits (runs that started before that change replay without).
+	fastRevert := w.reverting
+	for _, c := range applied.Classes {
+		svc := c.Service
+		d, err := m.Deployment(svc)
+		if err != nil {
+			return res, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidManifest, nil)
+		}
+		if c.Class == activities.ChangeNone && activities.TouchesService(*applied.Applied, m, svc) {
+			c.Class = activities.ChangeMetadata
+		}
+		res.classes[svc] = c.Class
+		if change, ok := activities.ServiceChange(c, m); ok {
+			res.operations = append(res.operations, change.Text())
+			w.serviceNode(change)
+		}
+		if c.Class == activities.ChangeScale || c.Class == activities.ChangeRollout {
+			in := api.RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.Batches(), QuickWait: w.Batches(), Revert: fastRevert,
+				MaxReplicas: maxReplicasOf(plan.MaxReplicas, m, svc)}
+			if s, ok := m.Lookup(svc); ok && s.Rollout != nil && c.Class == activities.ChangeRollout {
+				switch s.Rollout.Strategy {
+				case manifest.StrategyCanary:
+					if !fastRevert {
+						in.Steps, in.Background = s.Rollout.Steps, s.Rollout.Analysis
+					}
+				case manifest.StrategyBlueGreen:
+					in.BlueGreen = &manifest.BlueGreen{}
+					if b := s.Rollout.BlueGreen; b != nil {
+						in.BlueGreen = b
+					}
+				}
+			}
+			rollouts[svc] = in
+		}
+	}
+	w.Classes = res.classes
+
+	// 7. Roll the changed services out, in parallel. What the lease records
+	// follows what they ended on.
+	res.ran = m
+	if len(rollouts) > 0 {
+		res.changed = true
+		results, err := w.rollOut(rollouts)
+		if err != nil {
+			return res, err
+		}
+		if res.ran, err = followRollouts(m, results); err != nil {
+			return res, err
+		}
+	}
+
+	// 8. Healthy: release hostnames and IPs the manifest no longer declares.
+	released, err := w.finish(m)
+	ran = nil
+	if err == nil {
+		// Released by now: what the plan said, whatever this attempt found
+		// left to release (see the apply's above), and anything more.
+		released.Hostnames = union(plan.ReleaseHostnames, released.Hostnames)
+		released.IPs = union(plan.ReleaseIPs, released.IPs)
+	}
+	for _, h := range released.Hostnames {
+		did(planpkg.ReleaseHostname(h))
+	}
+	for _, e := range released.IPs {
+		did(planpkg.ReleaseIP(e))
+	}
+	w.markStep(planpkg.OpRelease, ran, err)
+	if err != nil {
+		return res, err
+	}
+	res.operations = append(res.operations, texts(ran)...)
+	return res, nil
+}
+
+// union is a, then what of b a lacks, in their order.
+func union(a, b []string) []string {
+	out := append([]string(nil), a...)
+	for _, x := range b {
+		if !contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func autoRollback(m *manifest.Manifest, svc string) bool {
+	if s, ok := m.Lookup(svc); ok && s.Rollout != nil && s.Rollout.AutoRollback != nil {
+		return *s.Rollout.AutoRollback
+	}
+	return true
+}
+
+// rollOut runs one RolloutWorkflow child per service and waits for all of
+// them. A newer manifest or a teardown request cancels them after their
+// current step (the next deploy continues from wherever they stopped, as a
+// Deployment does when its template changes mid-rollout); so does the lease
+// closing, which the wait checks on the health timer.
+func (w *deployRun) rollOut(rollouts map[string]api.RolloutInput) (map[string]api.RolloutResult, error) {
+	childCtx, cancel := workflow.WithCancel(w.ctx)
+	defer cancel()
+	services := make([]string, 0, len(rollouts))
+	for svc := range rollouts {
+		services = append(services, svc)
+	}
+	sort.Strings(services)
+
+	rolloutID := w.rolloutWorkflowID()
+	errs := map[string]error{}
+	results := map[string]api.RolloutResult{}
+	done := 0
+	for _, svc := range services {
+		in := rollouts[svc]
+		ctx := flow.RolloutChild(childCtx, rolloutID(in.Namespace, svc), fmt.Sprintf("rollout %s to %s", svc, firstImage(in)))
+		f := workflow.ExecuteChildWorkflow(ctx, api.RolloutWorkflow, in)
+		if n := w.nodes[svc]; n != nil {
+			flow.SetState(n, planpkg.Running, nil)
+		}
+		workflow.Go(w.ctx, func(gctx workflow.Context) {
+			var r api.RolloutResult
+			errs[svc] = f.Get(gctx, &r)
+			results[svc] = r
+			w.markRollout(svc, r, errs[svc])
+			done++
+		})
+	}
+
+	// The lease closing: the observer tells (fewer-events), a slow timer
+	// checks in case it missed it; legacy runs check every healthInterval.
+	tick := w.healthInterval
+	if w.Batches() && w.in.HealthIntervalSeconds <= 0 {
+		tick = defaultSafetyNet
+	}
+	w.rollingOut = true
+	defer func() { w.rollingOut = false }()
+	var interrupted error
+	for done < len(services) {
+		woken, err := workflow.AwaitWithTimeout(w.ctx, tick, func() bool {
+			// Once interrupted, only the children's ends are awaited.
+			return done == len(services) || interrupted == nil && (w.Teardown || w.Pending != nil || w.observation != nil)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if o := w.observation; o != nil {
+			w.observation = nil
+			w.Teardown = w.Teardown || o.Closed && w.closeConfirmed()
+		}
+		if !woken && interrupted == nil {
+			if active, err := w.leaseActive(); err == nil && !active {
+				w.Teardown = true
+			}
+		}
+		if interrupted == nil && (w.Teardown || w.Pending != nil) && done < len(services) {
+			interrupted = errSuperseded
+			if w.Teardown {
+				interrupted = errTeardown
+			}
+			cancel()
+		}
+	}
+	if interrupted != nil {
+		return nil, interrupted
+	}
+	var failed []string
+	var first error
+	for _, svc := range services {
+		if err := errs[svc]; err != nil {
+			failed = append(failed, svc)
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if first != nil {
+		return nil, fmt.Errorf("rollout of %v failed: %w", failed, first)
+	}
+	return results, nil
+}
+
+// followRollouts is m as its rollouts ended: a service an operator scaled or
+// restarted through its rollout runs that, and the lease records it. A
+// service an operator undid no longer runs m's template: that is an error
+// (RolloutUndone), and the lease returns to its last-known-good manifest.
+func followRollouts(m *manifest.Manifest, results map[string]api.RolloutResult) (*manifest.Manifest, error) {
+	out := *m
+	out.Services = append([]manifest.Service(nil), m.Services...)
+	for i, s := range out.Services {
+		r, ok := results[s.Name]
+		if !ok {
+			continue
+		}
+		if r.UndoneTo != 0 {
+			return nil, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("%s: an operator undid the rollout (back to revision %d); the lease returns to its last-known-good manifest", s.Name, r.UndoneTo),
+				api.ErrRolloutUndone, nil)
+		}
+		if s.Replicas == nil || *s.Replicas != r.DesiredReplicas {
+			n := r.DesiredReplicas
+			out.Services[i].Replicas = &n
+		}
+		if r.RestartedAt != "" && s.PodAnnotations[api.RestartedAtAnnotation] != r.RestartedAt {
+			ann := map[string]string{api.RestartedAtAnnotation: r.RestartedAt}
+			for k, v := range s.PodAnnotations {
+				if k != api.RestartedAtAnnotation {
+					ann[k] = v
+				}
+			}
+			out.Services[i].PodAnnotations = ann
+		}
+	}
+	return &out, nil
+}
+
+func firstImage(in api.RolloutInput) string {
+	if cs := in.Deployment.Spec.Template.Spec.Containers; len(cs) > 0 {
+		return cs[0].Image
+	}
+	return ""
+}
+
+// maxReplicasOf is the most replicas service svc of m may be scaled to:
+// the lease's bound in all (the plan's, from --max-replicas) less its other
+// services' replicas; 0 where the plan has no bound (a plan of before it),
+// -1 where the others take it all.
+func maxReplicasOf(total int32, m *manifest.Manifest, svc string) int32 {
+	if total <= 0 {
+		return 0
+	}
+	for _, s := range m.Services {
+		if s.Name != svc && s.Replicas != nil {
+			total -= *s.Replicas
+		}
+	}
+	if total <= 0 {
+		return -1
+	}
+	return total
+}
