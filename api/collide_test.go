@@ -1,4 +1,4 @@
-package workflows
+package api_test
 
 import (
 	"math/rand"
