@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -48,6 +49,7 @@ func TestPlanListsTheOperationsTheDeployExecutes(t *testing.T) {
 	st := dt.waitRevision(dt.lease, 1)
 	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	assert.Equal(t, p1.Operations, st.History[0].Operations, "the first deploy did what its plan said")
+	assert.Equal(t, treeShape(p1.Tree), treeShape(st.History[0].Tree), "the first deploy executed the tree its plan printed")
 
 	v2 := twoServices(dt.lease, hostB, "nginx:1.27", nil, false)
 	v2.Services[1].Ports[0].Expose = nil // api drops its IP endpoint
@@ -62,6 +64,7 @@ func TestPlanListsTheOperationsTheDeployExecutes(t *testing.T) {
 	st = dt.waitRevision(dt.lease, 2)
 	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	assert.Equal(t, p2.Operations, st.History[1].Operations, "the update did what its plan said")
+	assert.Equal(t, treeShape(p2.Tree), treeShape(st.History[1].Tree), "the update executed the tree its plan printed")
 
 	assert.Empty(t, dt.plan(v2).Operations, "nothing left to do once deployed")
 }
@@ -150,4 +153,17 @@ func TestApprovedPlanDeploysAndAStalePlanIsRefused(t *testing.T) {
 	assert.Contains(t, st.History[1].Outcome, "Aborted: the cluster changed since the plan was approved")
 	_, _, images := dt.available(manifest.Namespace(dt.lease), "web")
 	assert.Zero(t, images["nginx:1.27"], "the stale plan changed nothing")
+}
+
+// treeShape is a tree as `deploy --plan` prints it: each node's depth,
+// operation, target and words, in order.
+func treeShape(t *plan.Node) []string {
+	var out []string
+	if t == nil {
+		return nil
+	}
+	t.Walk(func(n *plan.Node, depth int) {
+		out = append(out, fmt.Sprintf("%d %s %s %q", depth, n.Op, n.Target, n.Text))
+	})
+	return out
 }

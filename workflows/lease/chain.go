@@ -30,10 +30,11 @@ var errSuperseded = errors.New("superseded by a newer manifest")
 
 // runChain is one deploy of manifest m, in the Akash provider's order:
 // lease check → plan (hostname conflicts fail here, before any write) →
-// approval, if the manifest asks for it → declared IPs → hostname
-// reservations → namespace, Services, Ingress → one rollout per changed
-// service, in parallel → release what the manifest no longer declares, once
-// the new version is healthy.
+// approval, if the manifest asks for it → then the plan's tree, executed
+// node by node (execute.go): declared IPs, hostname reservations,
+// namespace, Services and Ingress → one rollout per changed service, in
+// parallel → release what the manifest no longer declares, once the new
+// version is healthy.
 func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	res := chainResult{classes: map[string]string{}}
 	// Its defaults were filled where it entered the lease (lease/intake.go):
@@ -43,7 +44,6 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 		return res, temporal.NewNonRetryableApplicationError("the manifest of lease "+m.Lease+
 			" has no defaults: every manifest enters a lease's workflow through lease/intake.go, which fills them", api.ErrInvalidManifest, nil)
 	}
-	ns := manifest.Namespace(m.Lease)
 	w.tree, w.nodes = nil, nil // set from the plan, below
 
 	// 1. The lease must be active, and 2. the plan, read from the cluster
@@ -55,7 +55,7 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 	}
 	w.taking = plan
 	w.Owner = lease.Owner
-	w.startTree(plan)
+	w.startTree(plan, m)
 	switch {
 	case w.approvedPlan != "" && !w.reverting:
 		// Approved up front (deploy --plan --yes): only the plan reviewed.
@@ -68,129 +68,8 @@ func (w *deployRun) runChain(m *manifest.Manifest) (chainResult, error) {
 			return res, err
 		}
 	}
-	heldBefore := map[string]bool{}
-	for _, h := range m.Hostnames() {
-		heldBefore[h] = !contains(plan.ReserveHostnames, h)
-	}
-
-	// 3. Declared IPs: existing endpoints keep theirs, new ones get one;
-	// 4. hostname reservations (the same owner's other leases keep theirs);
-	// 5. namespace, Services, LoadBalancer Services and Ingress; 6. each
-	// service's change, classified before acting on it.
-	applied, err := w.applyWorkload(m, lease.Owner)
-	// ran: the operations performed, by identity (operation and target).
-	var ran []*planpkg.Node
-	did := func(n *planpkg.Node) { ran = append(ran, n) }
-	if applied.IPs != nil {
-		w.IPs = applied.IPs
-		for _, e := range m.IPEndpoints() {
-			if _, kept := plan.KeepIPs[e]; !kept {
-				did(planpkg.AllocateIP(e))
-			}
-		}
-	}
-	if hosts := applied.Hostnames; hosts != nil {
-		res.withheld = hosts.Withheld
-		w.Hostnames, w.Withheld = hosts.Reserved, hosts.Withheld
-		for _, h := range hosts.Reserved {
-			if !heldBefore[h] {
-				did(planpkg.ReserveHostname(h))
-			}
-		}
-	}
-	if err == nil {
-		// What the plan said it would change, and anything more the apply
-		// found: a local activity that ran in a workflow task that then
-		// failed (a signal arriving meanwhile: UnhandledCommand) runs again
-		// and finds its objects applied already.
-		for _, o := range union(plan.Objects, applied.Applied.Changed) {
-			did(planpkg.ApplyObject(o))
-		}
-		for _, o := range union(plan.Prune, applied.Applied.Pruned) {
-			did(planpkg.DeleteObject(o))
-		}
-	}
-	res.operations = append(res.operations, texts(ran)...)
-	w.markStep(planpkg.OpApply, ran, err)
-	if err != nil {
-		return res, err
-	}
-	w.Objects = applied.Applied.Kept
-	res.changed = len(applied.Applied.Changed)+len(applied.Applied.Pruned) > 0
-	rollouts := map[string]api.RolloutInput{}
-	// A return to the last-known-good manifest runs no canary steps and no
-	// blue-green waits (runs that started before that change replay without).
-	fastRevert := w.reverting
-	for _, c := range applied.Classes {
-		svc := c.Service
-		d, err := m.Deployment(svc)
-		if err != nil {
-			return res, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidManifest, nil)
-		}
-		if c.Class == activities.ChangeNone && activities.TouchesService(*applied.Applied, m, svc) {
-			c.Class = activities.ChangeMetadata
-		}
-		res.classes[svc] = c.Class
-		if change, ok := activities.ServiceChange(c, m); ok {
-			res.operations = append(res.operations, change.Text())
-			w.serviceNode(change)
-		}
-		if c.Class == activities.ChangeScale || c.Class == activities.ChangeRollout {
-			in := api.RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.Batches(), QuickWait: w.Batches(), Revert: fastRevert,
-				MaxReplicas: maxReplicasOf(plan.MaxReplicas, m, svc)}
-			if s, ok := m.Lookup(svc); ok && s.Rollout != nil && c.Class == activities.ChangeRollout {
-				switch s.Rollout.Strategy {
-				case manifest.StrategyCanary:
-					if !fastRevert {
-						in.Steps, in.Background = s.Rollout.Steps, s.Rollout.Analysis
-					}
-				case manifest.StrategyBlueGreen:
-					in.BlueGreen = &manifest.BlueGreen{}
-					if b := s.Rollout.BlueGreen; b != nil {
-						in.BlueGreen = b
-					}
-				}
-			}
-			rollouts[svc] = in
-		}
-	}
-	w.Classes = res.classes
-
-	// 7. Roll the changed services out, in parallel. What the lease records
-	// follows what they ended on.
-	res.ran = m
-	if len(rollouts) > 0 {
-		res.changed = true
-		results, err := w.rollOut(rollouts)
-		if err != nil {
-			return res, err
-		}
-		if res.ran, err = followRollouts(m, results); err != nil {
-			return res, err
-		}
-	}
-
-	// 8. Healthy: release hostnames and IPs the manifest no longer declares.
-	released, err := w.finish(m)
-	ran = nil
-	if err == nil {
-		// Released by now: what the plan said, whatever this attempt found
-		// left to release (see the apply's above), and anything more.
-		released.Hostnames = union(plan.ReleaseHostnames, released.Hostnames)
-		released.IPs = union(plan.ReleaseIPs, released.IPs)
-	}
-	for _, h := range released.Hostnames {
-		did(planpkg.ReleaseHostname(h))
-	}
-	for _, e := range released.IPs {
-		did(planpkg.ReleaseIP(e))
-	}
-	w.markStep(planpkg.OpRelease, ran, err)
-	if err != nil {
-		return res, err
-	}
-	res.operations = append(res.operations, texts(ran)...)
-	return res, nil
+	err = w.execute(&execution{m: m, plan: plan, owner: lease.Owner, res: &res})
+	return res, err
 }
 
 // union is a, then what of b a lacks, in their order.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/api"
+	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
 	"github.com/deployflow/deployflow/workflows/internal/flow"
 )
@@ -23,12 +24,15 @@ import (
 // notInPlan marks an operation the deploy ran that its plan did not list.
 const notInPlan = " (not in the plan: the cluster changed after it was read)"
 
-// startTree makes p's tree the deploy's, its lease checked.
-func (w *deployRun) startTree(p *activities.DeployPlan) {
-	if p == nil || p.Tree == nil {
-		return // a plan recorded before the tree existed
+// startTree makes the tree of p, the plan of deploying m, the deploy's,
+// its lease checked. A plan recorded before plans had trees gets the one
+// internal/plan builds from what it read.
+func (w *deployRun) startTree(p *activities.DeployPlan, m *manifest.Manifest) {
+	if p.Tree != nil {
+		w.tree = p.Tree.Clone()
+	} else {
+		w.tree = activities.Tree(p, m)
 	}
-	w.tree = p.Tree.Clone()
 	flow.SetState(w.tree, plan.Running, nil)
 	w.nodes = map[string]*plan.Node{}
 	if n := w.tree.ByOp(plan.OpCheckLease); len(n) > 0 {
@@ -36,26 +40,14 @@ func (w *deployRun) startTree(p *activities.DeployPlan) {
 	}
 }
 
-// treeStep is the deploy's top-level node with op, or nil.
-func (w *deployRun) treeStep(op plan.Op) *plan.Node {
-	if w.tree == nil {
-		return nil
-	}
-	if n := w.tree.ByOp(op); len(n) > 0 {
-		return n[0]
-	}
-	return nil
-}
+// skip marks n skipped: why, it had nothing left to do.
+func (w *deployRun) skip(n *plan.Node, why error) { flow.SetState(n, plan.Skipped, why) }
 
-// markStep marks the step op done (or failed with err) and its operations
-// by what ran, matched by identity (operation and target, never by text):
+// markStep marks step done (or failed with err) and its operations by
+// what ran, matched by identity (operation and target, never by text):
 // done, or skipped as there was nothing left to do; an operation that ran
 // but was not in the plan is added, marked so.
-func (w *deployRun) markStep(op plan.Op, ran []*plan.Node, err error) {
-	step := w.treeStep(op)
-	if step == nil {
-		return
-	}
+func (w *deployRun) markStep(step *plan.Node, ran []*plan.Node, err error) {
 	type id struct {
 		op     plan.Op
 		target string
@@ -71,7 +63,7 @@ func (w *deployRun) markStep(op plan.Op, ran []*plan.Node, err error) {
 		case ranSet[id{c.Op, c.Target}]:
 			flow.SetState(c, plan.Done, nil)
 		case err == nil:
-			flow.SetState(c, plan.Skipped, errors.New("nothing left to do"))
+			w.skip(c, errors.New("nothing left to do"))
 		}
 	}
 	for _, n := range ran {
@@ -101,9 +93,6 @@ func texts(nodes []*plan.Node) []string {
 // serviceNode finds the deploy's node for a service's change (w.nodes):
 // the plan's, or, if the plan did not have it, one added and marked so.
 func (w *deployRun) serviceNode(change plan.ServiceChange) {
-	if w.tree == nil {
-		return
-	}
 	want := plan.Service(change)
 	if n := w.tree.Find(want.Op, change.Service); n != nil {
 		w.nodes[change.Service] = n
