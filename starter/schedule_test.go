@@ -82,6 +82,21 @@ func TestScheduledRestartGoesThroughTheLeaseWorkflow(t *testing.T) {
 		runs, _ := exec.Command(temporal, "workflow", "list", "--address", devstack.TemporalAddress,
 			"--query", `TaskQueue="`+tq+`"`).CombinedOutput()
 		t.Logf("schedule %s:\n%s\nworkflows on %s:\n%s", id, desc, tq, runs)
+		// Each run of the lease's workflow, event by event: where the
+		// schedule's signal landed, and what the run did with it.
+		ids, _ := exec.Command(temporal, "workflow", "list", "--address", devstack.TemporalAddress,
+			"--query", `WorkflowId="`+api.DeployWorkflowID(lease)+`"`, "-o", "json").Output()
+		var listed []struct {
+			Execution struct {
+				RunID string `json:"runId"`
+			} `json:"execution"`
+		}
+		_ = json.Unmarshal(ids, &listed)
+		for _, r := range listed {
+			events, _ := exec.Command(temporal, "workflow", "show", "--address", devstack.TemporalAddress,
+				"-w", api.DeployWorkflowID(lease), "-r", r.Execution.RunID, "--detailed").CombinedOutput()
+			t.Logf("run %s of %s:\n%s", r.Execution.RunID, api.DeployWorkflowID(lease), events)
+		}
 	})
 	trigger := exec.Command(env.Stack.Bin(devstack.Temporal), "schedule", "trigger", "--address", devstack.TemporalAddress, "--schedule-id", id)
 	b, err := trigger.CombinedOutput()

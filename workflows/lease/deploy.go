@@ -235,9 +235,12 @@ func (w *deployRun) end() (*api.DeployStatus, error) {
 
 // continueAsNew hands the lease's state to a new run. Signals that arrived
 // in this very workflow task (a teardown or redeploy racing the end of a
-// deploy) are drained first and carried over, not dropped with the run.
+// deploy) are taken first and carried over, not dropped with the run: the
+// ones handed to a receiver already (flow.LetReceiversRun), then the ones
+// still in their channels.
 func (w *deployRun) continueAsNew() (*api.DeployStatus, error) {
 	w.settle()
+	flow.LetReceiversRun(w.ctx)
 	w.drainSignals()
 	return nil, workflow.NewContinueAsNewError(w.ctx, DeployWorkflow, w.carryOver())
 }
