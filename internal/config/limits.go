@@ -169,6 +169,11 @@ func (l *LeaseLimits) RegisterFlags(fs *flag.FlagSet) {
 		interval = v
 	}
 	fs.DurationVar(&l.Manifest.MinInterval, "min-analysis-interval", interval, "worker: an analysis measures at most this often (env DEPLOYFLOW_MIN_ANALYSIS_INTERVAL)")
+	probePeriod := d.MinProbePeriod
+	if v, err := time.ParseDuration(os.Getenv("DEPLOYFLOW_MIN_PROBE_PERIOD")); err == nil {
+		probePeriod = v
+	}
+	fs.DurationVar(&l.Manifest.MinProbePeriod, "min-probe-period", probePeriod, "worker: a service's readiness, liveness or startup probe runs at most this often (its periodSeconds) (env DEPLOYFLOW_MIN_PROBE_PERIOD)")
 
 	fs.StringVar(&l.ReservedKeyPrefixes, "reserved-key-prefixes", env("DEPLOYFLOW_RESERVED_KEY_PREFIXES", strings.Join(manifest.DefaultReservedPrefixes, ",")), "worker: comma-separated label/annotation prefixes (and their subdomains) a tenant's pods and analysis Jobs may not use (env DEPLOYFLOW_RESERVED_KEY_PREFIXES)")
 	fs.StringVar(&l.AllowPodKeys, "allow-pod-keys", os.Getenv("DEPLOYFLOW_ALLOW_POD_KEYS"), "worker: comma-separated prefixed pod keys a tenant may use, exact (a reserved one too, e.g. the local stack's kwok knobs deployflow.dev/ready-after) or by prefix ending in / (example.com/); keys without a prefix are always the tenant's (env DEPLOYFLOW_ALLOW_POD_KEYS)")
@@ -215,6 +220,7 @@ func (l LeaseLimits) validate() []error {
 		{"--max-services", int64(m.Services)}, {"--max-ports", int64(m.PortsPerService)}, {"--max-ip-endpoints", int64(m.IPEndpoints)},
 		{"--max-hostnames", int64(m.Hostnames)}, {"--max-canary-steps", int64(m.CanarySteps)}, {"--max-replicas", int64(m.TotalReplicas)},
 		{"--max-analysis-count", int64(m.MaxCount)}, {"--min-analysis-interval", int64(m.MinInterval)}, {"--max-job-seconds", m.MaxJobSeconds},
+		{"--min-probe-period", int64(m.MinProbePeriod)},
 	} {
 		if k.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: want a positive limit", k.name))

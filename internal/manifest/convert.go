@@ -72,6 +72,9 @@ func (m *Manifest) Deployment(svc string) (*appsv1.Deployment, error) {
 		Args:            cloneSlice(s.Args),
 		Resources:       resources,
 		SecurityContext: containerSecurity,
+		ReadinessProbe:  s.ReadinessProbe.render(),
+		LivenessProbe:   s.LivenessProbe.render(),
+		StartupProbe:    s.StartupProbe.render(),
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 		container.Env = append(container.Env, corev1.EnvVar{Name: k, Value: s.Env[k]})

@@ -80,6 +80,9 @@ func (s *Service) withDefaults() Service {
 		PodLabels:      cloneMap(s.PodLabels),
 		PodAnnotations: cloneMap(s.PodAnnotations),
 		Security:       s.Security.clone(),
+		ReadinessProbe: s.ReadinessProbe.clone(),
+		LivenessProbe:  s.LivenessProbe.clone(),
+		StartupProbe:   s.StartupProbe.clone(),
 	}
 	if r := s.Resources; r != nil && (r.CPU != "" || r.Memory != "") {
 		out.Resources = &Resources{CPU: r.CPU, Memory: r.Memory}

@@ -22,6 +22,7 @@ type Limits struct {
 	MinInterval     time.Duration `json:"minInterval"`     // an analysis's shortest interval
 	MaxCount        int32         `json:"maxCount"`        // an analysis's most measurements
 	MaxJobSeconds   int64         `json:"maxJobSeconds"`   // an analysis Job's longest activeDeadlineSeconds
+	MinProbePeriod  time.Duration `json:"minProbePeriod"`  // a probe's shortest period (the kubelet's load)
 	// NodePorts is the lease namespace's quota of NodePorts
 	// (--lease-quota-nodeports): each port exposed on an IP endpoint is a
 	// port of its LoadBalancer Service, which takes one of the cluster's
@@ -52,6 +53,7 @@ func DefaultLimits() Limits {
 	return Limits{
 		Services: 16, PortsPerService: 8, IPEndpoints: 4, Hostnames: 16, TotalReplicas: 64,
 		CanarySteps: 32, MinInterval: time.Second, MaxCount: 1000, MaxJobSeconds: 1800, NodePorts: 16,
+		MinProbePeriod: time.Second,
 	}
 }
 
@@ -67,6 +69,7 @@ func (l Limits) OrDefaults() Limits {
 	orDefault(&l.MinInterval, d.MinInterval)
 	orDefault(&l.MaxCount, d.MaxCount)
 	orDefault(&l.MaxJobSeconds, d.MaxJobSeconds)
+	orDefault(&l.MinProbePeriod, d.MinProbePeriod)
 	if l.NodePorts == 0 {
 		l.NodePorts = d.NodePorts
 	}
@@ -177,6 +180,7 @@ func (m *Manifest) CheckLimits(l Limits) error {
 		v.add("services[*].replicas", "%d replicas in all: this provider allows at most %d per lease (the operator's --max-replicas)", replicas, l.TotalReplicas)
 	}
 	m.checkSecurity(&v, l.PodSecurity, l.Capabilities)
+	m.checkProbes(&v, l.MinProbePeriod)
 	if p := m.Placement; p != nil {
 		for i, w := range p.Waves {
 			if w.Analysis != nil {
@@ -206,6 +210,6 @@ func analysisLimits(v *problems, path string, a *Analysis, l Limits) {
 
 // String is l as the worker logs it.
 func (l Limits) String() string {
-	return fmt.Sprintf("services %d, ports %d, IP endpoints %d, hostnames %d, replicas %d, canary steps %d, analysis interval ≥%s, count ≤%d, job ≤%ds",
-		l.Services, l.PortsPerService, l.IPEndpoints, l.Hostnames, l.TotalReplicas, l.CanarySteps, l.MinInterval, l.MaxCount, l.MaxJobSeconds)
+	return fmt.Sprintf("services %d, ports %d, IP endpoints %d, hostnames %d, replicas %d, canary steps %d, analysis interval ≥%s, count ≤%d, job ≤%ds, probe period ≥%s",
+		l.Services, l.PortsPerService, l.IPEndpoints, l.Hostnames, l.TotalReplicas, l.CanarySteps, l.MinInterval, l.MaxCount, l.MaxJobSeconds, l.MinProbePeriod)
 }

@@ -139,6 +139,13 @@ type Service struct {
 	// Security is how the container runs (security.go): hardened, with
 	// what the manifest relaxes within the operator's bounds.
 	Security *Security `json:"security,omitempty"`
+	// ReadinessProbe says when a pod may take traffic and counts as
+	// available to a rollout; LivenessProbe when the kubelet restarts its
+	// container; StartupProbe holds the other two back until the container
+	// has started (probes.go).
+	ReadinessProbe *Probe `json:"readinessProbe,omitempty"`
+	LivenessProbe  *Probe `json:"livenessProbe,omitempty"`
+	StartupProbe   *Probe `json:"startupProbe,omitempty"`
 }
 
 // Resources are a container's CPU and memory, as Kubernetes quantities

@@ -223,6 +223,7 @@ func (v *validator) service(path string, i int, s *Service) {
 	v.podLabels(field(path, "podLabels"), s.PodLabels)
 	v.podAnnotations(field(path, "podAnnotations"), s.PodAnnotations)
 	v.security(field(path, "security"), s.Security)
+	v.probes(path, s)
 }
 
 func validServiceName(s string) bool { return len(validation.IsDNS1035Label(s)) == 0 }

@@ -1,0 +1,25 @@
+package manifest
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The manifest page's example (docs/manifest.md, its first YAML block)
+// is a manifest this release takes, every field in it known and valid,
+// probes included.
+func TestTheManifestPagesExampleIsValid(t *testing.T) {
+	page, err := os.ReadFile("../../docs/manifest.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(page), "```yaml\n")
+	require.True(t, ok, "docs/manifest.md has a YAML example")
+	example, _, ok := strings.Cut(rest, "```")
+	require.True(t, ok)
+	m, err := Parse([]byte(example))
+	require.NoError(t, err)
+	require.NoError(t, m.Validate())
+	require.NotNil(t, m.Services[0].ReadinessProbe, "the example shows a readiness probe")
+}
