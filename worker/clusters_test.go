@@ -161,10 +161,21 @@ func TestAPlacementSurvivesWorkerSIGKILLMidWave(t *testing.T) {
 }
 
 // replicaSetCreates counts the successful ReplicaSet creations in namespace
-// ns in an API server's audit log.
+// ns in an API server's audit log, and in the backup it rotated to: the
+// stack's API server rotates its log at 100 MB (--audit-log-maxsize,
+// keeping one backup named <log>-<time>.log). Found by CI run 36: under
+// the whole suite the local cluster's log rotated between this test's
+// create and its read, and the create was counted 0 times.
 func replicaSetCreates(t *testing.T, auditLog, ns string) int {
-	data, err := os.ReadFile(auditLog)
+	backups, err := filepath.Glob(strings.TrimSuffix(auditLog, ".log") + "-20*.log")
 	require.NoError(t, err)
+	var data []byte
+	for _, f := range append(backups, auditLog) {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		data = append(data, b...)
+		data = append(data, '\n')
+	}
 	n := 0
 	for _, line := range strings.Split(string(data), "\n") {
 		if strings.Contains(line, `"verb":"create"`) && strings.Contains(line, `"resource":"replicasets","namespace":"`+ns+`"`) &&
