@@ -22,7 +22,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// Issue 21.2: version gates have one home. Outside legacy.go (and gates.go,
+// Issue 21.2: version gates have one home. Outside the legacy.go files (and internal/flow/gates.go,
 // which defines them) no code asks a gate or reads how a run differs from
 // the current path: the main files read only the current path. In
 // legacy.go, the functions that name each change are exactly the table's

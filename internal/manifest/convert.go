@@ -141,7 +141,7 @@ func (s *Service) resourceRequirements() (corev1.ResourceRequirements, error) {
 	for _, r := range []struct {
 		name  corev1.ResourceName
 		value string
-	}{{corev1.ResourceCPU, s.Resources.CPU}, {corev1.ResourceMemory, s.Resources.Memory}} {
+	}{{corev1.ResourceCPU, s.Resources.CPU}, {corev1.ResourceMemory, s.Resources.Memory}, {corev1.ResourceEphemeralStorage, s.Resources.EphemeralStorage}} {
 		if r.value == "" {
 			continue
 		}

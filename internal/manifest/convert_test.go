@@ -286,3 +286,23 @@ func TestBlueGreenServicesAreActiveAndPreview(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "RollingUpdate", string(d.Spec.Strategy.Type), "the old version's scale-down after the switch is a RollingUpdate's")
 }
+
+// Issue 37.2: a service's ephemeral storage (the node disk its logs,
+// writable layer and emptyDir take) is its container's request and limit,
+// beside CPU and memory, and survives the defaults being filled. Before,
+// a manifest could not say it: the namespace's default limit applied.
+func TestEphemeralStorageIsTheContainersRequestAndLimit(t *testing.T) {
+	m := &Manifest{Lease: "shop", Services: []Service{{Name: "web", Image: "nginx:1.27",
+		Resources: &Resources{EphemeralStorage: "2Gi"}}}}
+	require.NoError(t, m.Validate())
+	d, err := m.WithDefaults().Deployment("web")
+	require.NoError(t, err)
+	r := d.Spec.Template.Spec.Containers[0].Resources
+	assert.Equal(t, resource.MustParse("2Gi"), r.Requests[corev1.ResourceEphemeralStorage])
+	assert.Equal(t, resource.MustParse("2Gi"), r.Limits[corev1.ResourceEphemeralStorage])
+
+	m.Services[0].Resources.EphemeralStorage = "lots"
+	err = m.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `services[0].resources.ephemeralStorage: "lots" is not a Kubernetes quantity: write e.g. 1Gi or 500Mi`)
+}

@@ -148,12 +148,16 @@ type Service struct {
 	StartupProbe   *Probe `json:"startupProbe,omitempty"`
 }
 
-// Resources are a container's CPU and memory, as Kubernetes quantities
-// ("500m", "2", "256Mi"). Each is both the request and the limit; an empty
-// one is left unset.
+// Resources are a container's CPU, memory and ephemeral storage (the
+// node's disk its logs, writable layer and emptyDir volumes take), as
+// Kubernetes quantities ("500m", "2", "256Mi", "1Gi"). Each is both the
+// request and the limit; an empty one is left unset (ephemeral storage:
+// the operator's --lease-default-limit-ephemeral-storage). All count
+// against the lease namespace's quota.
 type Resources struct {
-	CPU    string `json:"cpu,omitempty"`
-	Memory string `json:"memory,omitempty"`
+	CPU              string `json:"cpu,omitempty"`
+	Memory           string `json:"memory,omitempty"`
+	EphemeralStorage string `json:"ephemeralStorage,omitempty"`
 }
 
 // Port is a port a service listens on.

@@ -203,6 +203,7 @@ func (v *validator) service(path string, i int, s *Service) {
 	if r := s.Resources; r != nil {
 		v.quantity(field(path, "resources.cpu"), r.CPU, "500m or 2")
 		v.quantity(field(path, "resources.memory"), r.Memory, "256Mi or 1Gi")
+		v.quantity(field(path, "resources.ephemeralStorage"), r.EphemeralStorage, "1Gi or 500Mi")
 	}
 
 	v.ports(path, s)

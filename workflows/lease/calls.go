@@ -15,7 +15,7 @@ import (
 )
 
 // Every call of the lease's workflow into the cluster, with its options
-// (options.go has the budgets the rollouts share): the deploy chain's three
+// (internal/flow/options.go has the budgets the rollouts share): the deploy chain's three
 // batched steps (one history event each, flow.VersionFewerEvents; runs that
 // predate it replay the separate calls of legacy.go), the plan, the idle
 // loop's and the monitor's checks, the releases and the teardown.

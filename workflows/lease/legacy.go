@@ -14,7 +14,7 @@ import (
 // code do, so that they (and their recorded histories) replay as they
 // ran. The rest of the package reads only the current path: where the
 // paths part it asks a method of this file, named for what the current
-// path does, and every older path's code is here. gates.go lists the
+// path does, and every older path's code is here. internal/flow/gates.go lists the
 // changes, which methods ask each, and the histories that still need it;
 // a retired gate's methods go from this file with it (docs/upgrading.md,
 // "Changing workflow code"). TestGatesAreAskedOnlyInTheLegacyFile keeps it

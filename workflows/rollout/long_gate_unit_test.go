@@ -173,7 +173,7 @@ func (h *historyModel) listen() {
 }
 
 // gateMarkers bounds the version markers of one run: one per change ID
-// asked (gates.go has 16), counted up front.
+// asked (internal/flow/gates.go has 16), counted up front.
 const gateMarkers = 20
 
 // fakeReplicaSets is a cluster for the SDK's test environment: the
