@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/worker/testenv"
 )
 
 // The operator commands on a real lease: scale (a scale-only deploy),
@@ -36,9 +38,17 @@ func TestOperatorCommands(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(out), &st))
 		return st
 	}
+	// Asked in the test's goroutine (testenv.Eventually): require's
+	// Eventually asked from one of its own, and a status slower than its
+	// minute (CI run 39, on the PostgreSQL server) failed the test from
+	// that goroutine after the test had ended, crashing the package's
+	// test binary. Within three minutes, as every live wait here.
 	waitFor := func(what string, cond func(api.DeployStatus) bool) api.DeployStatus {
 		var st api.DeployStatus
-		require.Eventually(t, func() bool { st = status(); return cond(st) }, 60*time.Second, 200*time.Millisecond, "never %s (last %+v)", what, st)
+		testenv.Eventually(t, 3*time.Minute, 200*time.Millisecond, "never "+what, func() (bool, string) {
+			st = status()
+			return cond(st), fmt.Sprintf("revision %d, %s, pending %v, classes %v", st.Revision, st.Phase, st.Pending, st.Classes)
+		})
 		return st
 	}
 	cli(t, env, tq, "lease", "create", lease, "--owner", "acme")
