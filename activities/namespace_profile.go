@@ -11,6 +11,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/deployflow/deployflow/internal/config"
+	"github.com/deployflow/deployflow/internal/manifest"
 )
 
 // Where a lease namespace's profile touches the cluster (issue 20.4): what
@@ -35,7 +36,7 @@ func (a *Activities) profile() config.NamespaceProfile {
 		{&p.PodSecurity, d.PodSecurity}, {&p.QuotaCPU, d.QuotaCPU}, {&p.QuotaMemory, d.QuotaMemory}, {&p.QuotaPods, d.QuotaPods},
 		{&p.QuotaEphemeralStorage, d.QuotaEphemeralStorage}, {&p.QuotaNodePorts, d.QuotaNodePorts},
 		{&p.QuotaLoadBalancers, d.QuotaLoadBalancers}, {&p.QuotaJobs, d.QuotaJobs},
-		{&p.QuotaServices, d.QuotaServices}, {&p.QuotaReplicaSets, d.QuotaReplicaSets},
+		{&p.QuotaServices, d.QuotaServices}, {&p.QuotaReplicaSets, d.QuotaReplicaSets}, {&p.QuotaGPUs, d.QuotaGPUs},
 		{&p.DefaultLimitEphemeralStorage, d.DefaultLimitEphemeralStorage},
 		{&p.DefaultRequestCPU, d.DefaultRequestCPU}, {&p.DefaultRequestMemory, d.DefaultRequestMemory},
 		{&p.DefaultLimitCPU, d.DefaultLimitCPU}, {&p.DefaultLimitMemory, d.DefaultLimitMemory},
@@ -65,20 +66,30 @@ func (a *Activities) applyLeaseProfile(ctx context.Context, ns *corev1.Namespace
 		}
 	}
 	q := func(s string) resource.Quantity { return resource.MustParse(s) } // validated by config
+	hard := corev1.ResourceList{
+		corev1.ResourceRequestsCPU: q(p.QuotaCPU), corev1.ResourceLimitsCPU: q(p.QuotaCPU),
+		corev1.ResourceRequestsMemory: q(p.QuotaMemory), corev1.ResourceLimitsMemory: q(p.QuotaMemory),
+		corev1.ResourcePods:                     q(p.QuotaPods),
+		corev1.ResourceLimitsEphemeralStorage:   q(p.QuotaEphemeralStorage),
+		corev1.ResourceRequestsEphemeralStorage: q(p.QuotaEphemeralStorage),
+		corev1.ResourceServicesNodePorts:        q(p.QuotaNodePorts),
+		corev1.ResourceServicesLoadBalancers:    q(p.QuotaLoadBalancers),
+		"count/jobs.batch":                      q(p.QuotaJobs),
+		corev1.ResourceServices:                 q(p.QuotaServices),
+		"count/replicasets.apps":                q(p.QuotaReplicaSets),
+	}
+	// GPUs: the operator's quota where it offers any, none elsewhere (an
+	// extended resource's quota is on its requests).
+	gpus := p.QuotaGPUs
+	if len(a.Limits.GPUModels) == 0 {
+		gpus = "0"
+	}
+	for _, r := range manifest.GPUVendors {
+		hard[corev1.ResourceName("requests."+string(r))] = q(gpus)
+	}
 	quota := corev1ac.ResourceQuota(ProfileName, ns.Name).
 		WithLabels(map[string]string{"app.kubernetes.io/managed-by": "deployflow"}).
-		WithSpec(corev1ac.ResourceQuotaSpec().WithHard(corev1.ResourceList{
-			corev1.ResourceRequestsCPU: q(p.QuotaCPU), corev1.ResourceLimitsCPU: q(p.QuotaCPU),
-			corev1.ResourceRequestsMemory: q(p.QuotaMemory), corev1.ResourceLimitsMemory: q(p.QuotaMemory),
-			corev1.ResourcePods:                     q(p.QuotaPods),
-			corev1.ResourceLimitsEphemeralStorage:   q(p.QuotaEphemeralStorage),
-			corev1.ResourceRequestsEphemeralStorage: q(p.QuotaEphemeralStorage),
-			corev1.ResourceServicesNodePorts:        q(p.QuotaNodePorts),
-			corev1.ResourceServicesLoadBalancers:    q(p.QuotaLoadBalancers),
-			"count/jobs.batch":                      q(p.QuotaJobs),
-			corev1.ResourceServices:                 q(p.QuotaServices),
-			"count/replicasets.apps":                q(p.QuotaReplicaSets),
-		}))
+		WithSpec(corev1ac.ResourceQuotaSpec().WithHard(hard))
 	force := true
 	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: force}
 	if _, err := a.Kube.CoreV1().ResourceQuotas(ns.Name).Apply(ctx, quota, opts); err != nil {

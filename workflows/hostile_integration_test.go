@@ -247,6 +247,8 @@ func TestHostileTenants(t *testing.T) {
 		corev1.ResourceServicesLoadBalancers: "4", "count/jobs.batch": "100",
 		// and on what its deploys write that its manifest only bounds
 		corev1.ResourceRequestsEphemeralStorage: "100Gi", corev1.ResourceServices: "64", "count/replicasets.apps": "1024",
+		// and no GPUs where the provider offers none (issue 37.2)
+		"requests.nvidia.com/gpu": "0", "requests.amd.com/gpu": "0",
 	} {
 		got := quota.Spec.Hard[res]
 		assert.Equal(t, want, got.String(), "the lease's quota on %s", res)

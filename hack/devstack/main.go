@@ -153,5 +153,8 @@ func printEnv(s *devstack.Stack) {
 	// The fake pods' knobs (k8s/kwok/stages.yaml) are reserved keys a
 	// worker refuses unless allowed: the local stack's workers allow them.
 	fmt.Printf("export DEPLOYFLOW_ALLOW_POD_KEYS=%s\n", strings.Join(devstack.KwokKnobs, ","))
+	// Its GPU node's model, and one no node has (a deploy asking for it
+	// is accepted and never schedules; one asking for another is refused).
+	fmt.Printf("export DEPLOYFLOW_GPU_MODELS=%s\n", devstack.GPUModels)
 	fmt.Printf("export PATH=%s:$PATH\n", filepath.Dir(s.Bin("kubectl")))
 }

@@ -151,3 +151,30 @@ func TestObjectQuotasHoldWhatTheManifestLimitsAllow(t *testing.T) {
 	c.LeaseLimits.Namespace.QuotaServices, c.LeaseLimits.Namespace.QuotaReplicaSets = "84", "2080"
 	assert.NoError(t, c.Validate())
 }
+
+// Issue 37.2: the GPUs a provider offers are a flag (--gpu-models), parsed
+// and validated at start, and the namespace's GPU quota must hold what a
+// lease within --max-gpus runs.
+func TestGPUFlagsAreValidatedAndReachTheManifestLimits(t *testing.T) {
+	c := FromEnv()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	c.LeaseLimits.RegisterFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--gpu-models", "nvidia/a100, nvidia/h100,amd/*", "--max-gpus", "4"}))
+	require.NoError(t, c.Validate())
+	m := c.LeaseLimits.ManifestLimits()
+	assert.Equal(t, []string{"nvidia/a100", "nvidia/h100", "amd/*"}, m.GPUModels)
+	assert.Equal(t, 4, m.GPUs)
+
+	c.LeaseLimits.GPUModels = "nvidia/A100"
+	err := c.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `--gpu-models "nvidia/A100": the model is a node label value`)
+	c.LeaseLimits.GPUModels = "intel/arc"
+	assert.ErrorContains(t, c.Validate(), `--gpu-models "intel/arc": want vendor/model or vendor/*, the vendor nvidia or amd`)
+
+	c.LeaseLimits.GPUModels = "nvidia/a100"
+	c.LeaseLimits.Manifest.GPUs = 32
+	assert.ErrorContains(t, c.Validate(), "--lease-quota-gpus 16: a lease within --max-gpus 32 could not run its pods")
+	c.LeaseLimits.Namespace.QuotaGPUs = "40"
+	assert.NoError(t, c.Validate())
+}

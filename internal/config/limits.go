@@ -33,6 +33,9 @@ type LeaseLimits struct {
 	// AllowCapabilities (--allow-capabilities) are the Linux capabilities
 	// a manifest's security section may add back, comma-separated.
 	AllowCapabilities string
+	// GPUModels (--gpu-models) are the GPUs this provider offers,
+	// comma-separated vendor/model or vendor/* (manifest.ParseGPUModels).
+	GPUModels string
 }
 
 // NamespaceProfile is what a lease namespace enforces, whatever its
@@ -57,6 +60,11 @@ type NamespaceProfile struct {
 	QuotaJobs             string `json:"quotaJobs"`
 	QuotaServices         string `json:"quotaServices"`
 	QuotaReplicaSets      string `json:"quotaReplicaSets"`
+	// QuotaGPUs is the GPUs (requests of each vendor's extended
+	// resource) one lease namespace may take where --gpu-models offers
+	// any (0 where it offers none): room for --max-gpus and a rolling
+	// update's surge.
+	QuotaGPUs string `json:"quotaGPUs"`
 	// DefaultRequestCPU/Memory and DefaultLimitCPU/Memory are the
 	// LimitRange's per-container defaults (a pod that sets none gets them,
 	// so the quota can count it).
@@ -127,7 +135,7 @@ func DefaultNamespaceProfile() NamespaceProfile {
 	return NamespaceProfile{
 		PodSecurity: "baseline", QuotaCPU: "16", QuotaMemory: "32Gi", QuotaPods: "200",
 		QuotaEphemeralStorage: "100Gi", QuotaNodePorts: "16", QuotaLoadBalancers: "4", QuotaJobs: "100",
-		QuotaServices: "64", QuotaReplicaSets: "1024",
+		QuotaServices: "64", QuotaReplicaSets: "1024", QuotaGPUs: "16",
 		DefaultRequestCPU: "100m", DefaultRequestMemory: "128Mi", DefaultLimitCPU: "1", DefaultLimitMemory: "512Mi",
 		DefaultLimitEphemeralStorage: "1Gi",
 		IngressFrom:                  "ingress-nginx", EgressDeny: DefaultEgressDeny, DNS: "kube-system/k8s-app=kube-dns",
@@ -148,6 +156,7 @@ func (l *LeaseLimits) RegisterFlags(fs *flag.FlagSet) {
 		{&l.Manifest.IPEndpoints, "max-ip-endpoints", "DEPLOYFLOW_MAX_IP_ENDPOINTS", d.IPEndpoints, "declared IP endpoints of one lease (each takes an address of --ip-pool)"},
 		{&l.Manifest.Hostnames, "max-hostnames", "DEPLOYFLOW_MAX_HOSTNAMES", d.Hostnames, "hostnames of one lease"},
 		{&l.Manifest.CanarySteps, "max-canary-steps", "DEPLOYFLOW_MAX_CANARY_STEPS", d.CanarySteps, "steps of one canary"},
+		{&l.Manifest.GPUs, "max-gpus", "DEPLOYFLOW_MAX_GPUS", d.GPUs, "GPUs of one lease (units times replicas, all its services), where --gpu-models offers any"},
 	} {
 		fs.IntVar(k.v, k.name, envInt(k.env, k.def), fmt.Sprintf("worker: at most this many %s (env %s)", k.usage, k.env))
 	}
@@ -179,6 +188,7 @@ func (l *LeaseLimits) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&l.AllowPodKeys, "allow-pod-keys", os.Getenv("DEPLOYFLOW_ALLOW_POD_KEYS"), "worker: comma-separated prefixed pod keys a tenant may use, exact (a reserved one too, e.g. the local stack's kwok knobs deployflow.dev/ready-after) or by prefix ending in / (example.com/); keys without a prefix are always the tenant's (env DEPLOYFLOW_ALLOW_POD_KEYS)")
 	fs.BoolVar(&l.MountServiceAccountToken, "mount-service-account-token", os.Getenv("DEPLOYFLOW_MOUNT_SERVICE_ACCOUNT_TOKEN") == "true", "worker: let lease pods mount their namespace's service account token (default off: a lease namespace's default ServiceAccount mounts none) (env DEPLOYFLOW_MOUNT_SERVICE_ACCOUNT_TOKEN)")
 	fs.BoolVar(&l.Namespace.LoadBalancersWithoutNodePorts, "lease-loadbalancers-without-nodeports", os.Getenv("DEPLOYFLOW_LEASE_LOADBALANCERS_WITHOUT_NODEPORTS") == "true", "worker: a declared IP endpoint's LoadBalancer Service allocates no NodePorts (allocateLoadBalancerNodePorts: false), where the cluster's load balancer reaches pods directly; its ports then count against no NodePort quota (env DEPLOYFLOW_LEASE_LOADBALANCERS_WITHOUT_NODEPORTS)")
+	fs.StringVar(&l.GPUModels, "gpu-models", os.Getenv("DEPLOYFLOW_GPU_MODELS"), "worker: comma-separated GPUs this provider offers, vendor/model or vendor/* (nvidia/a100,nvidia/h100,amd/*; nodes labelled "+manifest.GPUModelLabel+"=<model>); empty: none (env DEPLOYFLOW_GPU_MODELS)")
 	fs.StringVar(&l.AllowCapabilities, "allow-capabilities", env("DEPLOYFLOW_ALLOW_CAPABILITIES", strings.Join(manifest.DefaultAllowedCapabilities, ",")), "worker: comma-separated Linux capabilities a manifest's security section may add back to a container (all are dropped), within --pod-security's; none for none (env DEPLOYFLOW_ALLOW_CAPABILITIES)")
 	p := DefaultNamespaceProfile()
 	for _, k := range []struct {
@@ -196,6 +206,7 @@ func (l *LeaseLimits) RegisterFlags(fs *flag.FlagSet) {
 		{&l.Namespace.QuotaJobs, "lease-quota-jobs", "DEPLOYFLOW_LEASE_QUOTA_JOBS", p.QuotaJobs, "Jobs (analysis checks) one lease namespace may hold at once"},
 		{&l.Namespace.QuotaServices, "lease-quota-services", "DEPLOYFLOW_LEASE_QUOTA_SERVICES", p.QuotaServices, "Services one lease namespace may hold (its services, blue-green previews and declared IP endpoints)"},
 		{&l.Namespace.QuotaReplicaSets, "lease-quota-replicasets", "DEPLOYFLOW_LEASE_QUOTA_REPLICASETS", p.QuotaReplicaSets, "ReplicaSets one lease namespace may hold (each service's current ones and its revision history)"},
+		{&l.Namespace.QuotaGPUs, "lease-quota-gpus", "DEPLOYFLOW_LEASE_QUOTA_GPUS", p.QuotaGPUs, "GPUs of each vendor one lease namespace may request where --gpu-models offers any (room for --max-gpus and a rolling update's surge; 0 where none are offered)"},
 		{&l.Namespace.DefaultLimitEphemeralStorage, "lease-default-limit-ephemeral-storage", "DEPLOYFLOW_LEASE_DEFAULT_LIMIT_EPHEMERAL_STORAGE", p.DefaultLimitEphemeralStorage, "a container's ephemeral-storage limit when its manifest sets none"},
 		{&l.Namespace.DefaultRequestCPU, "lease-default-request-cpu", "DEPLOYFLOW_LEASE_DEFAULT_REQUEST_CPU", p.DefaultRequestCPU, "a container's CPU request when its manifest sets none (the namespace's LimitRange)"},
 		{&l.Namespace.DefaultRequestMemory, "lease-default-request-memory", "DEPLOYFLOW_LEASE_DEFAULT_REQUEST_MEMORY", p.DefaultRequestMemory, "a container's memory request when its manifest sets none"},
@@ -236,7 +247,7 @@ func (l LeaseLimits) validate() []error {
 		{"--lease-quota-cpu", n.QuotaCPU}, {"--lease-quota-memory", n.QuotaMemory}, {"--lease-quota-pods", n.QuotaPods},
 		{"--lease-quota-ephemeral-storage", n.QuotaEphemeralStorage}, {"--lease-quota-nodeports", n.QuotaNodePorts},
 		{"--lease-quota-loadbalancers", n.QuotaLoadBalancers}, {"--lease-quota-jobs", n.QuotaJobs},
-		{"--lease-quota-services", n.QuotaServices}, {"--lease-quota-replicasets", n.QuotaReplicaSets},
+		{"--lease-quota-services", n.QuotaServices}, {"--lease-quota-replicasets", n.QuotaReplicaSets}, {"--lease-quota-gpus", n.QuotaGPUs},
 		{"--lease-default-limit-ephemeral-storage", n.DefaultLimitEphemeralStorage},
 		{"--lease-default-request-cpu", n.DefaultRequestCPU}, {"--lease-default-request-memory", n.DefaultRequestMemory},
 		{"--lease-default-limit-cpu", n.DefaultLimitCPU}, {"--lease-default-limit-memory", n.DefaultLimitMemory},
@@ -280,6 +291,14 @@ func (l LeaseLimits) validate() []error {
 	if err := l.ManifestLimits().CheckCapabilities(); err != nil {
 		errs = append(errs, fmt.Errorf("--allow-capabilities: %w", err))
 	}
+	if l.Manifest.GPUs < 0 {
+		errs = append(errs, fmt.Errorf("--max-gpus %d: want 0 or more", l.Manifest.GPUs))
+	}
+	if models, err := manifest.ParseGPUModels(l.GPUModels); err != nil {
+		errs = append(errs, err)
+	} else if q, err := resource.ParseQuantity(n.QuotaGPUs); err == nil && len(models) > 0 && q.Value() < int64(l.Manifest.GPUs) {
+		errs = append(errs, fmt.Errorf("--lease-quota-gpus %s: a lease within --max-gpus %d could not run its pods: raise it (leave room for a rolling update's surge), or lower --max-gpus", n.QuotaGPUs, l.Manifest.GPUs))
+	}
 	return errs
 }
 
@@ -319,6 +338,7 @@ func (l LeaseLimits) ManifestLimits() manifest.Limits {
 		m.NodePorts = manifest.UnboundedNodePorts // an IP endpoint's ports take none
 	}
 	m.PodSecurity = l.Namespace.PodSecurity
+	m.GPUModels, _ = manifest.ParseGPUModels(l.GPUModels) // validated
 	m.Capabilities = listOrNone(l.AllowCapabilities)
 	if m.Capabilities == nil {
 		m.Capabilities = []string{} // none: not the default

@@ -28,8 +28,26 @@ import (
 // likely). Each process compiles its stages once, so a kwok that ran a pod
 // is past it; one that died is started again.
 
-// FakeNodes are the kwok nodes the cluster schedules onto.
-var FakeNodes = []string{"kwok-node-0", "kwok-node-1"}
+// FakeNodes are the kwok nodes the cluster schedules onto; the last,
+// GPUNode, advertises GPUs.
+var FakeNodes = []string{"kwok-node-0", "kwok-node-1", GPUNode}
+
+// GPUNode is the fake node with GPUs (issue 37.2): GPUNodeUnits of
+// GPUNodeResource, labelled with GPUNodeModel as a provider labels its GPU
+// nodes, and tainted with the resource's name as GPU nodes commonly are,
+// so that only pods asking for GPUs run there.
+const (
+	GPUNode         = "kwok-gpu-node-0"
+	GPUNodeResource = "nvidia.com/gpu"
+	GPUNodeModel    = "a100"
+	GPUNodeUnits    = 8
+	// GPUModelLabel is manifest.GPUModelLabel (a lower layer cannot
+	// import it; the live GPU test schedules by it).
+	GPUModelLabel = "deployflow.dev/gpu-model"
+	// GPUModels is what the local stack's workers offer (--gpu-models):
+	// the node's model, and one no node has.
+	GPUModels = "nvidia/" + GPUNodeModel + ",nvidia/h100"
+)
 
 // kwokStarts is how many times a cluster's kwok is started before a crash
 // at start-up is reported.
@@ -105,17 +123,25 @@ func fakeNode(name string) *corev1.Node {
 		corev1.ResourceMemory: resource.MustParse("1Ti"),
 		corev1.ResourcePods:   resource.MustParse("10000"),
 	}
+	labels := map[string]string{
+		"type":                   "kwok",
+		"kubernetes.io/hostname": name,
+		"kubernetes.io/os":       "linux",
+		"kubernetes.io/arch":     "amd64",
+	}
+	var taints []corev1.Taint
+	if name == GPUNode {
+		capacity[GPUNodeResource] = *resource.NewQuantity(GPUNodeUnits, resource.DecimalSI)
+		labels[GPUModelLabel] = GPUNodeModel
+		taints = []corev1.Taint{{Key: GPUNodeResource, Effect: corev1.TaintEffectNoSchedule}}
+	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
 			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-			Labels: map[string]string{
-				"type":                   "kwok",
-				"kubernetes.io/hostname": name,
-				"kubernetes.io/os":       "linux",
-				"kubernetes.io/arch":     "amd64",
-			},
+			Labels:      labels,
 		},
+		Spec:   corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{Allocatable: capacity, Capacity: capacity},
 	}
 }

@@ -65,6 +65,11 @@ func (m *Manifest) Deployment(svc string) (*appsv1.Deployment, error) {
 	templateLabels[ServiceLabel] = svc
 
 	podSecurity, containerSecurity := s.Security.podSecurity()
+	var affinity *corev1.Affinity
+	var tolerations []corev1.Toleration
+	if s.Resources != nil {
+		affinity, tolerations = s.Resources.GPU.placement()
+	}
 	container := corev1.Container{
 		Name:            svc,
 		Image:           s.Image,
@@ -121,7 +126,7 @@ func (m *Manifest) Deployment(svc string) (*appsv1.Deployment, error) {
 					Labels:      templateLabels,
 					Annotations: cloneMap(s.PodAnnotations),
 				},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{container}, SecurityContext: podSecurity},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{container}, SecurityContext: podSecurity, Affinity: affinity, Tolerations: tolerations},
 			},
 			Strategy:                strategy,
 			MinReadySeconds:         r.MinReadySeconds,
@@ -151,6 +156,7 @@ func (s *Service) resourceRequirements() (corev1.ResourceRequirements, error) {
 		}
 		list[r.name] = q
 	}
+	s.Resources.GPU.resources(list)
 	if len(list) > 0 {
 		req.Requests = list
 		req.Limits = list.DeepCopy()

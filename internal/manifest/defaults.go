@@ -84,8 +84,8 @@ func (s *Service) withDefaults() Service {
 		LivenessProbe:  s.LivenessProbe.clone(),
 		StartupProbe:   s.StartupProbe.clone(),
 	}
-	if r := s.Resources; r != nil && (r.CPU != "" || r.Memory != "" || r.EphemeralStorage != "") {
-		out.Resources = &Resources{CPU: r.CPU, Memory: r.Memory, EphemeralStorage: r.EphemeralStorage}
+	if r := s.Resources; r != nil && (r.CPU != "" || r.Memory != "" || r.EphemeralStorage != "" || r.GPU != nil) {
+		out.Resources = &Resources{CPU: r.CPU, Memory: r.Memory, EphemeralStorage: r.EphemeralStorage, GPU: r.GPU.clone()}
 	}
 	if len(s.Ports) > 0 {
 		out.Ports = make([]Port, len(s.Ports))

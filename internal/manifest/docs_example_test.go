@@ -22,4 +22,14 @@ func TestTheManifestPagesExampleIsValid(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, m.Validate())
 	require.NotNil(t, m.Services[0].ReadinessProbe, "the example shows a readiness probe")
+
+	// and every other example on the page too (the GPU one)
+	blocks := strings.Split(string(page), "```yaml\n")[1:]
+	require.GreaterOrEqual(t, len(blocks), 2)
+	for i, b := range blocks {
+		example, _, _ := strings.Cut(b, "```")
+		m, err := Parse([]byte(example))
+		require.NoError(t, err, "YAML block %d", i+1)
+		require.NoError(t, m.Validate(), "YAML block %d", i+1)
+	}
 }

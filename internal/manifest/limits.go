@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/deployflow/deployflow/internal/promscope"
@@ -44,6 +45,12 @@ type Limits struct {
 	// section may add back (--allow-capabilities; nil is
 	// DefaultAllowedCapabilities).
 	Capabilities []string `json:"capabilities,omitempty"`
+	// GPUModels are the GPUs this provider offers (--gpu-models),
+	// vendor/model or vendor/* (gpu.go); none: a manifest may ask for
+	// none. GPUs is how many one lease may take, units times replicas of
+	// all its services (--max-gpus).
+	GPUModels []string `json:"gpuModels,omitempty"`
+	GPUs      int      `json:"gpus,omitempty"`
 }
 
 // DefaultLimits are the limits a worker enforces unless its operator sets
@@ -53,7 +60,7 @@ func DefaultLimits() Limits {
 	return Limits{
 		Services: 16, PortsPerService: 8, IPEndpoints: 4, Hostnames: 16, TotalReplicas: 64,
 		CanarySteps: 32, MinInterval: time.Second, MaxCount: 1000, MaxJobSeconds: 1800, NodePorts: 16,
-		MinProbePeriod: time.Second,
+		MinProbePeriod: time.Second, GPUs: 8,
 	}
 }
 
@@ -70,6 +77,7 @@ func (l Limits) OrDefaults() Limits {
 	orDefault(&l.MaxCount, d.MaxCount)
 	orDefault(&l.MaxJobSeconds, d.MaxJobSeconds)
 	orDefault(&l.MinProbePeriod, d.MinProbePeriod)
+	orDefault(&l.GPUs, d.GPUs)
 	if l.NodePorts == 0 {
 		l.NodePorts = d.NodePorts
 	}
@@ -181,6 +189,7 @@ func (m *Manifest) CheckLimits(l Limits) error {
 	}
 	m.checkSecurity(&v, l.PodSecurity, l.Capabilities)
 	m.checkProbes(&v, l.MinProbePeriod)
+	m.checkGPUs(&v, l.GPUModels, l.GPUs)
 	if p := m.Placement; p != nil {
 		for i, w := range p.Waves {
 			if w.Analysis != nil {
@@ -210,6 +219,10 @@ func analysisLimits(v *problems, path string, a *Analysis, l Limits) {
 
 // String is l as the worker logs it.
 func (l Limits) String() string {
-	return fmt.Sprintf("services %d, ports %d, IP endpoints %d, hostnames %d, replicas %d, canary steps %d, analysis interval ≥%s, count ≤%d, job ≤%ds, probe period ≥%s",
-		l.Services, l.PortsPerService, l.IPEndpoints, l.Hostnames, l.TotalReplicas, l.CanarySteps, l.MinInterval, l.MaxCount, l.MaxJobSeconds, l.MinProbePeriod)
+	gpus := "none"
+	if len(l.GPUModels) > 0 {
+		gpus = fmt.Sprintf("%d of %s", l.GPUs, strings.Join(l.GPUModels, ","))
+	}
+	return fmt.Sprintf("services %d, ports %d, IP endpoints %d, hostnames %d, replicas %d, canary steps %d, analysis interval ≥%s, count ≤%d, job ≤%ds, probe period ≥%s, GPUs %s",
+		l.Services, l.PortsPerService, l.IPEndpoints, l.Hostnames, l.TotalReplicas, l.CanarySteps, l.MinInterval, l.MaxCount, l.MaxJobSeconds, l.MinProbePeriod, gpus)
 }

@@ -153,11 +153,13 @@ type Service struct {
 // Kubernetes quantities ("500m", "2", "256Mi", "1Gi"). Each is both the
 // request and the limit; an empty one is left unset (ephemeral storage:
 // the operator's --lease-default-limit-ephemeral-storage). All count
-// against the lease namespace's quota.
+// against the lease namespace's quota. GPU is the GPUs each replica
+// takes (gpu.go).
 type Resources struct {
 	CPU              string `json:"cpu,omitempty"`
 	Memory           string `json:"memory,omitempty"`
 	EphemeralStorage string `json:"ephemeralStorage,omitempty"`
+	GPU              *GPU   `json:"gpu,omitempty"`
 }
 
 // Port is a port a service listens on.

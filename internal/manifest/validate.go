@@ -204,6 +204,7 @@ func (v *validator) service(path string, i int, s *Service) {
 		v.quantity(field(path, "resources.cpu"), r.CPU, "500m or 2")
 		v.quantity(field(path, "resources.memory"), r.Memory, "256Mi or 1Gi")
 		v.quantity(field(path, "resources.ephemeralStorage"), r.EphemeralStorage, "1Gi or 500Mi")
+		r.GPU.validate(v, field(path, "resources.gpu"))
 	}
 
 	v.ports(path, s)
