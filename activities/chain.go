@@ -85,6 +85,9 @@ func (a *Activities) ApplyDeploy(ctx context.Context, in ApplyDeployInput) (*App
 	if err != nil {
 		return nil, err
 	}
+	if err := a.applySecrets(ctx, m); err != nil {
+		return nil, err
+	}
 	objects, err := a.renderObjects(m, out.IPs, hosts.Withheld)
 	if err != nil {
 		return nil, invalidManifest(err)

@@ -267,7 +267,8 @@ func TestChartWiresTheClustersFromTheirSecrets(t *testing.T) {
 	}
 }
 
-// The ClusterRole grants no Secrets, no Pod writes, no RBAC and no CRDs,
+// The ClusterRole reads no Secret (it creates a lease's and deletes them by
+// label), grants no Pod writes, no RBAC and no CRDs,
 // and no wildcard anywhere.
 func TestChartRBACHasNoDangerousGrants(t *testing.T) {
 	var role rbacv1.ClusterRole
@@ -278,8 +279,12 @@ func TestChartRBACHasNoDangerousGrants(t *testing.T) {
 			assert.NotEqual(t, "*", s, "no wildcard: %+v", r)
 		}
 		for _, res := range r.Resources {
-			assert.NotContains(t, []string{"secrets", "configmaps", "roles", "rolebindings", "clusterroles", "clusterrolebindings",
+			assert.NotContains(t, []string{"configmaps", "roles", "rolebindings", "clusterroles", "clusterrolebindings",
 				"customresourcedefinitions", "pods/exec", "nodes"}, res, "rule %+v", r)
+			if res == "secrets" {
+				// a lease's secrets are written, never read (issue 37.3)
+				assert.ElementsMatch(t, []string{"create", "deletecollection"}, r.Verbs, "secrets are only created and deleted by label")
+			}
 			if res == "pods" {
 				assert.ElementsMatch(t, []string{"list", "watch"}, r.Verbs, "pods are only read")
 			}

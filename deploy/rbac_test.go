@@ -87,7 +87,8 @@ func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
 
 	// What the worker can NOT do (RBAC).
 	for _, denied := range [][]string{
-		{"get", "secrets", "-A"}, {"list", "secrets", "-n", ns}, {"create", "pods", "-n", "default"},
+		{"get", "secrets", "-A"}, {"list", "secrets", "-n", ns}, {"watch", "secrets", "-A"}, {"delete", "secrets", "-A"},
+		{"update", "secrets", "-A"}, {"create", "pods", "-n", "default"},
 		{"delete", "pods", "-A"}, {"create", "rolebindings", "-A"}, {"update", "clusterroles"},
 		{"escalate", "clusterroles"}, {"delete", "customresourcedefinitions"}, {"create", "customresourcedefinitions"},
 		{"delete", "leases.deployflow.dev"}, {"create", "configmaps", "-A"}, {"impersonate", "serviceaccounts"},
@@ -129,6 +130,11 @@ func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
 		  "spec":{"template":{"spec":{"restartPolicy":"Never","containers":[{"name":"c","image":"busybox"}]}}}}`)
 	require.Error(t, err)
 	assert.Contains(t, out, "not in default", "the policy refuses a Job outside deployflow's namespaces")
+	// A Secret (a lease's registry login, issue 37.3) only in deployflow's
+	// namespaces too: the worker may create one, never in kube-system.
+	out, err = asWorker("create", "secret", "generic", "intruder", "-n", "kube-system", "--from-literal=k=v", "--dry-run=server")
+	require.Error(t, err)
+	assert.Contains(t, out, "not in kube-system", "the policy refuses a Secret outside deployflow's namespaces")
 	_, err = asWorker("delete", "namespace", "kube-public", "--dry-run=server")
 	require.Error(t, err, "no namespace of others may be deleted")
 

@@ -41,6 +41,11 @@ func runDeploy(g *globals, fs *flag.FlagSet) runner {
 		if err != nil {
 			return usageError{fmt.Errorf("%s is not a valid manifest; nothing was deployed:\n%w", *file, err)}
 		}
+		if m.HasSecrets() && g.cfg.CodecKeysFile == "" {
+			// Sent without the codec, its secret values would be written
+			// into Temporal in plain text (issue 37.3).
+			return usageError{fmt.Errorf("%s has secrets (credentials or secretEnv), and this CLI has no codec keys (--codec-keys-file, DEPLOYFLOW_CODEC_KEYS_FILE) to encrypt them: nothing was sent", *file)}
+		}
 
 		c, err := g.temporal(ctx)
 		if err != nil {

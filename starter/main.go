@@ -87,6 +87,14 @@ var commands = []command{
 	{name: "rollout", args: "--namespace <ns> --service <name> --image <image> [--replicas N] | -f deployment.yaml",
 		short: "Roll one service's pod template out and wait until it is available (no lease)", build: runRollout,
 		example: "  deployflow rollout --namespace shop --service web --image nginx:1.27 --replicas 3\n  deployflow rollout -f deployment.yaml --timeout 10m"},
+	{name: "codec-key", args: "[--id ID] [--rotate keys.json]", short: "Print a new keys file for the payload codec, or one with a new active key",
+		long:    "Every worker and CLI of a Temporal namespace encrypts what it writes with the same keys file\n(--codec-keys-file): the active key encrypts, every key in it decrypts. Keep retired keys until nothing they\nencrypted is read.",
+		build:   runCodecKey,
+		example: "  deployflow codec-key --id 2026-11 > keys.json\n  deployflow codec-key --id 2027-05 --rotate keys.json > keys.new.json"},
+	{name: "codec-server", args: "--listen ADDR --token-file FILE [--cors-origin URL]", short: "Serve the payload codec to the Temporal UI and the temporal CLI",
+		long:    "Temporal's remote codec protocol (POST /encode, /decode) over --codec-keys-file, for an operator who sends\none of the tokens: the UI's codec endpoint (with its access token passed), the temporal CLI's\n--codec-endpoint and --codec-auth 'Bearer <token>'.",
+		build:   runCodecServer,
+		example: "  deployflow codec-server --codec-keys-file keys.json --token-file tokens --cors-origin http://127.0.0.1:8233\n  temporal workflow show -w deploy-demo-shop --codec-endpoint http://127.0.0.1:8081 --codec-auth \"Bearer $TOKEN\""},
 	{name: "version", short: "Print the CLI's version, build ID and Go version", build: runVersion,
 		example: "  deployflow version -o json"},
 }
@@ -179,10 +187,15 @@ func (c command) cobra() *cobra.Command {
 				defer cancel()
 			}
 			out := cmd.OutOrStdout()
-			if g.output == "yaml" {
+			switch g.output {
+			case "yaml":
 				y := newYAMLWriter(out)
 				defer y.Close()
 				g.output, out = "json", y
+			case "json":
+				j := newJSONWriter(out)
+				defer j.Close()
+				out = j
 			}
 			err = r(ctx, pos, out)
 			if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && timeout > 0 {
@@ -219,7 +232,7 @@ func newYAMLWriter(out io.Writer) *yamlWriter {
 				_, _ = io.Copy(io.Discard, pr)
 				return
 			}
-			b, err := yaml.JSONToYAML(v)
+			b, err := yaml.JSONToYAML(redact(v))
 			if err != nil {
 				continue
 			}

@@ -9,6 +9,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
+
+	"github.com/deployflow/deployflow/internal/codec"
 )
 
 // Temporal is how deployflow reaches Temporal, configured the way the
@@ -33,6 +35,11 @@ type Temporal struct {
 	TemporalTLSCert    string // --temporal-tls-cert
 	TemporalTLSKey     string // --temporal-tls-key
 	TemporalServerName string // --temporal-tls-server-name
+	// CodecKeysFile (--codec-keys-file) holds the keys that encrypt every
+	// payload and failure message deployflow writes into Temporal
+	// (internal/codec); empty: none are encrypted, and manifests with
+	// secrets are refused.
+	CodecKeysFile string
 
 	profile envconfig.ClientConfigProfile // resolved
 }
@@ -49,6 +56,7 @@ func (t *Temporal) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&t.TemporalTLSCert, "temporal-tls-cert", "", "PEM client certificate for mutual TLS (default: TEMPORAL_TLS_CLIENT_CERT_PATH)")
 	fs.StringVar(&t.TemporalTLSKey, "temporal-tls-key", "", "PEM client key for mutual TLS (default: TEMPORAL_TLS_CLIENT_KEY_PATH)")
 	fs.StringVar(&t.TemporalServerName, "temporal-tls-server-name", "", "server name the Temporal server's certificate must carry, if not the address's host (default: TEMPORAL_TLS_SERVER_NAME)")
+	fs.StringVar(&t.CodecKeysFile, "codec-keys-file", os.Getenv("DEPLOYFLOW_CODEC_KEYS_FILE"), "JSON file of the keys that encrypt what deployflow writes into Temporal, {\"active\": id, \"keys\": {id: base64}} (make one with 'deployflow codec-key'); every worker and CLI of a namespace needs the same; empty: nothing is encrypted and manifests with secrets are refused (env DEPLOYFLOW_CODEC_KEYS_FILE)")
 }
 
 // Resolve loads the profile and the environment under the flags: afterwards
@@ -106,7 +114,26 @@ func (t *Temporal) ClientOptions() (client.Options, error) {
 	if err != nil {
 		return client.Options{}, fmt.Errorf("temporal TLS settings: %w (check --temporal-tls-ca/-cert/-key or TEMPORAL_TLS_*)", err)
 	}
+	c, err := t.Codec()
+	if err != nil {
+		return client.Options{}, err
+	}
+	if c != nil {
+		c.Apply(&opts)
+	}
 	return opts, nil
+}
+
+// Codec is the payload codec of --codec-keys-file, or nil without one.
+func (t *Temporal) Codec() (*codec.Codec, error) {
+	if t.CodecKeysFile == "" {
+		return nil, nil
+	}
+	k, err := codec.LoadKeys(t.CodecKeysFile)
+	if err != nil {
+		return nil, fmt.Errorf("--codec-keys-file: %w", err)
+	}
+	return codec.New(k)
 }
 
 // validate names the first bad Temporal setting.

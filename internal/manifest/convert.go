@@ -111,6 +111,9 @@ func (m *Manifest) Deployment(svc string) (*appsv1.Deployment, error) {
 		}
 	}
 
+	podSpec := corev1.PodSpec{Containers: []corev1.Container{container}, SecurityContext: podSecurity, Affinity: affinity, Tolerations: tolerations}
+	s.podSecrets(m.Lease, &podSpec)
+
 	return &appsv1.Deployment{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -126,7 +129,7 @@ func (m *Manifest) Deployment(svc string) (*appsv1.Deployment, error) {
 					Labels:      templateLabels,
 					Annotations: cloneMap(s.PodAnnotations),
 				},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{container}, SecurityContext: podSecurity, Affinity: affinity, Tolerations: tolerations},
+				Spec: podSpec,
 			},
 			Strategy:                strategy,
 			MinReadySeconds:         r.MinReadySeconds,

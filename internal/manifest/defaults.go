@@ -83,6 +83,8 @@ func (s *Service) withDefaults() Service {
 		ReadinessProbe: s.ReadinessProbe.clone(),
 		LivenessProbe:  s.LivenessProbe.clone(),
 		StartupProbe:   s.StartupProbe.clone(),
+		Credentials:    s.Credentials.clone(),
+		SecretEnv:      cloneMap(s.SecretEnv),
 	}
 	if r := s.Resources; r != nil && (r.CPU != "" || r.Memory != "" || r.EphemeralStorage != "" || r.GPU != nil) {
 		out.Resources = &Resources{CPU: r.CPU, Memory: r.Memory, EphemeralStorage: r.EphemeralStorage, GPU: r.GPU.clone()}

@@ -51,6 +51,10 @@ type Limits struct {
 	// all its services (--max-gpus).
 	GPUModels []string `json:"gpuModels,omitempty"`
 	GPUs      int      `json:"gpus,omitempty"`
+	// Secrets is whether this provider keeps secrets (secrets.go): its
+	// workers encrypt what they write into Temporal (--codec-keys-file).
+	// Without, a manifest with a secret is refused.
+	Secrets bool `json:"secrets,omitempty"`
 }
 
 // DefaultLimits are the limits a worker enforces unless its operator sets
@@ -190,6 +194,19 @@ func (m *Manifest) CheckLimits(l Limits) error {
 	m.checkSecurity(&v, l.PodSecurity, l.Capabilities)
 	m.checkProbes(&v, l.MinProbePeriod)
 	m.checkGPUs(&v, l.GPUModels, l.GPUs)
+	if !l.Secrets {
+		for i := range m.Services {
+			s := &m.Services[i]
+			if s.hasSecrets() {
+				f := "secretEnv"
+				if s.Credentials != nil {
+					f = "credentials"
+				}
+				v.add(field(index("services", i), f), "this provider keeps no secrets: its workers have no encryption keys (the operator's --codec-keys-file), and the value would be stored in plain text in Temporal")
+				break
+			}
+		}
+	}
 	if p := m.Placement; p != nil {
 		for i, w := range p.Waves {
 			if w.Analysis != nil {

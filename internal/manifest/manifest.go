@@ -146,6 +146,13 @@ type Service struct {
 	ReadinessProbe *Probe `json:"readinessProbe,omitempty"`
 	LivenessProbe  *Probe `json:"livenessProbe,omitempty"`
 	StartupProbe   *Probe `json:"startupProbe,omitempty"`
+	// Credentials are the login to the image's private registry, and
+	// SecretEnv environment variables whose values are secret
+	// (secrets.go): in the cluster each is a Secret the pod refers to, in
+	// Temporal only encrypted, and everything deployflow shows them as
+	// Redacted.
+	Credentials *Credentials      `json:"credentials,omitempty"`
+	SecretEnv   map[string]string `json:"secretEnv,omitempty"`
 }
 
 // Resources are a container's CPU, memory and ephemeral storage (the

@@ -53,6 +53,8 @@ type Env struct {
 	Temporal   client.Client
 	// TemporalNamespace is the Temporal namespace Temporal's client is in.
 	TemporalNamespace string
+
+	noRecord bool // its workers' histories are not recorded (WithCodec)
 }
 
 // Settings of the tests' in-process workers.
@@ -247,7 +249,9 @@ func (e *Env) WorkerWith(t testing.TB, configure func(*activities.Activities)) s
 func (e *Env) worker(t testing.TB, configure func(*activities.Activities), more func(tq string, w worker.Worker)) string {
 	t.Helper()
 	tq := Name(t, "tq")
-	e.recordHistories(t, tq)
+	if !e.noRecord {
+		e.recordHistories(t, tq)
+	}
 	w := worker.New(e.Temporal, tq, worker.Options{WorkerStopTimeout: 2 * time.Second})
 	acts := e.Activities()
 	acts.Observer = e.cache(t)
