@@ -294,3 +294,29 @@ func TestChartRBACHasNoDangerousGrants(t *testing.T) {
 		assert.NotContains(t, r.Verbs, "impersonate")
 	}
 }
+
+// Issue 37.3: codec.keysSecretName mounts the payload codec's keys file
+// read-only and points the worker at it; without it the worker gets no
+// keys file (and refuses manifests with secrets).
+func TestChartMountsTheCodecKeys(t *testing.T) {
+	var d appsv1.Deployment
+	into(t, render(t, "--set", "codec.keysSecretName=deployflow-codec")["Deployment/df-deployflow-worker"], &d)
+	pod := d.Spec.Template.Spec
+	c := pod.Containers[0]
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	assert.Equal(t, "/etc/deployflow/codec/keys.json", env["DEPLOYFLOW_CODEC_KEYS_FILE"])
+	require.Len(t, c.VolumeMounts, 1)
+	assert.Equal(t, "/etc/deployflow/codec", c.VolumeMounts[0].MountPath)
+	assert.True(t, c.VolumeMounts[0].ReadOnly)
+	require.Len(t, pod.Volumes, 1)
+	assert.Equal(t, "deployflow-codec", pod.Volumes[0].Secret.SecretName)
+	assert.Equal(t, "keys.json", pod.Volumes[0].Secret.Items[0].Path)
+
+	into(t, render(t)["Deployment/df-deployflow-worker"], &d)
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		assert.NotEqual(t, "DEPLOYFLOW_CODEC_KEYS_FILE", e.Name)
+	}
+}
