@@ -201,6 +201,18 @@ func (r *ScaleServiceRequest) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+func (r *RollbackRequest) UnmarshalJSON(data []byte) error {
+	type plain RollbackRequest
+	r.invalid = strictly(data, (*plain)(r), "")
+	return nil
+}
+
+func (r *RejectRequest) UnmarshalJSON(data []byte) error {
+	type plain RejectRequest
+	r.invalid = strictly(data, (*plain)(r), "")
+	return nil
+}
+
 func (r *ApproveRequest) UnmarshalJSON(data []byte) error {
 	type plain ApproveRequest
 	r.invalid = strictly(data, (*plain)(r), "")
@@ -282,6 +294,8 @@ func (in *RolloutInput) Invalid() error        { return in.invalid }
 func (in *PlacementInput) Invalid() error      { return in.invalid }
 func (in *ScaleServiceRequest) Invalid() error { return in.invalid }
 func (in *ApproveRequest) Invalid() error      { return in.invalid }
+func (in *RollbackRequest) Invalid() error     { return in.invalid }
+func (in *RejectRequest) Invalid() error       { return in.invalid }
 func (in *ScaleRequest) Invalid() error        { return in.invalid }
 func (in *UndoRequest) Invalid() error         { return in.invalid }
 func (in *PromoteRequest) Invalid() error      { return in.invalid }

@@ -84,6 +84,10 @@ type DeployRecord struct {
 	// Rollback is the return to the last-known-good manifest after a
 	// failure, as executed.
 	Rollback *plan.Node `json:"rollback,omitempty"`
+	// RollbackTo is the deploy this one returned to (deployflow rollback).
+	RollbackTo int64 `json:"rollbackTo,omitempty"`
+	// Rejected: the lease's owner rejected this deploy (deployflow reject).
+	Rejected bool `json:"rejected,omitempty"`
 }
 
 // DeployStatus is the "status" query's answer and DeployWorkflow's result.
@@ -113,6 +117,41 @@ type DeployStatus struct {
 	// LastGood is the last-known-good manifest: what a placement returns
 	// this cluster to if a later wave fails.
 	LastGood *manifest.Manifest `json:"lastGood,omitempty"`
+	// RollbackTargets are the deploys a rollback may return to, oldest
+	// first (the lease keeps the manifests of its last successful ones);
+	// Rejected, the deploys the owner rejected.
+	RollbackTargets []int64 `json:"rollbackTargets,omitempty"`
+	Rejected        []int64 `json:"rejected,omitempty"`
+	// Refusals are the requests without an answer (a schedule's redeploy
+	// signal) the lease refused, newest last.
+	Refusals []Refusal `json:"refusals,omitempty"`
+}
+
+// Refusal is a request without an answer a lease refused: when, who
+// asked, why.
+type Refusal struct {
+	At      time.Time `json:"at"`
+	Trigger string    `json:"trigger"`
+	Error   string    `json:"error"`
+}
+
+// RollbackRequest is the "rollback" update's argument: To is the deploy
+// (its revision) to return to, one of DeployStatus.RollbackTargets; 0 is
+// the newest successful deploy before the one running that is not
+// rejected.
+type RollbackRequest struct {
+	To int64 `json:"to,omitempty"`
+
+	invalid error // a field unknown or of the wrong type (UnmarshalJSON)
+}
+
+// RejectRequest is the "reject" update's argument: the deploy (its
+// revision) no retry, schedule, placement return or rollback deploys
+// again.
+type RejectRequest struct {
+	Revision int64 `json:"revision"`
+
+	invalid error // a field unknown or of the wrong type (UnmarshalJSON)
 }
 
 // ScaleServiceRequest is the "scale" update's argument.

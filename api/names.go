@@ -17,6 +17,12 @@ const (
 	// UpdateRetry (L): deploy the last failed manifest again (an aborted
 	// canary, a failed analysis).
 	UpdateRetry = "retry"
+	// UpdateRollback (L): a RollbackRequest; deploy a recorded successful
+	// deploy's manifest again, its ReplicaSets scaled back up.
+	UpdateRollback = "rollback"
+	// UpdateReject (L): a RejectRequest; no retry, schedule, placement
+	// return or rollback deploys that deploy again.
+	UpdateReject = "reject"
 	// UpdateTeardown (L): tear the lease's workload down and release its
 	// reservations; SignalTeardown is the same, as a signal.
 	UpdateTeardown = "teardown"

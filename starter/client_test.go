@@ -54,7 +54,7 @@ func TestHistoryWaitsForItsRecordsAndNeverPrintsAnEmptyHistoryInstead(t *testing
 	c.On("QueryWorkflow", mock.Anything, api.DeployWorkflowID("l"), "", api.QueryStatus).
 		Return(nil, serviceerror.NewDeadlineExceeded("context deadline exceeded")).Once()
 	c.On("QueryWorkflow", mock.Anything, api.DeployWorkflowID("l"), "", api.QueryStatus).Return(answer, nil).Once()
-	got, err := deployRecords(ctx, c, "l")
+	got, _, err := deployRecords(ctx, c, "l")
 	require.NoError(t, err)
 	assert.Equal(t, records, got)
 	assert.Contains(t, progress.String(), "waiting for Temporal to answer the status of lease l")
@@ -62,7 +62,7 @@ func TestHistoryWaitsForItsRecordsAndNeverPrintsAnEmptyHistoryInstead(t *testing
 	c = &mocks.Client{}
 	c.On("QueryWorkflow", mock.Anything, api.DeployWorkflowID("l"), "", api.QueryStatus).
 		Return(nil, serviceerror.NewInvalidArgument("unknown queryType"))
-	_, err = deployRecords(ctx, c, "l")
+	_, _, err = deployRecords(ctx, c, "l")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "read the deploy records: lease l: unknown queryType")
 }

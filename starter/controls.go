@@ -148,6 +148,44 @@ func runRetry(g *globals, fs *flag.FlagSet) runner {
 	}
 }
 
+// runRollback returns a lease to a recorded successful deploy (issue
+// 37.4): its manifest deployed again, each service's ReplicaSet of it
+// scaled back up.
+func runRollback(g *globals, fs *flag.FlagSet) runner {
+	cluster := clusterFlag(fs)
+	to := fs.Int64("to", 0, "the deploy to return to (its revision in deployflow history); default: the one before the deploy running")
+	return func(ctx context.Context, pos []string, out io.Writer) error {
+		if len(pos) != 1 {
+			return usageError{errors.New("usage: deployflow rollback <lease> [--to N] [--cluster NAME]")}
+		}
+		if *to < 0 {
+			return usageError{fmt.Errorf("--to %d: give a deploy's revision (deployflow history)", *to)}
+		}
+		what := "rolling lease " + pos[0] + " back to the deploy before the one running"
+		if *to > 0 {
+			what = fmt.Sprintf("rolling lease %s back to deploy #%d", pos[0], *to)
+		}
+		return leaseUpdate(ctx, g, *cluster, pos[0], api.UpdateRollback, api.RollbackRequest{To: *to}, out, what)
+	}
+}
+
+// runReject marks a deploy that no retry, schedule, placement return or
+// rollback deploys again (issue 37.4).
+func runReject(g *globals, fs *flag.FlagSet) runner {
+	cluster := clusterFlag(fs)
+	return func(ctx context.Context, pos []string, out io.Writer) error {
+		if len(pos) != 2 {
+			return usageError{errors.New("usage: deployflow reject <lease> <revision> [--cluster NAME]")}
+		}
+		n, err := strconv.ParseInt(pos[1], 10, 64)
+		if err != nil || n < 1 {
+			return usageError{fmt.Errorf("revision %q: give a deploy's revision, a positive number (deployflow history)", pos[1])}
+		}
+		return leaseUpdate(ctx, g, *cluster, pos[0], api.UpdateReject, api.RejectRequest{Revision: n}, out,
+			fmt.Sprintf("deploy #%d of lease %s rejected: no retry, schedule, placement return or rollback deploys it again", n, pos[0]))
+	}
+}
+
 func leaseUpdate(ctx context.Context, g *globals, clusterName, lease, update string, arg any, out io.Writer, done string) error {
 	cluster, err := g.clusterOf(clusterName)
 	if err != nil {

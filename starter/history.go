@@ -49,8 +49,9 @@ func runHistory(g *globals, fs *flag.FlagSet) runner {
 		sort.Slice(runs, func(i, j int) bool { return runs[i].GetStartTime().AsTime().Before(runs[j].GetStartTime().AsTime()) })
 
 		var records []api.DeployRecord
+		var refusals []api.Refusal
 		if len(runs) > 0 {
-			if records, err = deployRecords(ctx, c, lease); err != nil {
+			if records, refusals, err = deployRecords(ctx, c, lease); err != nil {
 				return err
 			}
 		}
@@ -63,9 +64,10 @@ func runHistory(g *globals, fs *flag.FlagSet) runner {
 			}
 			out := struct {
 				Deploys    []api.DeployRecord    `json:"deploys"`
+				Refusals   []api.Refusal         `json:"refusals,omitempty"`
 				Runs       []run                 `json:"runs"`
 				Placements []api.PlacementStatus `json:"placements,omitempty"`
-			}{Deploys: records, Placements: placements}
+			}{Deploys: records, Refusals: refusals, Placements: placements}
 			for _, r := range runs {
 				out.Runs = append(out.Runs, run{RunID: r.GetExecution().GetRunId(), Status: r.GetStatus().String(),
 					Start: r.GetStartTime().AsTime(), Close: r.GetCloseTime().AsTime()})
@@ -81,18 +83,32 @@ func runHistory(g *globals, fs *flag.FlagSet) runner {
 				imgs = append(imgs, svc+"="+img)
 			}
 			sort.Strings(imgs)
-			fmt.Fprintf(tw, "#%d\t%s\t%s\t%s\t%s\t%s\n", r.Revision, r.Trigger, r.Started.UTC().Format(time.RFC3339),
-				r.Finished.Sub(r.Started).Round(100*time.Millisecond), strings.Join(imgs, " "), r.Outcome)
+			deploy, outcome := fmt.Sprintf("#%d", r.Revision), r.Outcome
+			if r.RollbackTo != 0 {
+				outcome = fmt.Sprintf("rollback to #%d: %s", r.RollbackTo, outcome)
+			}
+			if r.Rejected {
+				deploy += " (rejected)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", deploy, r.Trigger, r.Started.UTC().Format(time.RFC3339),
+				r.Finished.Sub(r.Started).Round(100*time.Millisecond), strings.Join(imgs, " "), outcome)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+		for _, r := range refusals {
+			fmt.Fprintf(stdout, "refused %s (%s): %s\n", r.At.UTC().Format(time.RFC3339), r.Trigger, r.Error)
 		}
 		// What each deploy executed: its plan's tree, each operation's state.
 		for _, r := range records {
 			if r.Tree == nil {
 				continue // recorded before deploys kept their tree
 			}
-			fmt.Fprintf(stdout, "\ndeploy #%d, as executed:\n", r.Revision)
+			rejected := ""
+			if r.Rejected {
+				rejected = " (rejected: no retry, schedule, placement return or rollback deploys it again)"
+			}
+			fmt.Fprintf(stdout, "\ndeploy #%d, as executed%s:\n", r.Revision, rejected)
 			r.Tree.Format(stdout, true)
 			if r.Rollback != nil {
 				fmt.Fprintf(stdout, "deploy #%d, the return to the last-known-good manifest:\n", r.Revision)
@@ -114,12 +130,12 @@ func runHistory(g *globals, fs *flag.FlagSet) runner {
 // retried). What cannot be read is an error, never an empty history: on a
 // loaded server the query once failed and history printed no deploy at
 // all, exit 0 (CI).
-func deployRecords(ctx context.Context, c client.Client, lease string) ([]api.DeployRecord, error) {
+func deployRecords(ctx context.Context, c client.Client, lease string) ([]api.DeployRecord, []api.Refusal, error) {
 	st, err := queryDeploy(ctx, c, lease, "")
 	if err != nil {
-		return nil, fmt.Errorf("read the deploy records: %w", err)
+		return nil, nil, fmt.Errorf("read the deploy records: %w", err)
 	}
-	return st.History, nil
+	return st.History, st.Refusals, nil
 }
 
 // placementHistory is each placement of the lease, oldest first, as it

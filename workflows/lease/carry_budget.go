@@ -10,12 +10,13 @@ import (
 // limit (issue 20.7). A run hands its successor one payload: the manifest
 // deployed, the last-known-good, pending and last failed ones (each at
 // most manifest.MaxSize, 256 KiB) and the last deploys' records with their
-// executed trees. Temporal refuses a payload over 2 MiB (its default
+// executed trees, and the manifests of the last successful deploys (a
+// rollback's targets, rollback.go). Temporal refuses a payload over 2 MiB (its default
 // BlobSizeLimitError), and a continue-as-new it refuses leaves the lease's
 // workflow failing its task in a loop; so the carry is kept under
 // carryBudget by dropping what only `deployflow history` shows, oldest
-// first: the records' trees, then the records themselves (the newest one
-// stays).
+// first: the records' trees, then the rollback targets, then the records
+// themselves (the newest one stays).
 
 // carryBudget is the most a continue-as-new payload may take: room for
 // four manifests of manifest.MaxSize and the rest, well under the 2 MiB
@@ -34,6 +35,12 @@ func fitCarry(in deployInput) deployInput {
 	in.Carry = &c
 	for i := 0; i < len(c.History)-1 && size(in) > carryBudget; i++ {
 		c.History[i].Tree, c.History[i].Rollback, c.History[i].Operations = nil, nil, nil
+	}
+	// Then the deploys a rollback could return to, oldest first (only
+	// manifests near the size limit lose them all).
+	c.Deployed = append([]deployedManifest(nil), c.Deployed...)
+	for len(c.Deployed) > 0 && size(in) > carryBudget {
+		c.Deployed = c.Deployed[1:]
 	}
 	for len(c.History) > 1 && size(in) > carryBudget {
 		c.History = c.History[1:]

@@ -50,8 +50,12 @@ func TestTheContinueAsNewPayloadFitsTemporalsBlobLimitAtTheLimits(t *testing.T) 
 		}
 		history = append(history, api.DeployRecord{Revision: int64(i + 1), Trigger: "cli", Outcome: "Succeeded", Tree: tree, Rollback: tree})
 	}
+	var deployed []deployedManifest
+	for i := range maxRollbackTargets {
+		deployed = append(deployed, deployedManifest{Revision: int64(i + 10), Manifest: m})
+	}
 	in := deployInput{DeployInput: api.DeployInput{Manifest: m, Trigger: "cli"}, Carry: &deployCarry{
-		Phase: api.PhaseActive, LastGood: &m, Pending: &m, LastFailed: &m, Revision: 20, History: history,
+		Phase: api.PhaseActive, LastGood: &m, Pending: &m, LastFailed: &m, Revision: 20, History: history, Deployed: deployed,
 	}}
 	require.Greater(t, size(in), temporalBlobLimit, "the test is at the limits: untrimmed, it is over")
 

@@ -32,6 +32,12 @@ func (w *deployRun) redeploy(req api.RedeployRequest) {
 		workflow.GetLogger(w.ctx).Warn("redeploy ignored: nothing deployed", "lease", w.lease, "action", req.Action)
 		return
 	}
+	if base == w.LastGood && w.rejected(w.LastGoodRevision) {
+		// A signal has no answer: the refusal is recorded in the lease's
+		// history, where its owner looks.
+		w.refuse(req.Trigger, w.errRejected(w.LastGoodRevision, "a "+req.Action+" ("+req.Trigger+")"))
+		return
+	}
 	m := *base
 	if req.Action == api.RedeployRestart {
 		at := workflow.Now(w.ctx).UTC().Format(time.RFC3339)
@@ -47,7 +53,7 @@ func (w *deployRun) redeploy(req api.RedeployRequest) {
 	}
 	if w.Pending == nil {
 		w.Pending = &m
-		w.PendingKey = ""
+		w.PendingKey, w.PendingRollbackTo = "", 0
 		w.PendingTrigger = req.Trigger
 		if api.CheckTrigger("trigger", req.Trigger) != nil {
 			// A signal has no answer: a trigger that is not a short
@@ -118,6 +124,7 @@ func (w *deployRun) registerControls() error {
 				w.PendingTrigger = triggerOf(req)
 				w.PendingKey = req.Key
 				w.PendingPlan = req.PlanFingerprint
+				w.PendingRollbackTo = 0
 				w.unsettle()
 				return w.status(), nil
 			},
@@ -150,6 +157,9 @@ func (w *deployRun) registerControls() error {
 					return err
 				}
 				if w.returnsToLastGood(req) {
+					if w.rejected(w.LastGoodRevision) {
+						return w.errRejected(w.LastGoodRevision, "a placement's return to the last-known-good deploy")
+					}
 					return req.Manifest.ValidateLenient() // held to the rules of its day
 				}
 				return req.Manifest.Validate()
@@ -167,6 +177,7 @@ func (w *deployRun) registerControls() error {
 				}
 				m := *w.LastFailed
 				w.Pending, w.PendingTrigger, w.PendingPlan, w.PendingKey = &m, "retry", "", ""
+				w.PendingRollbackTo = 0
 				w.unsettle()
 				return w.status(), nil
 			},
@@ -176,6 +187,8 @@ func (w *deployRun) registerControls() error {
 					return w.notTornDown()
 				case w.LastFailed == nil:
 					return errors.New("the last deploy of lease " + w.lease + " did not fail: there is nothing to retry")
+				case w.rejected(w.LastFailedRevision):
+					return w.errRejected(w.LastFailedRevision, "a retry")
 				case w.Pending != nil || w.Phase == api.PhaseDeploying || w.Phase == api.PhaseAwaitingApproval:
 					return errors.New("a deploy of lease " + w.lease + " is in progress or waiting: retry once it has ended")
 				}
@@ -192,6 +205,7 @@ func (w *deployRun) registerControls() error {
 					}
 				}
 				w.Pending, w.PendingTrigger, w.PendingKey = &m, "cli", ""
+				w.PendingRollbackTo = 0
 				w.unsettle()
 				return w.status(), nil
 			},
@@ -233,6 +247,9 @@ func (w *deployRun) registerControls() error {
 				if w.base() == nil {
 					return errors.New("nothing is deployed to lease " + w.lease + " yet")
 				}
+				if w.base() == w.LastGood && w.rejected(w.LastGoodRevision) {
+					return w.errRejected(w.LastGoodRevision, "a restart")
+				}
 				return nil
 			}},
 	}
@@ -249,6 +266,9 @@ func (w *deployRun) registerControls() error {
 		return err
 	}
 	if err := w.registerApproval(); err != nil {
+		return err
+	}
+	if err := w.registerRollback(); err != nil {
 		return err
 	}
 	// Signals: a teardown, a redeploy (restart or reapply).

@@ -66,6 +66,7 @@ func DeployWorkflow(ctx workflow.Context, start api.DeployInput) (*api.DeploySta
 			w.trigger, w.approvedPlan = w.PendingTrigger, w.PendingPlan
 			w.key, w.PendingKey = w.PendingKey, ""
 			w.PendingPlan = ""
+			w.rollbackTo, w.PendingRollbackTo = w.PendingRollbackTo, 0
 			err := w.deploy(m)
 			if errors.Is(err, errTeardown) || w.Teardown {
 				return w.tearDown()
@@ -110,10 +111,14 @@ var errTeardown = errors.New("teardown requested")
 // anything, the chain again for the last-known-good manifest.
 func (w *deployRun) deploy(m *manifest.Manifest) error {
 	w.requested, w.taking = m, nil
-	defer func() { w.requested = nil }()
-	m = w.keepRestarts(m)
+	defer func() { w.requested, w.rollbackTo = nil, 0 }()
+	if w.rollbackTo == 0 {
+		// A rollback deploys its deploy's pod templates exactly, restarts
+		// and all: that is what finds its ReplicaSets again.
+		m = w.keepRestarts(m)
+	}
 	w.Revision++
-	rec := api.DeployRecord{Revision: w.Revision, Trigger: w.trigger, Key: w.key, Started: workflow.Now(w.ctx), Image: images(m)}
+	rec := api.DeployRecord{Revision: w.Revision, Trigger: w.trigger, Key: w.key, Started: workflow.Now(w.ctx), Image: images(m), RollbackTo: w.rollbackTo}
 	w.deployStarted = rec.Started
 	w.LastFailed = nil // set again if this deploy fails: retry is of the last deploy only
 	before := w.Phase
@@ -144,6 +149,7 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 		// The lease records what runs: the manifest as the chain deployed it,
 		// with its defaults, and with what operators changed of its rollouts.
 		w.LastGood, w.current, w.LastFailed = res.ran, res.ran, nil
+		w.remember(w.Revision, res.ran)
 		if !sameManifest(res.ran, m) {
 			rec.Outcome = "Succeeded, as changed by an operator during the rollout"
 		}
@@ -154,7 +160,7 @@ func (w *deployRun) deploy(m *manifest.Manifest) error {
 		w.setPhase(api.PhaseActive)
 	default:
 		rec.Outcome = "Failed: " + flow.ErrorMessage(err)
-		w.LastFailed = m
+		w.LastFailed, w.LastFailedRevision = m, w.Revision
 		w.LastError = flow.ErrorMessage(err)
 		w.lastFailure = err
 		w.setPhase(api.PhaseFailed)

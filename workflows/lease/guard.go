@@ -48,6 +48,11 @@ func (in deployInput) guard(continued bool) error {
 			errs = append(errs, fmt.Errorf("%s: %w", m.field, err))
 		}
 	}
+	for i := range c.Deployed {
+		if err := c.Deployed[i].Manifest.ValidateLenient(); err != nil {
+			errs = append(errs, fmt.Errorf("carry.deployed[%d].manifest: %w", i, err))
+		}
+	}
 	if err := api.CheckTrigger("carry.pendingTrigger", c.PendingTrigger); err != nil {
 		errs = append(errs, err)
 	}

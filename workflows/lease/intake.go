@@ -30,10 +30,19 @@ func (w *deployRun) taken(m *manifest.Manifest, returning bool) *manifest.Manife
 // a run of today carries them with their defaults (filling them again
 // changes nothing), a run before it may not have.
 func (w *deployRun) takeCarried() {
-	for _, m := range []**manifest.Manifest{&w.LastGood, &w.Pending, &w.LastFailed} {
+	carried := []**manifest.Manifest{&w.LastGood, &w.Pending, &w.LastFailed}
+	deployed := make([]*manifest.Manifest, len(w.Deployed)) // a rollback's targets
+	for i := range w.Deployed {
+		deployed[i] = &w.Deployed[i].Manifest
+		carried = append(carried, &deployed[i])
+	}
+	for _, m := range carried {
 		if *m != nil {
 			*m = withDefaults(*m)
 		}
+	}
+	for i := range w.Deployed {
+		w.Deployed[i].Manifest = *deployed[i]
 	}
 }
 

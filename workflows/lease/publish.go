@@ -25,6 +25,7 @@ func (w *deployRun) status() api.DeployStatus {
 		st.Services = w.current.ServiceNames()
 	}
 	st.LastGood = w.LastGood
+	st.RollbackTargets, st.Rejected, st.Refusals = w.rollbackTargets(), w.Rejected, w.Refusals
 	switch {
 	case w.Pending != nil:
 		st.DeployingKey = w.PendingKey

@@ -68,6 +68,9 @@ type deployRun struct {
 	rollingOut bool
 	// deployStarted is when the deploy in progress started.
 	deployStarted time.Time
+	// rollbackTo is the deploy the deploy in progress returns to (a
+	// rollback), or 0.
+	rollbackTo int64
 }
 
 // deployID names one run of the deploy chain, for content-based change
@@ -215,4 +218,16 @@ type deployCarry struct {
 	// LastFailed is the manifest of the last deploy, if it failed (retry
 	// deploys it again).
 	LastFailed *manifest.Manifest `json:"lastFailed,omitempty"`
+	// Rollback and reject (rollback.go): the manifests of the last
+	// successful deploys, newest last; the deploys LastGood and
+	// LastFailed are; the deploys rejected; and the deploy Pending returns
+	// to, if it is a rollback.
+	Deployed           []deployedManifest `json:"deployed,omitempty"`
+	LastGoodRevision   int64              `json:"lastGoodRevision,omitempty"`
+	LastFailedRevision int64              `json:"lastFailedRevision,omitempty"`
+	Rejected           []int64            `json:"rejected,omitempty"`
+	PendingRollbackTo  int64              `json:"pendingRollbackTo,omitempty"`
+	// Refusals are the requests without an answer the lease refused (a
+	// schedule's redeploy of a rejected deploy), newest last.
+	Refusals []api.Refusal `json:"refusals,omitempty"`
 }

@@ -33,6 +33,9 @@ func (w *deployRun) startTree(p *activities.DeployPlan, m *manifest.Manifest) {
 	} else {
 		w.tree = activities.Tree(p, m)
 	}
+	if w.rollbackTo != 0 && !w.reverting {
+		w.tree.Text = fmt.Sprintf("roll back lease %s to deploy #%d", m.Lease, w.rollbackTo)
+	}
 	flow.SetState(w.tree, plan.Running, nil)
 	w.nodes = map[string]*plan.Node{}
 	if n := w.tree.ByOp(plan.OpCheckLease); len(n) > 0 {
