@@ -83,7 +83,12 @@ func (s *Stack) bootstrapWithKwok(ctx context.Context, cs kubernetes.Interface, 
 // returns errKwokExited if kwok is gone meanwhile.
 func (s *Stack) bootstrap(ctx context.Context, cs kubernetes.Interface, kwok string) error {
 	for _, name := range FakeNodes {
-		if _, err := cs.CoreV1().Nodes().Create(ctx, fakeNode(name), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		want := fakeNode(name)
+		_, err := cs.CoreV1().Nodes().Create(ctx, want, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			err = keepCapacity(ctx, cs, want)
+		}
+		if err != nil {
 			return fmt.Errorf("create node %s: %w", name, err)
 		}
 	}
@@ -117,11 +122,36 @@ func (s *Stack) bootstrap(ctx context.Context, cs kubernetes.Interface, kwok str
 	}
 }
 
+// keepCapacity gives a node registered by an earlier stack the capacity
+// its fake node has now (a resource added since: ephemeral storage, GPUs).
+func keepCapacity(ctx context.Context, cs kubernetes.Interface, want *corev1.Node) error {
+	n, err := cs.CoreV1().Nodes().Get(ctx, want.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	missing := false
+	for r := range want.Status.Capacity {
+		if _, ok := n.Status.Capacity[r]; !ok {
+			missing = true
+		}
+	}
+	if !missing {
+		return nil
+	}
+	n.Status.Capacity, n.Status.Allocatable = want.Status.Capacity, want.Status.Allocatable
+	_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	return err
+}
+
 func fakeNode(name string) *corev1.Node {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("1000"),
 		corev1.ResourceMemory: resource.MustParse("1Ti"),
 		corev1.ResourcePods:   resource.MustParse("10000"),
+		// Node disk, as a kubelet reports it: pods asking for ephemeral
+		// storage schedule (before, none could: CI found it deploying
+		// examples/app.yaml).
+		corev1.ResourceEphemeralStorage: resource.MustParse("10Ti"),
 	}
 	labels := map[string]string{
 		"type":                   "kwok",

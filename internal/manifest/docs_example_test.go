@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -31,5 +32,21 @@ func TestTheManifestPagesExampleIsValid(t *testing.T) {
 		m, err := Parse([]byte(example))
 		require.NoError(t, err, "YAML block %d", i+1)
 		require.NoError(t, m.Validate(), "YAML block %d", i+1)
+	}
+}
+
+// Every manifest of examples/ is valid: the tour's files deploy as they
+// are (the real-shaped app of issue 37 too: probes, a private image,
+// secrets, a GPU).
+func TestTheExamplesAreValid(t *testing.T) {
+	files, err := filepath.Glob("../../examples/*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		m, err := Parse(data)
+		require.NoError(t, err, f)
+		require.NoError(t, m.Validate(), f)
 	}
 }
