@@ -1,7 +1,6 @@
 package deploy_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -266,7 +265,7 @@ func buildBinaries(t *testing.T) binaries {
 // checked for refused requests and shown if the test fails.
 func startWorker(t *testing.T, bin string, args ...string) {
 	t.Helper()
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // gone with the test, even on a timeout
@@ -279,23 +278,6 @@ func startWorker(t *testing.T, bin string, args ...string) {
 			t.Logf("worker output:\n%s", logs.String())
 		}
 	})
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // tokenKubeconfig writes a kubeconfig for the admin kubeconfig's cluster

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -110,7 +108,7 @@ placement:
 	require.Len(t, rss.Items, 1, "cluster cli-eu still runs the first version only")
 	// `status --watch` follows the placement, held wave included, until it
 	// ends (exit 0: Succeeded).
-	var watchOut, watchErr lockedBuffer
+	var watchOut, watchErr testenv.SyncBuffer // read while the command writes them
 	watched := make(chan int, 1)
 	go func() {
 		watched <- run(context.Background(), []string{"status", lease, "--watch", "--interval", "200ms", "--timeout", "2m",
@@ -176,22 +174,4 @@ placement:
 	rss, err = eu.Kube.AppsV1().ReplicaSets(manifest.Namespace(lease)).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	assert.Len(t, rss.Items, 4, "cli-eu: 1.27, 1.28, 1.29 and the restart's")
-}
-
-// lockedBuffer is a bytes.Buffer read while a command writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,8 +124,9 @@ func rawStore(t *testing.T, env *testenv.CodecEnv, tq string) (all string, event
 // the worker's log. A new value (a redeploy) is a new Secret and rolls
 // the pods; the old ReplicaSet keeps its Secret. The codec server decodes
 // the lease's history for the temporal CLI of an authenticated operator
-// only. And a deploy typed as plain JSON into the temporal CLI still
-// works with the codec on, its secret in no event after the one it typed.
+// only. And a deploy typed as plain JSON into the temporal CLI or the
+// UI's Start Workflow form still works with the codec on, its secret in
+// no event after the one it typed; a Schedule's redeploy too.
 func TestASecretIsInTheLeasesSecretsAndNowhereElse(t *testing.T) {
 	env := testenv.Get(t).WithCodec(t)
 	hook := &webhook{}
@@ -261,9 +264,9 @@ services:
 	assert.NotContains(t, payloadData(shown), marker2, "without the codec server, ciphertext")
 	outputs = append(outputs, shown, payloadData(shown))
 
-	// A deploy typed as plain JSON into the temporal CLI (as from the UI's
-	// Start Workflow form): it deploys, and its secret is in no event
-	// after the start the operator typed.
+	// A deploy typed as plain JSON into the temporal CLI, and into the
+	// UI's Start Workflow form: each deploys, and its secret is in no
+	// event after the start the operator typed.
 	typed := testenv.ShortName("typed")
 	run("lease", "create", typed, "--owner", "acme")
 	t.Cleanup(func() {
@@ -285,6 +288,22 @@ services:
 	require.Len(t, envSecrets.Items, 1)
 	assert.Equal(t, typedMarker, string(envSecrets.Items[0].Data["API_KEY"]))
 
+	// The same from the UI's Start Workflow form.
+	fromUI := testenv.ShortName("ui")
+	run("lease", "create", fromUI, "--owner", "acme")
+	t.Cleanup(func() {
+		_ = env.Temporal.TerminateWorkflow(context.Background(), api.DeployWorkflowID(fromUI), "", "test over")
+		_ = env.Kube.CoreV1().Namespaces().Delete(context.Background(), manifest.Namespace(fromUI), metav1.DeleteOptions{})
+	})
+	uiStart(t, api.DeployWorkflowID(fromUI), "DeployWorkflow", tq,
+		`{"manifest": {"lease": "`+fromUI+`", "services": [{"name": "api", "image": "nginx:1.27", "secretEnv": {"API_KEY": "`+typedMarker+`"}}]}, "trigger": "ui"}`)
+	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "the deploy from the UI never finished", func() (bool, string) {
+		_, out, _ := runCLI("status", fromUI, "-o", "json", "--temporal-address", devstack.TemporalAddress, "--codec-keys-file", env.KeysFile)
+		var st api.DeployStatus
+		_ = json.Unmarshal([]byte(out), &st)
+		return st.Revision == 1 && st.Phase == api.PhaseActive, fmt.Sprintf("revision %d, %s %s", st.Revision, st.Phase, st.LastError)
+	})
+
 	// What Temporal stores, read raw.
 	all, events := rawStore(t, env, tq)
 	require.NotEmpty(t, events)
@@ -294,7 +313,7 @@ services:
 	for id, evs := range events {
 		for i, e := range evs {
 			if strings.Contains(e, typedMarker) {
-				assert.True(t, strings.HasPrefix(id, api.DeployWorkflowID(typed)+"/") && i == 0,
+				assert.True(t, (strings.HasPrefix(id, api.DeployWorkflowID(typed)+"/") || strings.HasPrefix(id, api.DeployWorkflowID(fromUI)+"/")) && i == 0,
 					"the typed secret is in event %d of %s: only the start the operator typed may hold it", i+1, id)
 			}
 		}
@@ -307,4 +326,43 @@ services:
 		}
 	}
 	assert.Contains(t, strings.Join(outputs, "\n"), manifest.Redacted, "the outputs show the secrets redacted")
+}
+
+// uiStart starts a workflow as the Temporal UI's Start Workflow form does:
+// through the UI server's HTTP API, its input typed as plain JSON, with the
+// CSRF token the UI server hands a browser.
+func uiStart(t *testing.T, id, workflowType, tq, input string) {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	c := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	resp, err := c.Get(devstack.TemporalUIURL + "/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	u, _ := url.Parse(devstack.TemporalUIURL)
+	token := ""
+	for _, ck := range jar.Cookies(u) {
+		if ck.Name == "_csrf" {
+			token = ck.Value
+		}
+	}
+	body, err := json.Marshal(map[string]any{
+		"workflowId":   id,
+		"workflowType": map[string]string{"name": workflowType},
+		"taskQueue":    map[string]string{"name": tq},
+		"input": map[string]any{"payloads": []map[string]any{{
+			"metadata": map[string]string{"encoding": base64.StdEncoding.EncodeToString([]byte("json/plain"))},
+			"data":     base64.StdEncoding.EncodeToString([]byte(input)),
+		}}},
+	})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, devstack.TemporalUIURL+"/api/v1/namespaces/default/workflows/"+url.PathEscape(id), bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-CSRF-TOKEN", token)
+	resp, err = c.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the UI's start: %s", out)
 }

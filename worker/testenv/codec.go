@@ -1,12 +1,10 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"go.temporal.io/sdk/client"
@@ -31,25 +29,6 @@ type CodecEnv struct {
 	Codec    *codec.Codec
 	// Log is what the codec client's workers logged.
 	Log *SyncBuffer
-}
-
-// SyncBuffer is a buffer safe for the workers' goroutines.
-type SyncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *SyncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String is what was written.
-func (b *SyncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // WithCodec is e with a fresh keys file and a client encrypting with it,
