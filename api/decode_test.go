@@ -103,6 +103,8 @@ func TestHandTypedUpdateArgumentsNameWhatIsWrong(t *testing.T) {
 	}
 	check(&ScaleServiceRequest{}, `{"service": "web", "replica": 6}`, "replica: unknown field; did you mean replicas?")
 	check(&ScaleServiceRequest{}, `{"service": "web", "replicas": "6"}`, "replicas: want int32, got string")
+	check(&RollbackRequest{}, `{"revision": 2}`, "revision: unknown field")
+	check(&RejectRequest{}, `{"revision": "2"}`, "revision: want int64, got string")
 	check(&ScaleRequest{}, `{"replica": 20}`, "replica: unknown field; did you mean replicas?")
 	check(&UndoRequest{}, `{"to_revision": 1}`, "to_revision: unknown field")
 	check(&PromoteRequest{}, `{"ful": true}`, "ful: unknown field; did you mean full?")
@@ -173,6 +175,8 @@ func TestAnOversizedInputTypedByHandIsRefusedBeforeItIsParsed(t *testing.T) {
 		{&UndoRequest{}, `{"toRevision": ` + pad + `}`},
 		{&PromoteRequest{}, `{"full": ` + pad + `}`},
 		{&ApproveRequest{}, `{"fingerprint": ` + pad + `}`},
+		{&RollbackRequest{}, `{"to": ` + pad + `}`},
+		{&RejectRequest{}, `{"revision": ` + pad + `}`},
 	} {
 		require.NoError(t, json.Unmarshal([]byte(c.input), c.v))
 		require.Error(t, c.v.Invalid(), "%T", c.v)

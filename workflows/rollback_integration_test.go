@@ -87,6 +87,11 @@ func TestARollbackReturnsToTheDeployBeforeAndARejectedDeployIsRefused(t *testing
 		})
 	}
 
+	// A deploy the lease never had cannot be rejected (typed by hand).
+	_, err = dt.leaseUpdate(api.UpdateReject, api.RejectRequest{Revision: 99})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "revision: 99: lease "+dt.lease+" has deploys #1 to #3 (deployflow history)")
+
 	// Deploy #2 rejected: a rollback to it is refused, and it is marked in
 	// the history.
 	st, err = dt.leaseUpdate(api.UpdateReject, api.RejectRequest{Revision: 2})

@@ -178,3 +178,14 @@ func TestGPUFlagsAreValidatedAndReachTheManifestLimits(t *testing.T) {
 	c.LeaseLimits.Namespace.QuotaGPUs = "40"
 	assert.NoError(t, c.Validate())
 }
+
+// Issue 37.3: a worker keeps secrets only with the codec's keys, and
+// says so to every check of a manifest (the deploy's plan and a
+// placement's), from one place.
+func TestSecretsAreAllowedOnlyWithTheCodecsKeys(t *testing.T) {
+	c := FromEnv()
+	c.CodecKeysFile = ""
+	assert.False(t, c.ManifestLimits().Secrets)
+	c.CodecKeysFile = "/etc/deployflow/codec/keys.json"
+	assert.True(t, c.ManifestLimits().Secrets)
+}

@@ -346,6 +346,15 @@ func (l LeaseLimits) ManifestLimits() manifest.Limits {
 	return m
 }
 
+// ManifestLimits is what a lease's manifest may ask of this worker: its
+// lease limits (LeaseLimits.ManifestLimits), and secrets only where it
+// encrypts what it writes into Temporal (--codec-keys-file).
+func (c Config) ManifestLimits() manifest.Limits {
+	m := c.LeaseLimits.ManifestLimits()
+	m.Secrets = c.CodecKeysFile != ""
+	return m
+}
+
 // ReservedPrefixes is ReservedKeyPrefixes as a list.
 func (l LeaseLimits) ReservedPrefixes() []string { return list(l.ReservedKeyPrefixes) }
 

@@ -136,8 +136,7 @@ func NewActivities(cfg config.Config, kc kubernetes.Interface, dyn dynamic.Inter
 	acts.HTTPCheckAllow = cfg.HTTPCheckHosts()
 	acts.ClusterDomain = cfg.ClusterDomain
 	acts.PrometheusLabel = cfg.PrometheusLabel
-	acts.Limits = cfg.LeaseLimits.ManifestLimits()
-	acts.Limits.Secrets = cfg.CodecKeysFile != "" // the client encrypts (config.ClientOptions)
+	acts.Limits = cfg.ManifestLimits()
 	acts.ReservedPrefixes = cfg.LeaseLimits.ReservedPrefixes()
 	acts.AllowedPodKeys = cfg.LeaseLimits.AllowedPodKeys()
 	acts.Namespace = cfg.LeaseLimits.Namespace

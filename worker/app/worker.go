@@ -47,7 +47,7 @@ func NewWorker(cfg config.Config, c client.Client, acts *activities.Activities, 
 // cfg: its own cluster and its --clusters.
 func Fleet(cfg config.Config, c client.Client) *fleet.Activities {
 	refs, _ := cfg.Refs() // validated
-	f := &fleet.Activities{Temporal: c, TaskQueue: cfg.TaskQueue, Self: cfg.ClusterName, Limits: cfg.LeaseLimits.ManifestLimits(),
+	f := &fleet.Activities{Temporal: c, TaskQueue: cfg.TaskQueue, Self: cfg.ClusterName, Limits: cfg.ManifestLimits(),
 		ReservedPrefixes: cfg.LeaseLimits.ReservedPrefixes(), AllowedPodKeys: cfg.LeaseLimits.AllowedPodKeys()}
 	for _, r := range refs {
 		f.Clusters = append(f.Clusters, r.Name)
