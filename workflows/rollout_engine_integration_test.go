@@ -110,11 +110,14 @@ func (rt *rolloutTest) update(run client.WorkflowRun, name string, args ...any) 
 	// (WorkflowNotReady) until the task is retried: on the PostgreSQL
 	// server under load, a task failed with "history_events: premature
 	// end of stream" (the server's history read, retried by the SDK), and
-	// the update sent then was refused (CI). Sent again, as a person would.
+	// the update sent then was refused (CI). Sent again, as a person would,
+	// under the same update ID: a restart retried under a new one, after
+	// its first was taken, restarted twice (revision 3, CI run 45).
+	id := testenv.ShortName(name)
 	testenv.Eventually(rt.t, time.Minute, pollQuery, "the "+name+" update was never taken", func() (bool, string) {
 		var err error
 		h, err = rt.env.Temporal.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{
-			WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: name, Args: args,
+			UpdateID: id, WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: name, Args: args,
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		})
 		var notReady *serviceerror.WorkflowNotReady
