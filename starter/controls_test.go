@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +16,6 @@ import (
 	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/worker/testenv"
 )
 
 // The operator commands on a real lease: scale (a scale-only deploy),
@@ -32,24 +29,8 @@ func TestOperatorCommands(t *testing.T) {
 			"    podAnnotations: {deployflow.dev/ready-after: "+readyAfter+"}\n"), 0o644))
 		return p
 	}
-	status := func() api.DeployStatus {
-		out, _ := cli(t, env, tq, "status", lease, "-o", "json")
-		var st api.DeployStatus
-		require.NoError(t, json.Unmarshal([]byte(out), &st))
-		return st
-	}
-	// Asked in the test's goroutine (testenv.Eventually): require's
-	// Eventually asked from one of its own, and a status slower than its
-	// minute (CI run 39, on the PostgreSQL server) failed the test from
-	// that goroutine after the test had ended, crashing the package's
-	// test binary. Within three minutes, as every live wait here.
 	waitFor := func(what string, cond func(api.DeployStatus) bool) api.DeployStatus {
-		var st api.DeployStatus
-		testenv.Eventually(t, 3*time.Minute, 200*time.Millisecond, "never "+what, func() (bool, string) {
-			st = status()
-			return cond(st), fmt.Sprintf("revision %d, %s, pending %v, classes %v", st.Revision, st.Phase, st.Pending, st.Classes)
-		})
-		return st
+		return waitLease(t, env, tq, lease, what, cond)
 	}
 	cli(t, env, tq, "lease", "create", lease, "--owner", "acme")
 	cli(t, env, tq, "deploy", "-f", write("v1.yaml", "nginx:1.26", "0s"), "--wait")

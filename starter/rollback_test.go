@@ -1,20 +1,16 @@
 package main
 
 import (
-	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
-	"github.com/deployflow/deployflow/worker/testenv"
 )
 
 // Issue 37.4, as docs/cli.md shows it: `deployflow rollback` returns a
@@ -30,19 +26,8 @@ func TestRollbackAndRejectFromTheCLI(t *testing.T) {
 		require.NoError(t, os.WriteFile(p, []byte("lease: "+lease+"\nservices:\n  - name: web\n    image: "+image+"\n    replicas: 2\n"), 0o644))
 		return p
 	}
-	status := func() api.DeployStatus {
-		out, _ := cli(t, env, tq, "status", lease, "-o", "json")
-		var st api.DeployStatus
-		require.NoError(t, json.Unmarshal([]byte(out), &st))
-		return st
-	}
 	waitFor := func(what string, cond func(api.DeployStatus) bool) api.DeployStatus {
-		var st api.DeployStatus
-		testenv.Eventually(t, 3*time.Minute, 200*time.Millisecond, "never "+what, func() (bool, string) {
-			st = status()
-			return cond(st), fmt.Sprintf("revision %d, %s, pending %v", st.Revision, st.Phase, st.Pending)
-		})
-		return st
+		return waitLease(t, env, tq, lease, what, cond)
 	}
 	cli(t, env, tq, "lease", "create", lease, "--owner", "acme")
 	cli(t, env, tq, "deploy", "-f", write("v1.yaml", "nginx:1.26"), "--wait")

@@ -47,6 +47,31 @@ func cli(t *testing.T, env *testenv.Env, tq string, args ...string) (string, str
 	return stdout, stderr
 }
 
+// leaseStatus is `deployflow status <lease> -o json`, decoded.
+func leaseStatus(t *testing.T, env *testenv.Env, tq, lease string) api.DeployStatus {
+	t.Helper()
+	out, _ := cli(t, env, tq, "status", lease, "-o", "json")
+	var st api.DeployStatus
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	return st
+}
+
+// waitLease asks the lease's status until cond holds, within three
+// minutes, as every live wait here. Asked in the test's goroutine
+// (testenv.Eventually): require's Eventually asked from one of its own,
+// and a status slower than its minute (CI run 39, on the PostgreSQL
+// server) failed the test from that goroutine after the test had ended,
+// crashing the package's test binary.
+func waitLease(t *testing.T, env *testenv.Env, tq, lease, what string, cond func(api.DeployStatus) bool) api.DeployStatus {
+	t.Helper()
+	var st api.DeployStatus
+	testenv.Eventually(t, 3*time.Minute, 200*time.Millisecond, "never "+what, func() (bool, string) {
+		st = leaseStatus(t, env, tq, lease)
+		return cond(st), fmt.Sprintf("revision %d, %s, pending %v, classes %v", st.Revision, st.Phase, st.Pending, st.Classes)
+	})
+	return st
+}
+
 // A deploy from the CLI, then a schedule whose run is triggered with
 // `temporal schedule trigger`: it restarts the lease's pods through the
 // lease's own workflow (deploy-<lease>), recorded with trigger "schedule".
