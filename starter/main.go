@@ -97,7 +97,7 @@ var commands = []command{
 		build:   runCodecKey,
 		example: "  deployflow codec-key --id 2026-11 > keys.json\n  deployflow codec-key --id 2027-05 --rotate keys.json > keys.new.json"},
 	{name: "codec-server", args: "--listen ADDR --token-file FILE [--cors-origin URL]", short: "Serve the payload codec to the Temporal UI and the temporal CLI",
-		long:    "Temporal's remote codec protocol (POST /encode, /decode) over --codec-keys-file, for an operator who sends\none of the tokens: the UI's codec endpoint (with its access token passed), the temporal CLI's\n--codec-endpoint and --codec-auth 'Bearer <token>'.",
+		long:    "Temporal's remote codec protocol (POST /encode, /decode) over --codec-keys-file, for an operator who shows\none of the tokens: the temporal CLI's --codec-endpoint and --codec-auth 'Bearer <token>'; the UI's codec\nendpoint with its access token passed (OIDC), or, without OIDC, with \"include cross-origin credentials\"\nafter signing in at the server's /login (a session cookie; the UI and this server on one site).",
 		build:   runCodecServer,
 		example: "  deployflow codec-server --codec-keys-file keys.json --token-file tokens --cors-origin http://127.0.0.1:8233\n  temporal workflow show -w deploy-demo-shop --codec-endpoint http://127.0.0.1:8081 --codec-auth \"Bearer $TOKEN\""},
 	{name: "version", short: "Print the CLI's version, build ID and Go version", build: runVersion,

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -169,4 +170,63 @@ func TestTheCodecServerDecodesForAnAuthenticatedOperator(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+}
+
+// An operator whose UI has no access token to pass (no OIDC) signs in at
+// /login with a token: the session cookie it gets decodes, and is neither
+// the token nor given for a wrong one; a forged cookie decodes nothing.
+func TestTheCodecServerSignsAnOperatorInWithACookie(t *testing.T) {
+	c := codecOf(t, keys(t, "k1", "k1"))
+	srv := httptest.NewServer(Handler(c, ServerOptions{Tokens: []string{"tok-1"}, Origins: []string{"http://127.0.0.1:8233"}}))
+	defer srv.Close()
+	enc, err := c.Encode([]*commonpb.Payload{{Metadata: map[string][]byte{"encoding": []byte("json/plain")}, Data: []byte(`"` + marker + `"`)}})
+	require.NoError(t, err)
+	body, err := protojson.Marshal(&commonpb.Payloads{Payloads: enc})
+	require.NoError(t, err)
+	decode := func(cookie *http.Cookie) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/decode", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if cookie != nil {
+			req.AddCookie(cookie)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	signIn := func(token string) *http.Response {
+		resp, err := http.PostForm(srv.URL+"/login", url.Values{"token": {token}})
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+
+	page, err := http.Get(srv.URL + "/login")
+	require.NoError(t, err)
+	form, _ := io.ReadAll(page.Body)
+	page.Body.Close()
+	assert.Contains(t, string(form), `name="token"`)
+
+	wrong := signIn("tok-2")
+	assert.Equal(t, http.StatusUnauthorized, wrong.StatusCode)
+	assert.Empty(t, wrong.Cookies())
+
+	ok := signIn("tok-1")
+	require.Equal(t, http.StatusOK, ok.StatusCode)
+	require.Len(t, ok.Cookies(), 1)
+	cookie := ok.Cookies()[0]
+	assert.Equal(t, SessionCookie, cookie.Name)
+	assert.True(t, cookie.HttpOnly)
+	assert.Equal(t, http.SameSiteStrictMode, cookie.SameSite)
+	assert.NotContains(t, cookie.Value, "tok-1", "the cookie is not the token")
+
+	status, out := decode(cookie)
+	require.Equal(t, http.StatusOK, status, out)
+	assert.Contains(t, out, base64.StdEncoding.EncodeToString([]byte(`"`+marker+`"`)))
+	for _, forged := range []*http.Cookie{nil, {Name: SessionCookie, Value: "tok-1"}, {Name: SessionCookie, Value: session("tok-2")}} {
+		status, out := decode(forged)
+		assert.Equal(t, http.StatusUnauthorized, status, "cookie %v", forged)
+		assert.NotContains(t, out, marker)
+	}
 }
