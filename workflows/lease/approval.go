@@ -19,6 +19,9 @@ const (
 	defaultApprovalTimeout = time.Hour
 	errApprovalTimeoutText = "not approved in time"
 	errStalePlanText       = "the cluster changed since the plan was approved"
+	// recordBoundary is the timer that ends a workflow task, so that what
+	// it read is in the history before the next one writes.
+	recordBoundary = time.Millisecond
 )
 
 var (
@@ -67,6 +70,15 @@ func (w *deployRun) awaitApproval(m *manifest.Manifest, plan *activities.DeployP
 	if again.Fingerprint != plan.Fingerprint {
 		restore()
 		return fmt.Errorf("%w (plan %s, now %s): nothing was changed; plan again and approve the new plan", errStaleApproval, plan.Fingerprint, again.Fingerprint)
+	}
+	// The second reading is recorded before anything is written: were the
+	// task that read it to fail after a write, its retry would read the
+	// cluster again, with that write in it, and find the plan stale
+	// (CI run 43: aborted, "nothing was changed", objects written).
+	if w.recordsApprovedPlan() {
+		if err := workflow.Sleep(w.ctx, recordBoundary); err != nil {
+			return err
+		}
 	}
 	w.setPhase(api.PhaseDeploying)
 	return nil

@@ -29,6 +29,13 @@ func (w *deployRun) confirmsClose() bool { return flow.Gate(w.ctx, flow.VersionC
 
 // The lease's workflow.
 
+// recordsApprovedPlan: once approved, the plan read again is recorded (a
+// 1 ms timer ends the workflow task) before the first write; runs before
+// it wrote in the same task.
+func (w *deployRun) recordsApprovedPlan() bool {
+	return flow.Gate(w.ctx, flow.VersionDurableBeforeWrite)
+}
+
 // marksUpgradeTest: only the live upgrade test's build B marks its deploys.
 func (w *deployRun) marksUpgradeTest() bool {
 	return upgradeTestBuild && flow.Gate(w.ctx, flow.VersionUpgradeTest)

@@ -98,7 +98,17 @@ func (r *rolloutRun) registerControls() error {
 				if r.d.Spec.Template.Annotations == nil {
 					r.d.Spec.Template.Annotations = map[string]string{}
 				}
-				r.d.Spec.Template.Annotations[api.RestartedAtAnnotation] = workflow.Now(ctx).UTC().Format(time.RFC3339)
+				at := workflow.Now(ctx).UTC().Format(time.RFC3339)
+				// The time is recorded before the template it stamps is
+				// written: a task that failed after writing, taken again
+				// at a later second, would stamp another time and roll a
+				// second revision (CI run 45).
+				if r.recordsRestartTime(ctx) {
+					if err := workflow.Sleep(ctx, time.Millisecond); err != nil {
+						return r.status(), err
+					}
+				}
+				r.d.Spec.Template.Annotations[api.RestartedAtAnnotation] = at
 				return r.changed("restarted")
 			},
 			func(workflow.Context) error {

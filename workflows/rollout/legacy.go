@@ -29,6 +29,13 @@ func legacyJudge(a *manifest.Analysis, m *activities.Measurement) analysis.Phase
 	return phase
 }
 
+// recordsRestartTime: a restart's time is recorded (a 1 ms timer ends the
+// workflow task) before the template it stamps is written; runs before it
+// stamped and wrote in one task.
+func (r *rolloutRun) recordsRestartTime(ctx workflow.Context) bool {
+	return flow.Gate(ctx, flow.VersionDurableBeforeWrite)
+}
+
 // waitsQuickly: the rollout was started with QuickWait (by a lease
 // workflow since issue 22), so each workflow task's first wait is a quick
 // one. No marker: the input says it, and a rollout started before it (or

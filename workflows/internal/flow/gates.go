@@ -17,6 +17,7 @@ const (
 	VersionConfirmedClose     = "confirmed-close"
 	VersionHardenedPods       = "hardened-pods"
 	VersionReleaseWhatItTook  = "release-what-it-took"
+	VersionDurableBeforeWrite = "durable-before-write"
 )
 
 // Retired are the changes whose gates went, with their old paths and the
@@ -68,6 +69,8 @@ var Gates = []gateInfo{
 		[]string{"deployRun.accepted", "NewBehaviour", "plannedAs"}, "20261127-release-what-it-took", []string{"20261123-2302", "20261123-2339-rollout-continue-as-new", "20261124-0848"}, true},
 	{VersionReleaseWhatItTook, "a deploy that fails before changing the workload gives back only the hostnames and IPs its plan took that the last-known-good manifest does not hold; before, every one the lease held beyond that manifest, though its workload might still serve them (a lease workflow started afresh) (issue 35.2); asked only then",
 		[]string{"deployRun.releaseOnEarlyFailure"}, "20261127-release-what-it-took", []string{"20261123-2302", "20261124-0848", "20261124-1215-fewer-events", "20261124-1535-plan-tree-bluegreen", "20261125-0515-judge-where-measured", "20261125-0600-hostile-tenants", "20261126-quick-wait"}, false},
+	{VersionDurableBeforeWrite, "what a workflow task decides from the cluster or the clock is recorded before the first write it leads to: an approved plan's second reading, and a restart's time, are followed by a 1 ms timer; before, a task that failed after the write ran again, read the cluster with that write in it (an approved plan then looked stale: aborted, with the objects written) or stamped a later time (a restart then rolled a second revision)",
+		[]string{"deployRun.recordsApprovedPlan", "rolloutRun.recordsRestartTime"}, "20261128-durable-before-write", []string{"20261123-2302", "20261124-0848", "20261124-1215-fewer-events", "20261124-1535-plan-tree-bluegreen", "20261125-0515-judge-where-measured", "20261125-0600-hostile-tenants", "20261126-quick-wait", "20261127-release-what-it-took"}, false},
 }
 
 // Gate reports whether this run takes change id (version 1): runs that
