@@ -11,10 +11,12 @@
 //	devstack running       exit 0 if every component runs (for make test)
 //	devstack cluster-up NAME N    start extra cluster N (1-9) named NAME
 //	devstack cluster-down NAME    stop extra cluster NAME
+//	devstack serve-pods    the data plane (a component up starts)
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -38,6 +40,9 @@ func main() {
 func run() error {
 	if len(os.Args) < 2 {
 		return fmt.Errorf("usage: devstack up|down|status|env|running|stop NAME|start NAME")
+	}
+	if os.Args[1] == "serve-pods" {
+		return servePods()
 	}
 	wd, err := os.Getwd()
 	if err != nil {
@@ -157,4 +162,20 @@ func printEnv(s *devstack.Stack) {
 	// is accepted and never schedules; one asking for another is refused).
 	fmt.Printf("export DEPLOYFLOW_GPU_MODELS=%s\n", devstack.GPUModels)
 	fmt.Printf("export PATH=%s:$PATH\n", filepath.Dir(s.Bin("kubectl")))
+}
+
+// servePods is the data plane component (devstack.DataPlane), which up
+// starts in the stack's run directory: it needs no checkout.
+func servePods() error {
+	fs := flag.NewFlagSet("serve-pods", flag.ContinueOnError)
+	kubeconfig := fs.String("kubeconfig", "", "the cluster whose pods to serve")
+	cidr := fs.String("pod-cidr", devstack.PodCIDR, "the fake pods' IP range")
+	listen := fs.String("listen", "127.0.0.1:16480", "the health endpoint")
+	if err := fs.Parse(os.Args[2:]); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, "devstack serve-pods: "+f+"\n", a...) }
+	return devstack.ServePods(ctx, *kubeconfig, *cidr, *listen, logf)
 }

@@ -131,6 +131,8 @@ func (s *Stack) component(name string) component {
 			ready:   s.kubeHealth("/readyz"),
 			timeout: 30 * time.Second,
 		}
+	case DataPlane:
+		return s.dataPlaneComponent()
 	case Postgres:
 		return s.postgresComponent()
 	case TemporalUI:

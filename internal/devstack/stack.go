@@ -53,15 +53,17 @@ const (
 )
 
 // Components lists the stack's processes in start order.
-var Components = []string{Etcd, APIServer, ControllerManager, Scheduler, Kwok, Temporal, Prometheus}
+var Components = []string{Etcd, APIServer, ControllerManager, Scheduler, Kwok, DataPlane, Temporal, Prometheus}
 
 // Controllers run by our kube-controller-manager: everything a ReplicaSet
-// needs, the Job controller (an analysis's smoke-test Job), and
+// needs, the Job controller (an analysis's smoke-test Job), the
+// EndpointSlice controller (a Service's endpoints, which the data plane
+// and a Gateway route to), and
 // deliberately not the deployment controller — deployflow's rollout engine
 // does its job.
 const Controllers = "replicaset-controller,garbage-collector-controller,namespace-controller," +
 	"serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller," +
-	"job-controller,ttl-after-finished-controller,resourcequota-controller"
+	"job-controller,ttl-after-finished-controller,resourcequota-controller,endpointslice-controller"
 
 // KwokKnobs are the pod labels and annotations the local stack's fake
 // pods obey (k8s/kwok/stages.yaml): reserved deployflow.dev keys its
