@@ -13,12 +13,14 @@ kwok_dir=$cache/kwok-$KWOK_VERSION
 temporal_dir=$cache/temporal-$TEMPORAL_CLI_VERSION
 helm_dir=$cache/helm-$HELM_VERSION
 prometheus_dir=$cache/prometheus-$PROMETHEUS_VERSION
+traefik_dir=$cache/traefik-$TRAEFIK_VERSION
+gateway_api_dir=$cache/gateway-api-$GATEWAY_API_VERSION
 temporal_server_dir=$cache/temporal-server-$TEMPORAL_SERVER_VERSION
 temporal_ui_dir=$cache/temporal-ui-$TEMPORAL_UI_VERSION
 gotestsum_dir=$cache/gotestsum-$GOTESTSUM_VERSION
 
 if [ "${1:-}" = "--print" ]; then
-  printf '%s\n' "$k8s_dir" "$etcd_dir" "$kwok_dir" "$temporal_dir" "$helm_dir" "$prometheus_dir"
+  printf '%s\n' "$k8s_dir" "$etcd_dir" "$kwok_dir" "$temporal_dir" "$helm_dir" "$prometheus_dir" "$traefik_dir" "$gateway_api_dir"
   [ "${DEPLOYFLOW_TEMPORAL:-}" = postgres ] && printf '%s\n' "$temporal_server_dir" "$temporal_ui_dir"
   exit 0
 fi
@@ -87,6 +89,26 @@ if need "$prometheus_dir" prometheus; then
   # UI's assets: canary analyses use the HTTP API only.
   GOBIN="$prometheus_dir.tmp" go install -trimpath -ldflags "-s -w" "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_VERSION"
   rm -rf "$prometheus_dir"; mv "$prometheus_dir.tmp" "$prometheus_dir"
+fi
+
+if need "$traefik_dir" traefik; then
+  log "building Traefik $TRAEFIK_VERSION into $traefik_dir (a few minutes on a cold cache)"
+  # Its go.mod replaces two modules with forks, which `go install
+  # module@version` refuses: built inside a copy of the module instead.
+  src=$(go mod download -json "github.com/traefik/traefik/v3@$TRAEFIK_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  rm -rf "$traefik_dir.tmp"; mkdir -p "$traefik_dir.tmp/src"
+  cp -r "$src/." "$traefik_dir.tmp/src/"; chmod -R u+w "$traefik_dir.tmp/src"
+  (cd "$traefik_dir.tmp/src" && go build -mod=mod -trimpath -ldflags "-s -w" -o "$traefik_dir.tmp/traefik" ./cmd/traefik)
+  rm -rf "$traefik_dir.tmp/src"
+  rm -rf "$traefik_dir"; mv "$traefik_dir.tmp" "$traefik_dir"
+fi
+
+if [ ! -d "$gateway_api_dir/crds" ]; then
+  log "copying the Gateway API $GATEWAY_API_VERSION CRDs (standard channel) into $gateway_api_dir"
+  src=$(go mod download -json "sigs.k8s.io/gateway-api@$GATEWAY_API_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  rm -rf "$gateway_api_dir.tmp"; mkdir -p "$gateway_api_dir.tmp/crds"
+  cp "$src"/config/crd/standard/*.yaml "$gateway_api_dir.tmp/crds/"; chmod u+w "$gateway_api_dir.tmp/crds/"*.yaml
+  rm -rf "$gateway_api_dir"; mv "$gateway_api_dir.tmp" "$gateway_api_dir"
 fi
 
 if need "$gotestsum_dir" gotestsum; then

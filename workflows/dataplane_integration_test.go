@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
@@ -107,4 +109,77 @@ func TestAServicesEndpointsAnswerAsThePodsOfTheirVersion(t *testing.T) {
 		assert.True(t, err != nil || img != "nginx:1.26", "%s (%s, gone) still answers as nginx:1.26", addr, pod)
 	}
 
+}
+
+// Issue 38.2: the stack's Gateway (Traefik, the Gateway API's standard
+// channel) routes a hostname to a lease's Service: an HTTPRoute parented
+// to the stack's Gateway is Accepted with its references resolved, for
+// its generation, and a request for its hostname through the Gateway is
+// answered by a pod of the Service's version.
+func TestTheGatewayRoutesAHostnameToAPodOfTheService(t *testing.T) {
+	dataPlane(t)
+	dt := newDeployTest(t)
+	ns := manifest.Namespace(dt.lease)
+	host := "web." + dt.lease + ".example.com"
+	dt.deploy(web(dt.lease, "web", "nginx:1.26", 2, host))
+	dt.waitRevision(dt.lease, 1)
+
+	route := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+		"metadata": map[string]any{"name": "web", "namespace": ns},
+		"spec": map[string]any{
+			"parentRefs": []any{map[string]any{"name": devstack.GatewayName, "namespace": devstack.GatewayNamespace, "sectionName": devstack.GatewayListener}},
+			"hostnames":  []any{host},
+			"rules":      []any{map[string]any{"backendRefs": []any{map[string]any{"name": "web", "port": int64(80)}}}},
+		},
+	}}
+	ctx := context.Background()
+	_, err := dt.env.Dynamic.Resource(devstack.HTTPRoutes).Namespace(ns).Create(ctx, route, metav1.CreateOptions{})
+	require.NoError(t, err)
+	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the Gateway never accepted the route", func() (bool, string) {
+		got, err := dt.env.Dynamic.Resource(devstack.HTTPRoutes).Namespace(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return routeAccepted(got), fmt.Sprintf("%v", got.Object["status"])
+	})
+
+	client := &http.Client{Timeout: 5 * time.Second}
+	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the Gateway never answered for "+host, func() (bool, string) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+devstack.GatewayAddress+"/", nil)
+		req.Host = host
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		pod := resp.Header.Get(devstack.HeaderPod)
+		return resp.StatusCode == http.StatusOK && resp.Header.Get(devstack.HeaderImage) == "nginx:1.26" && strings.HasPrefix(pod, ns+"/web-"),
+			fmt.Sprintf("%d %s %s", resp.StatusCode, pod, body)
+	})
+}
+
+// routeAccepted reports whether every parent of an HTTPRoute's status says
+// Accepted and ResolvedRefs for the route's current generation.
+func routeAccepted(route *unstructured.Unstructured) bool {
+	parents, _, _ := unstructured.NestedSlice(route.Object, "status", "parents")
+	if len(parents) == 0 {
+		return false
+	}
+	for _, p := range parents {
+		conds, _, _ := unstructured.NestedSlice(p.(map[string]any), "conditions")
+		ok := map[string]bool{}
+		for _, c := range conds {
+			c := c.(map[string]any)
+			gen, _, _ := unstructured.NestedInt64(c, "observedGeneration")
+			if c["status"] == "True" && gen == route.GetGeneration() {
+				ok[c["type"].(string)] = true
+			}
+		}
+		if !ok["Accepted"] || !ok["ResolvedRefs"] {
+			return false
+		}
+	}
+	return true
 }

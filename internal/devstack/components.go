@@ -133,6 +133,8 @@ func (s *Stack) component(name string) component {
 		}
 	case DataPlane:
 		return s.dataPlaneComponent()
+	case Gateway:
+		return s.gatewayComponent()
 	case Postgres:
 		return s.postgresComponent()
 	case TemporalUI:

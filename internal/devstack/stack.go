@@ -53,7 +53,7 @@ const (
 )
 
 // Components lists the stack's processes in start order.
-var Components = []string{Etcd, APIServer, ControllerManager, Scheduler, Kwok, DataPlane, Temporal, Prometheus}
+var Components = []string{Etcd, APIServer, ControllerManager, Scheduler, Kwok, DataPlane, Gateway, Temporal, Prometheus}
 
 // Controllers run by our kube-controller-manager: everything a ReplicaSet
 // needs, the Job controller (an analysis's smoke-test Job), the
@@ -172,6 +172,8 @@ func (s *Stack) Bin(name string) string {
 		return postgresBin("postgres")
 	case Helm:
 		return filepath.Join(s.CacheDir, "helm-"+s.Versions["HELM_VERSION"], "helm")
+	case Gateway:
+		return filepath.Join(s.CacheDir, "traefik-"+s.Versions["TRAEFIK_VERSION"], "traefik")
 	case Prometheus:
 		return filepath.Join(s.CacheDir, "prometheus-"+s.Versions["PROMETHEUS_VERSION"], "prometheus")
 	default: // kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
@@ -468,7 +470,7 @@ func (s *Stack) Down() error {
 // and Temporal's state (the dev server's SQLite with its write-ahead log:
 // a log left beside a new database would be replayed into it).
 var stackData = []string{"etcd", "kwok", "pki", "temporal.db", "temporal.db-wal", "temporal.db-shm", "kubeconfig", "clusters",
-	"postgres", "temporal-schema.done", "temporal-server", "temporal-ui"}
+	"postgres", "temporal-schema.done", "temporal-server", "temporal-ui", "gateway"}
 
 // ComponentStatus is one line of `make dev-status`.
 type ComponentStatus struct {

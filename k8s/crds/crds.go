@@ -69,14 +69,18 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 var files embed.FS
 
 // Definitions returns the embedded CustomResourceDefinitions, sorted by name.
-func Definitions() ([]*unstructured.Unstructured, error) {
-	names, err := fs.Glob(files, "*.yaml")
+func Definitions() ([]*unstructured.Unstructured, error) { return DefinitionsIn(files) }
+
+// DefinitionsIn returns the CustomResourceDefinitions of fsys's *.yaml
+// files (another project's, such as the Gateway API's), sorted by name.
+func DefinitionsIn(fsys fs.FS) ([]*unstructured.Unstructured, error) {
+	names, err := fs.Glob(fsys, "*.yaml")
 	if err != nil {
 		return nil, err
 	}
 	var out []*unstructured.Unstructured
 	for _, name := range names {
-		data, err := files.ReadFile(name)
+		data, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			return nil, err
 		}
@@ -117,6 +121,11 @@ func Install(ctx context.Context, dyn dynamic.Interface) error {
 	if err != nil {
 		return err
 	}
+	return InstallDefinitions(ctx, dyn, defs)
+}
+
+// InstallDefinitions is Install for defs.
+func InstallDefinitions(ctx context.Context, dyn dynamic.Interface, defs []*unstructured.Unstructured) error {
 	for _, def := range defs {
 		if err := apply(ctx, dyn, def); err != nil {
 			return err

@@ -1,0 +1,211 @@
+package devstack
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/deployflow/deployflow/k8s/crds"
+)
+
+// The Gateway (issue 38.2): a real Gateway API implementation in front of
+// the data plane. Traefik v3 runs outside the cluster, as the other
+// components do, against the stack's API server with a ServiceAccount's
+// token: it implements the Gateway API's standard channel in Go (so it
+// builds from the module proxy like the rest; Envoy-based gateways need
+// Envoy, a C++ binary), watches Gateways, HTTPRoutes and EndpointSlices,
+// routes to the endpoints' addresses (the data plane's pods) and writes the
+// routes' status: Accepted and ResolvedRefs for each generation, which is
+// how a caller knows a route, and its weights, are programmed.
+//
+// The stack installs the Gateway API CRDs (standard channel, the version
+// Traefik is built against), a GatewayClass, and one Gateway,
+// deployflow-gateway/deployflow, listening for HTTP on GatewayAddress and
+// taking routes from every namespace.
+
+// Gateway is the Traefik component.
+const Gateway = "gateway"
+
+const (
+	// GatewayAddress is where the Gateway's HTTP listener serves.
+	GatewayAddress = "127.0.0.1:" + gatewayPort
+	gatewayPort    = "18000"
+	// gatewayPingAddr is Traefik's own entrypoint (its /ping).
+	gatewayPingAddr = "127.0.0.1:18080"
+	// GatewayNamespace and GatewayName name the stack's Gateway; section
+	// GatewayListener is its HTTP listener.
+	GatewayNamespace = "deployflow-gateway"
+	GatewayName      = "deployflow"
+	GatewayListener  = "http"
+	// GatewayClassName is the stack's GatewayClass, GatewayController the
+	// controller that implements it (Traefik's).
+	GatewayClassName  = "deployflow-traefik"
+	GatewayController = "traefik.io/gateway-controller"
+	gatewayAccount    = "traefik"
+)
+
+// Gateway API resources.
+var (
+	GatewayClasses = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"}
+	Gateways       = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"}
+	HTTPRoutes     = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}
+)
+
+func (s *Stack) gatewayCRDDir() string {
+	return filepath.Join(s.CacheDir, "gateway-api-"+s.Versions["GATEWAY_API_VERSION"], "crds")
+}
+
+func (s *Stack) gatewayComponent() component {
+	dir := filepath.Join(s.RunDir, "gateway")
+	return component{
+		// Its static configuration, with the token, is written by
+		// before (traefikConfig).
+		process: process{name: Gateway, bin: s.Bin(Gateway), args: []string{"--configFile=" + filepath.Join(dir, "traefik.yaml")}},
+		before:  func(ctx context.Context) error { return s.prepareGateway(ctx, dir) },
+		ready:   httpOK("http://"+gatewayPingAddr+"/ping", "OK"),
+		// The first start reads every Gateway API object and programs
+		// the Gateway.
+		timeout: 60 * time.Second,
+	}
+}
+
+// prepareGateway installs the Gateway API CRDs, Traefik's ServiceAccount,
+// its token and RBAC, the GatewayClass and the Gateway, and writes the
+// token where the process reads it.
+func (s *Stack) prepareGateway(ctx context.Context, dir string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig())
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	defs, err := crds.DefinitionsIn(os.DirFS(s.gatewayCRDDir()))
+	if err != nil || len(defs) == 0 {
+		return fmt.Errorf("the Gateway API CRDs in %s (hack/build-tools.sh copies them): %v", s.gatewayCRDDir(), err)
+	}
+	if err := crds.InstallDefinitions(ctx, dyn, defs); err != nil {
+		return fmt.Errorf("install the Gateway API CRDs: %w", err)
+	}
+	create := func(what string, err error) error {
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create %s: %w", what, err)
+		}
+		return nil
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: GatewayNamespace}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); create("namespace "+GatewayNamespace, err) != nil {
+		return create("namespace", err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: gatewayAccount, Namespace: GatewayNamespace}}
+	if _, err := cs.CoreV1().ServiceAccounts(GatewayNamespace).Create(ctx, sa, metav1.CreateOptions{}); create("service account", err) != nil {
+		return create("service account", err)
+	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "deployflow-gateway-traefik"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"namespaces", "services", "secrets", "configmaps", "nodes"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"*/status"}, Verbs: []string{"get", "update", "patch"}},
+	}}
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); create("cluster role", err) != nil {
+		return create("cluster role", err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "deployflow-gateway-traefik"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: gatewayAccount, Namespace: GatewayNamespace}}}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); create("cluster role binding", err) != nil {
+		return create("cluster role binding", err)
+	}
+	// A long-lived token (the service-account token controller fills
+	// it): the stack may run for days.
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: gatewayAccount + "-token", Namespace: GatewayNamespace,
+		Annotations: map[string]string{corev1.ServiceAccountNameKey: gatewayAccount}}, Type: corev1.SecretTypeServiceAccountToken}
+	if _, err := cs.CoreV1().Secrets(GatewayNamespace).Create(ctx, secret, metav1.CreateOptions{}); create("token secret", err) != nil {
+		return create("token secret", err)
+	}
+	var token []byte
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := cs.CoreV1().Secrets(GatewayNamespace).Get(ctx, secret.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		token = got.Data[corev1.ServiceAccountTokenKey]
+		return len(token) > 0, nil
+	}); err != nil {
+		return fmt.Errorf("the token of service account %s/%s was never filled: %w", GatewayNamespace, gatewayAccount, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "traefik.yaml"), []byte(s.traefikConfig(string(token))), 0o600); err != nil {
+		return err
+	}
+
+	class := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+		"metadata": map[string]any{"name": GatewayClassName},
+		"spec":     map[string]any{"controllerName": GatewayController},
+	}}
+	if _, err := dyn.Resource(GatewayClasses).Create(ctx, class, metav1.CreateOptions{}); create("GatewayClass", err) != nil {
+		return create("GatewayClass", err)
+	}
+	port, _ := parsePort(gatewayPort)
+	gw := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+		"metadata": map[string]any{"name": GatewayName, "namespace": GatewayNamespace},
+		"spec": map[string]any{
+			"gatewayClassName": GatewayClassName,
+			"listeners": []any{map[string]any{
+				"name": GatewayListener, "protocol": "HTTP", "port": int64(port),
+				"allowedRoutes": map[string]any{"namespaces": map[string]any{"from": "All"}},
+			}},
+		},
+	}}
+	if _, err := dyn.Resource(Gateways).Namespace(GatewayNamespace).Create(ctx, gw, metav1.CreateOptions{}); create("Gateway", err) != nil {
+		return create("Gateway", err)
+	}
+	return nil
+}
+
+// traefikConfig is Traefik's static configuration: the Gateway's listener
+// and Traefik's own (its /ping) on loopback, the Gateway API provider
+// against the stack's API server, no calls home.
+func (s *Stack) traefikConfig(token string) string {
+	return fmt.Sprintf(`entryPoints:
+  web: {address: %q}
+  traefik: {address: %q}
+ping: {entryPoint: traefik}
+providers:
+  kubernetesGateway:
+    endpoint: "https://127.0.0.1:%s"
+    certAuthFilePath: %q
+    token: %q
+    statusAddress: {ip: "127.0.0.1"}
+global: {checkNewVersion: false, sendAnonymousUsage: false}
+log: {level: INFO, noColor: true}
+`, GatewayAddress, gatewayPingAddr, apiServerPort, filepath.Join(s.RunDir, "pki", "ca.crt"), token)
+}
+
+func parsePort(p string) (int, error) {
+	var n int
+	_, err := fmt.Sscanf(p, "%d", &n)
+	return n, err
+}
