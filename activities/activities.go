@@ -30,6 +30,11 @@ type Activities struct {
 	// RolloutNamespaces are namespaces, besides the lease namespaces
 	// deployflow manages, where rollouts may act (--rollout-namespaces).
 	RolloutNamespaces []string
+	// Gateway is the operator's Gateway (--routing gateway): a lease's
+	// hostnames become HTTPRoutes on it instead of an Ingress (nil: the
+	// Ingress). The worker's own cluster's: OnCluster leaves it unset, so
+	// a lease on another cluster (--clusters) routes through its Ingress.
+	Gateway *GatewayRouting
 	// Observer is the worker's shared view of the leases (optional): the
 	// safety-net tick reads it instead of the API server.
 	Observer LeaseObserver

@@ -23,7 +23,9 @@ type fakeProm struct{ PrometheusAPI }
 // left unset is the default, not the operator's). Every exported field is
 // either the cluster's own or a's.
 func TestOnClusterKeepsEveryOtherSetting(t *testing.T) {
-	own := map[string]bool{"Kube": true, "Hostnames": true, "IPs": true, "Observer": true, "LeasesElsewhere": true}
+	// Gateway is the worker's own cluster's (its client writes there):
+	// another cluster's leases route through their Ingress.
+	own := map[string]bool{"Kube": true, "Hostnames": true, "IPs": true, "Observer": true, "LeasesElsewhere": true, "Gateway": true}
 	a := &Activities{
 		Leases:                   lease.NewKubeStore(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())),
 		Metrics:                  &metrics.Metrics{},

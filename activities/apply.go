@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/crds"
@@ -31,6 +32,9 @@ type ApplyObjectsInput struct {
 	Lease     string                `json:"lease"`
 	Services  []*corev1.Service     `json:"services,omitempty"`
 	Ingress   *networkingv1.Ingress `json:"ingress,omitempty"`
+	// HTTPRoutes replace the Ingress where the operator routes through a
+	// Gateway (--routing gateway; routes.go).
+	HTTPRoutes []*gatewayv1.HTTPRoute `json:"httpRoutes,omitempty"`
 	// DryRun reports what would change and writes nothing (deploy --plan).
 	DryRun bool `json:"dryRun,omitempty"`
 	// DeployID names the deploy (one run of the chain) doing the apply; a
@@ -120,6 +124,9 @@ func (a *Activities) ApplyObjects(ctx context.Context, in ApplyObjectsInput) (*A
 			res.Changed = append(res.Changed, "Ingress/"+ing.Name)
 		}
 	}
+	if err := a.applyRoutes(ctx, in, owners, keep, res); err != nil {
+		return nil, err
+	}
 
 	pruned := map[string]bool{}
 	for _, o := range in.Previous {
@@ -155,6 +162,9 @@ func (a *Activities) ApplyObjects(ctx context.Context, in ApplyObjectsInput) (*A
 			}
 			pruned[name] = true
 		}
+	}
+	if err := a.pruneRoutes(ctx, in, keep, pruned); err != nil {
+		return nil, err
 	}
 	res.Pruned = slices.Sorted(maps.Keys(pruned))
 	res.Kept = slices.Sorted(maps.Keys(keep))

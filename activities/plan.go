@@ -55,8 +55,20 @@ func RenderObjects(m *manifest.Manifest, ips map[string]string, withheld []Withh
 // LoadBalancer Service allocates no NodePorts.
 func (a *Activities) renderObjects(m *manifest.Manifest, ips map[string]string, withheld []Withheld) (ApplyObjectsInput, error) {
 	out, err := RenderObjects(m, ips, withheld)
-	if err != nil || !a.Namespace.LoadBalancersWithoutNodePorts {
+	if err != nil {
 		return out, err
+	}
+	if a.Gateway != nil {
+		// --routing gateway: the hostnames are HTTPRoutes on the
+		// operator's Gateway, not the lease's Ingress.
+		skip := map[string]bool{}
+		for _, h := range withheld {
+			skip[h.Hostname] = true
+		}
+		out.Ingress, out.HTTPRoutes = nil, m.HTTPRoutes(a.Gateway.Ref, skip)
+	}
+	if !a.Namespace.LoadBalancersWithoutNodePorts {
+		return out, nil
 	}
 	for _, svc := range out.Services {
 		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
@@ -212,6 +224,9 @@ func (a *Activities) PlanDeploy(ctx context.Context, in PlanInput) (*DeployPlan,
 		if objs.Ingress != nil {
 			p.Objects = append(p.Objects, "Ingress/"+objs.Ingress.Name)
 		}
+		for _, r := range objs.HTTPRoutes {
+			p.Objects = append(p.Objects, "HTTPRoute/"+r.Name)
+		}
 	case err != nil:
 		return nil, fmt.Errorf("get namespace %s: %w", objs.Namespace, err)
 	default:
@@ -306,6 +321,22 @@ func touches(objects, prune []string, m *manifest.Manifest, svc string) bool {
 		case o == "Service/"+svc, strings.HasPrefix(o, "Service/"+svc+"-ip-"):
 			return true
 		case o == "Ingress/"+manifest.IngressName && hasHostnames(m, svc):
+			return true
+		case strings.HasPrefix(o, "HTTPRoute/") && routeOf(m, svc, strings.TrimPrefix(o, "HTTPRoute/")):
+			return true
+		}
+	}
+	return false
+}
+
+// routeOf reports whether route is the HTTPRoute of one of svc's ports.
+func routeOf(m *manifest.Manifest, svc, route string) bool {
+	s, ok := m.Lookup(svc)
+	if !ok {
+		return false
+	}
+	for _, p := range s.Ports {
+		if manifest.RouteName(svc, p.Port) == route {
 			return true
 		}
 	}

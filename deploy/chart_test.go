@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -319,4 +320,49 @@ func TestChartMountsTheCodecKeys(t *testing.T) {
 	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
 		assert.NotEqual(t, "DEPLOYFLOW_CODEC_KEYS_FILE", e.Name)
 	}
+}
+
+// Issue 38.3: routing.mode gateway points the worker at the Gateway (a
+// missing routing.gateway fails the render, naming the value) and grants
+// it HTTPRoutes; the default routes through the Ingress and grants none.
+func TestChartRoutesThroughTheGatewayItNames(t *testing.T) {
+	envOf := func(objs map[string]*unstructured.Unstructured) map[string]string {
+		var d appsv1.Deployment
+		into(t, objs["Deployment/df-deployflow-worker"], &d)
+		env := map[string]string{}
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		return env
+	}
+	grantsRoutes := func(objs map[string]*unstructured.Unstructured) bool {
+		for name, o := range objs {
+			if !strings.HasPrefix(name, "ClusterRole/") {
+				continue
+			}
+			var role rbacv1.ClusterRole
+			into(t, o, &role)
+			for _, r := range role.Rules {
+				if slices.Contains(r.Resources, "httproutes") {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	objs := render(t, "--set", "routing.mode=gateway", "--set", "routing.gateway=gateway-system/public", "--set", "routing.listener=http")
+	env := envOf(objs)
+	assert.Equal(t, "gateway", env["DEPLOYFLOW_ROUTING"])
+	assert.Equal(t, "gateway-system/public", env["DEPLOYFLOW_GATEWAY"])
+	assert.Equal(t, "http", env["DEPLOYFLOW_GATEWAY_LISTENER"])
+	assert.True(t, grantsRoutes(objs), "the worker may write HTTPRoutes")
+
+	objs = render(t)
+	assert.Equal(t, "ingress", envOf(objs)["DEPLOYFLOW_ROUTING"])
+	assert.NotContains(t, envOf(objs), "DEPLOYFLOW_GATEWAY")
+	assert.False(t, grantsRoutes(objs), "no HTTPRoutes without a Gateway")
+
+	out, err := exec.Command(testenv.Tool(t, devstack.Helm), "template", "df", chart, "--set", "routing.mode=gateway").CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(out), "routing.gateway: give the Gateway as namespace/name")
 }

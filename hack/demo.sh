@@ -2,8 +2,9 @@
 # demo.sh: the main job on the local stack (make demo runs `make dev-up`
 # first). Starts a deployflow worker in the background (PID recorded beside
 # the stack's, so `make dev-down` stops it too), then deploys a two-service
-# lease with a hostname and an IP endpoint, rolls an image update out, and
-# prints the result; then deploys a lease to two clusters in two waves.
+# lease with a hostname and an IP endpoint, asks its hostname through the
+# stack's Gateway, rolls an image update out, asks again, and prints the
+# result; then deploys a lease to two clusters in two waves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(bin/devstack env)"
@@ -29,7 +30,16 @@ bin/devstack cluster-up demo-eu 4 >/dev/null
 # deployflow's CRDs in both, and kubectl's discovery cache refreshed so
 # that `kubectl get deployflow` below knows them (hack/install-crds.sh).
 hack/install-crds.sh "$(kubectl config current-context)" demo-eu
-setsid "$worker_bin" --kubeconfig "$KUBECONFIG" --clusters demo-eu >"$run/logs/worker.log" 2>&1 < /dev/null &
+# Hostnames as HTTPRoutes on the stack's Gateway (Traefik), whose requests
+# reach the fake pods through the data plane; where the data plane is off
+# (it needs root for its route: docs/local-stack.md), the lease's Ingress.
+routing=()
+gateway=false
+if [ "$(curl -fsS http://127.0.0.1:16480/healthz 2>/dev/null)" = on ]; then
+  routing=(--routing gateway --gateway deployflow-gateway/deployflow --gateway-listener http)
+  gateway=true
+fi
+setsid "$worker_bin" --kubeconfig "$KUBECONFIG" --clusters demo-eu "${routing[@]}" >"$run/logs/worker.log" 2>&1 < /dev/null &
 printf '%s\n%s\n' "$!" "$worker_bin" > "$pidfile"
 echo "demo: worker started (pid $!, metrics on http://127.0.0.1:9464/metrics, log $run/logs/worker.log)"
 for _ in $(seq 1 100); do
@@ -38,10 +48,29 @@ for _ in $(seq 1 100); do
 done
 
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+# ask IMAGE: a request for the shop's hostname through the Gateway, until a
+# pod of IMAGE answers it (the proxy takes the new endpoints a moment after
+# the rollout ends), then printed.
+ask() {
+  local out=""
+  for _ in $(seq 1 100); do
+    out=$(curl -sS --max-time 2 -H 'Host: shop.demo.example.com' http://127.0.0.1:18000/ 2>&1 || true)
+    case $out in *"image $1"*) break ;; esac
+    sleep 0.1
+  done
+  printf '\n\033[1m$ curl -H "Host: shop.demo.example.com" http://127.0.0.1:18000/\033[0m\n%s\n' "$out"
+  case $out in *"image $1"*) ;; *) echo "demo: the Gateway never answered from a pod of $1" >&2; return 1 ;; esac
+}
 step bin/deployflow lease create demo-shop --owner acme
 step bin/deployflow deploy -f examples/shop.yaml --wait
+if $gateway; then ask nginx:1.26; fi
 step bin/deployflow deploy -f examples/shop-v2.yaml --wait
-step kubectl get rs,svc,ingress -n lease-demo-shop
+if $gateway; then
+  ask nginx:1.27
+  step kubectl get rs,svc,httproute -n lease-demo-shop
+else
+  step kubectl get rs,svc,ingress -n lease-demo-shop
+fi
 step kubectl get deployflow
 step bin/deployflow status demo-shop
 # One lease in two clusters, wave by wave.

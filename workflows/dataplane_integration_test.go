@@ -15,9 +15,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/worker/testenv"
@@ -111,75 +113,62 @@ func TestAServicesEndpointsAnswerAsThePodsOfTheirVersion(t *testing.T) {
 
 }
 
-// Issue 38.2: the stack's Gateway (Traefik, the Gateway API's standard
-// channel) routes a hostname to a lease's Service: an HTTPRoute parented
-// to the stack's Gateway is Accepted with its references resolved, for
-// its generation, and a request for its hostname through the Gateway is
-// answered by a pod of the Service's version.
-func TestTheGatewayRoutesAHostnameToAPodOfTheService(t *testing.T) {
+// Issues 38.2 and 38.3: with --routing gateway, a lease's hostname is an
+// HTTPRoute on the operator's Gateway (the stack's: Traefik, the Gateway
+// API's standard channel), and the deploy's apply returns only once the
+// Gateway accepted it for its generation: a request for the hostname
+// through the Gateway is then answered by a pod of the deployed version,
+// after an update by a pod of the new one, and a hostname the manifest
+// drops has its route pruned. No Ingress is written.
+func TestAHostnameIsAnHTTPRouteOnTheGatewayAnsweredByItsVersion(t *testing.T) {
 	dataPlane(t)
-	dt := newDeployTest(t)
+	gw := manifest.GatewayRef{Namespace: devstack.GatewayNamespace, Name: devstack.GatewayName, Section: devstack.GatewayListener}
+	dt := newDeployTestWith(t, func(a *activities.Activities) {
+		a.Gateway = &activities.GatewayRouting{Ref: gw, Dynamic: testenv.Get(t).Dynamic}
+	})
 	ns := manifest.Namespace(dt.lease)
 	host := "web." + dt.lease + ".example.com"
-	dt.deploy(web(dt.lease, "web", "nginx:1.26", 2, host))
-	dt.waitRevision(dt.lease, 1)
-
-	route := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-		"metadata": map[string]any{"name": "web", "namespace": ns},
-		"spec": map[string]any{
-			"parentRefs": []any{map[string]any{"name": devstack.GatewayName, "namespace": devstack.GatewayNamespace, "sectionName": devstack.GatewayListener}},
-			"hostnames":  []any{host},
-			"rules":      []any{map[string]any{"backendRefs": []any{map[string]any{"name": "web", "port": int64(80)}}}},
-		},
-	}}
 	ctx := context.Background()
-	_, err := dt.env.Dynamic.Resource(devstack.HTTPRoutes).Namespace(ns).Create(ctx, route, metav1.CreateOptions{})
-	require.NoError(t, err)
-	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the Gateway never accepted the route", func() (bool, string) {
-		got, err := dt.env.Dynamic.Resource(devstack.HTTPRoutes).Namespace(ns).Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return routeAccepted(got), fmt.Sprintf("%v", got.Object["status"])
-	})
-
+	routes := dt.env.Dynamic.Resource(activities.HTTPRouteResource).Namespace(ns)
 	client := &http.Client{Timeout: 5 * time.Second}
-	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the Gateway never answered for "+host, func() (bool, string) {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+devstack.GatewayAddress+"/", nil)
-		req.Host = host
-		resp, err := client.Do(req)
-		if err != nil {
-			return false, err.Error()
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		pod := resp.Header.Get(devstack.HeaderPod)
-		return resp.StatusCode == http.StatusOK && resp.Header.Get(devstack.HeaderImage) == "nginx:1.26" && strings.HasPrefix(pod, ns+"/web-"),
-			fmt.Sprintf("%d %s %s", resp.StatusCode, pod, body)
-	})
-}
-
-// routeAccepted reports whether every parent of an HTTPRoute's status says
-// Accepted and ResolvedRefs for the route's current generation.
-func routeAccepted(route *unstructured.Unstructured) bool {
-	parents, _, _ := unstructured.NestedSlice(route.Object, "status", "parents")
-	if len(parents) == 0 {
-		return false
-	}
-	for _, p := range parents {
-		conds, _, _ := unstructured.NestedSlice(p.(map[string]any), "conditions")
-		ok := map[string]bool{}
-		for _, c := range conds {
-			c := c.(map[string]any)
-			gen, _, _ := unstructured.NestedInt64(c, "observedGeneration")
-			if c["status"] == "True" && gen == route.GetGeneration() {
-				ok[c["type"].(string)] = true
+	// answeredBy is the image of the pod that answers a request for host
+	// through the Gateway (the route is accepted when the deploy ends; the
+	// proxy serves it a moment later).
+	answeredBy := func(image string) {
+		testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "the Gateway never answered "+host+" from "+image, func() (bool, string) {
+			req, _ := http.NewRequest(http.MethodGet, "http://"+devstack.GatewayAddress+"/", nil)
+			req.Host = host
+			resp, err := client.Do(req)
+			if err != nil {
+				return false, err.Error()
 			}
-		}
-		if !ok["Accepted"] || !ok["ResolvedRefs"] {
-			return false
-		}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			pod := resp.Header.Get(devstack.HeaderPod)
+			return resp.StatusCode == http.StatusOK && resp.Header.Get(devstack.HeaderImage) == image && strings.HasPrefix(pod, ns+"/web-"),
+				fmt.Sprintf("%d %s %s", resp.StatusCode, pod, body)
+		})
 	}
-	return true
+
+	dt.deploy(web(dt.lease, "web", "nginx:1.26", 2, host))
+	st := dt.waitRevision(dt.lease, 1)
+	require.Equal(t, "Active", string(st.Phase), st.LastError)
+	route, err := routes.Get(ctx, manifest.RouteName("web", 80), metav1.GetOptions{})
+	require.NoError(t, err)
+	ok, why := activities.RouteAccepted(route, gw)
+	assert.True(t, ok, "the deploy ended with its route accepted: %s", why)
+	hosts, _, _ := unstructured.NestedStringSlice(route.Object, "spec", "hostnames")
+	assert.Equal(t, []string{host}, hosts)
+	_, err = dt.env.Kube.NetworkingV1().Ingresses(ns).Get(ctx, manifest.IngressName, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "no Ingress with gateway routing: %v", err)
+	answeredBy("nginx:1.26")
+
+	dt.deploy(web(dt.lease, "web", "nginx:1.27", 2, host))
+	dt.waitRevision(dt.lease, 2)
+	answeredBy("nginx:1.27")
+
+	dt.deploy(web(dt.lease, "web", "nginx:1.27", 2))
+	dt.waitRevision(dt.lease, 3)
+	_, err = routes.Get(ctx, manifest.RouteName("web", 80), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the dropped hostname's route is pruned: %v", err)
 }

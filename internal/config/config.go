@@ -92,6 +92,8 @@ type Config struct {
 	ClusterDomain string
 	// LeaseLimits are the operator's bounds on one lease (limits.go).
 	LeaseLimits
+	// Routing is where a lease's hostnames go (routing.go).
+	Routing
 	// Clusters the worker deploys to besides its own (clusters.go).
 	Clusters
 }
@@ -120,6 +122,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.LeaseLimits.RegisterFlags(fs)
 	c.ObserverSharing.RegisterFlags(fs)
 	c.Clusters.RegisterFlags(fs)
+	c.Routing.RegisterFlags(fs)
 	fs.BoolVar(&c.InstallCRDs, "install-crds", os.Getenv("DEPLOYFLOW_INSTALL_CRDS") == "true", "worker: install (update) deployflow's CRDs at start; needs CRD write access, for the dev stack only: in a cluster the Helm chart installs them (env DEPLOYFLOW_INSTALL_CRDS=true)")
 	fs.BoolVar(&c.Observe, "observe", os.Getenv("DEPLOYFLOW_OBSERVE") != "false", "worker: watch leases and their ReplicaSets (shared informers) and tell idle lease workflows what changed; false: they learn it only from their safety-net timer (env DEPLOYFLOW_OBSERVE)")
 	unknownAfter, err := time.ParseDuration(env("DEPLOYFLOW_UNKNOWN_AFTER", "15s"))
@@ -212,6 +215,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.LeaseLimits.validate()...)
 	errs = append(errs, c.ObserverSharing.validate()...)
 	errs = append(errs, c.Clusters.validate()...)
+	errs = append(errs, c.Routing.validate()...)
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
 	}

@@ -140,6 +140,9 @@ func NewActivities(cfg config.Config, kc kubernetes.Interface, dyn dynamic.Inter
 	acts.ReservedPrefixes = cfg.LeaseLimits.ReservedPrefixes()
 	acts.AllowedPodKeys = cfg.LeaseLimits.AllowedPodKeys()
 	acts.Namespace = cfg.LeaseLimits.Namespace
+	if gw := cfg.Routing.Gateway(); gw != nil {
+		acts.Gateway = &activities.GatewayRouting{Ref: *gw, Dynamic: dyn}
+	}
 	acts.MountServiceAccountToken = cfg.LeaseLimits.MountServiceAccountToken
 	if cfg.NotifyURL != "" {
 		acts.Notifier = &activities.Notifier{URL: cfg.NotifyURL, Client: &http.Client{Timeout: 10 * time.Second}}
