@@ -118,16 +118,22 @@ func TestKeysFileIsValidated(t *testing.T) {
 	}
 }
 
-// The codec server decodes only for a caller with a token, answers the
-// UI's CORS preflight for its origin only, and bounds a request.
-func TestTheCodecServerDecodesForAnAuthenticatedOperator(t *testing.T) {
+// codecServer is a codec server accepting the token tok-1 from the UI's
+// origin, and a /decode request body holding the marker, encrypted.
+func codecServer(t *testing.T) (*httptest.Server, []byte) {
 	c := codecOf(t, keys(t, "k1", "k1"))
-	srv := httptest.NewServer(Handler(c, ServerOptions{Tokens: []string{"tok-1"}, Origins: []string{"http://127.0.0.1:8233"}}))
-	defer srv.Close()
 	enc, err := c.Encode([]*commonpb.Payload{{Metadata: map[string][]byte{"encoding": []byte("json/plain")}, Data: []byte(`"` + marker + `"`)}})
 	require.NoError(t, err)
 	body, err := protojson.Marshal(&commonpb.Payloads{Payloads: enc})
 	require.NoError(t, err)
+	return httptest.NewServer(Handler(c, ServerOptions{Tokens: []string{"tok-1"}, Origins: []string{"http://127.0.0.1:8233"}})), body
+}
+
+// The codec server decodes only for a caller with a token, answers the
+// UI's CORS preflight for its origin only, and bounds a request.
+func TestTheCodecServerDecodesForAnAuthenticatedOperator(t *testing.T) {
+	srv, body := codecServer(t)
+	defer srv.Close()
 	post := func(auth string) (*http.Response, string) {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/decode", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -158,7 +164,7 @@ func TestTheCodecServerDecodesForAnAuthenticatedOperator(t *testing.T) {
 
 	pre, _ := http.NewRequest(http.MethodOptions, srv.URL+"/decode", nil)
 	pre.Header.Set("Origin", "http://evil.example")
-	resp, err = http.DefaultClient.Do(pre)
+	resp, err := http.DefaultClient.Do(pre)
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"), "another origin is not allowed")
@@ -176,13 +182,8 @@ func TestTheCodecServerDecodesForAnAuthenticatedOperator(t *testing.T) {
 // /login with a token: the session cookie it gets decodes, and is neither
 // the token nor given for a wrong one; a forged cookie decodes nothing.
 func TestTheCodecServerSignsAnOperatorInWithACookie(t *testing.T) {
-	c := codecOf(t, keys(t, "k1", "k1"))
-	srv := httptest.NewServer(Handler(c, ServerOptions{Tokens: []string{"tok-1"}, Origins: []string{"http://127.0.0.1:8233"}}))
+	srv, body := codecServer(t)
 	defer srv.Close()
-	enc, err := c.Encode([]*commonpb.Payload{{Metadata: map[string][]byte{"encoding": []byte("json/plain")}, Data: []byte(`"` + marker + `"`)}})
-	require.NoError(t, err)
-	body, err := protojson.Marshal(&commonpb.Payloads{Payloads: enc})
-	require.NoError(t, err)
 	decode := func(cookie *http.Cookie) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/decode", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")

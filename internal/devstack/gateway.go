@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -104,19 +105,22 @@ func (s *Stack) prepareGateway(ctx context.Context, dir string) error {
 	if err := crds.InstallDefinitions(ctx, dyn, defs); err != nil {
 		return fmt.Errorf("install the Gateway API CRDs: %w", err)
 	}
-	create := func(what string, err error) error {
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create %s: %w", what, err)
+	// created is what creating one object left: nil if it exists now.
+	created := func(what string) func(any, error) error {
+		return func(_ any, err error) error {
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("create %s: %w", what, err)
+			}
+			return nil
 		}
-		return nil
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: GatewayNamespace}}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); create("namespace "+GatewayNamespace, err) != nil {
-		return create("namespace", err)
+	if err := created("namespace " + GatewayNamespace)(cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})); err != nil {
+		return err
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: gatewayAccount, Namespace: GatewayNamespace}}
-	if _, err := cs.CoreV1().ServiceAccounts(GatewayNamespace).Create(ctx, sa, metav1.CreateOptions{}); create("service account", err) != nil {
-		return create("service account", err)
+	if err := created("service account")(cs.CoreV1().ServiceAccounts(GatewayNamespace).Create(ctx, sa, metav1.CreateOptions{})); err != nil {
+		return err
 	}
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "deployflow-gateway-traefik"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"namespaces", "services", "secrets", "configmaps", "nodes"}, Verbs: []string{"get", "list", "watch"}},
@@ -124,21 +128,21 @@ func (s *Stack) prepareGateway(ctx context.Context, dir string) error {
 		{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"*/status"}, Verbs: []string{"get", "update", "patch"}},
 	}}
-	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); create("cluster role", err) != nil {
-		return create("cluster role", err)
+	if err := created("cluster role")(cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})); err != nil {
+		return err
 	}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "deployflow-gateway-traefik"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: gatewayAccount, Namespace: GatewayNamespace}}}
-	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); create("cluster role binding", err) != nil {
-		return create("cluster role binding", err)
+	if err := created("cluster role binding")(cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})); err != nil {
+		return err
 	}
 	// A long-lived token (the service-account token controller fills
 	// it): the stack may run for days.
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: gatewayAccount + "-token", Namespace: GatewayNamespace,
 		Annotations: map[string]string{corev1.ServiceAccountNameKey: gatewayAccount}}, Type: corev1.SecretTypeServiceAccountToken}
-	if _, err := cs.CoreV1().Secrets(GatewayNamespace).Create(ctx, secret, metav1.CreateOptions{}); create("token secret", err) != nil {
-		return create("token secret", err)
+	if err := created("token secret")(cs.CoreV1().Secrets(GatewayNamespace).Create(ctx, secret, metav1.CreateOptions{})); err != nil {
+		return err
 	}
 	var token []byte
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -163,10 +167,10 @@ func (s *Stack) prepareGateway(ctx context.Context, dir string) error {
 		"metadata": map[string]any{"name": GatewayClassName},
 		"spec":     map[string]any{"controllerName": GatewayController},
 	}}
-	if _, err := dyn.Resource(GatewayClasses).Create(ctx, class, metav1.CreateOptions{}); create("GatewayClass", err) != nil {
-		return create("GatewayClass", err)
+	if err := created("GatewayClass")(dyn.Resource(GatewayClasses).Create(ctx, class, metav1.CreateOptions{})); err != nil {
+		return err
 	}
-	port, _ := parsePort(gatewayPort)
+	port, _ := strconv.Atoi(gatewayPort)
 	gw := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
 		"metadata": map[string]any{"name": GatewayName, "namespace": GatewayNamespace},
@@ -178,8 +182,8 @@ func (s *Stack) prepareGateway(ctx context.Context, dir string) error {
 			}},
 		},
 	}}
-	if _, err := dyn.Resource(Gateways).Namespace(GatewayNamespace).Create(ctx, gw, metav1.CreateOptions{}); create("Gateway", err) != nil {
-		return create("Gateway", err)
+	if err := created("Gateway")(dyn.Resource(Gateways).Namespace(GatewayNamespace).Create(ctx, gw, metav1.CreateOptions{})); err != nil {
+		return err
 	}
 	return nil
 }
@@ -201,10 +205,4 @@ providers:
 global: {checkNewVersion: false, sendAnonymousUsage: false}
 log: {level: INFO, noColor: true}
 `, GatewayAddress, gatewayPingAddr, apiServerPort, filepath.Join(s.RunDir, "pki", "ca.crt"), token)
-}
-
-func parsePort(p string) (int, error) {
-	var n int
-	_, err := fmt.Sscanf(p, "%d", &n)
-	return n, err
 }
