@@ -71,8 +71,8 @@ services:
 	// view opens the workflow's page in a new browser whose UI decodes
 	// through the codec server (the settings its Codec Server dialog
 	// writes to the browser's storage), after signing in there when
-	// signIn, and returns the page's text once it shows want.
-	view := func(signIn bool, want string) string {
+	// signIn, and returns the page's text once it shows all of want.
+	view := func(signIn bool, want ...string) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
@@ -103,15 +103,22 @@ localStorage.setItem("overrideRemoteCodecConfiguration", "true");
 true`, `"`+srv.URL+`"`)))
 		require.NoError(t, err)
 		require.NoError(t, chromedp.Do(b, chromedp.Navigate(page)))
-		// The input is decoded (or not) after the page shows: read its
-		// text until want is there.
+		// The input is decoded (or not), and a failed decode reported,
+		// after the page shows: read its text until want is there (CI's
+		// PostgreSQL phase once read it between the encrypted payload and
+		// the UI's "could not connect").
 		var text string
 		testenv.Eventually(t, time.Minute, 500*time.Millisecond, "the UI never showed the workflow's input", func() (bool, string) {
 			var err error
 			if text, err = chromedp.Run(b, chromedp.Evaluate[string](`document.body.innerText`)); err != nil {
 				return false, err.Error()
 			}
-			return strings.Contains(text, want), text
+			for _, w := range want {
+				if !strings.Contains(text, w) {
+					return false, text
+				}
+			}
+			return true, ""
 		})
 		return text
 	}
@@ -122,7 +129,7 @@ true`, `"`+srv.URL+`"`)))
 
 	// The UI shows a payload it could not decode as stored: its metadata
 	// in base64.
-	anonymous := view(false, encrypted)
+	anonymous := view(false, encrypted, "Codec Server could not connect")
 	assert.NotContains(t, anonymous, marker, "a browser that did not sign in sees no secret")
 	assert.NotContains(t, anonymous, "nginx:1.27", "nor the manifest")
 	assert.Contains(t, anonymous, "Codec Server could not connect", "and the UI says it could not decode")
