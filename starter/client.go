@@ -22,6 +22,7 @@ import (
 
 	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/lease"
+	"github.com/deployflow/deployflow/internal/query"
 	"github.com/deployflow/deployflow/k8s/kube"
 )
 
@@ -81,7 +82,9 @@ func (g *globals) temporal(ctx context.Context) (client.Client, error) {
 		}
 		return nil, unreachableError{fmt.Errorf("cannot reach Temporal at %s (%v): start it with 'make dev-up' or set --temporal-address", g.cfg.TemporalAddress, err)}
 	}
-	return c, nil
+	// A busy lease's status is answered with its workflow's next task,
+	// which a loaded server may take longer than the SDK's 10s to run.
+	return query.Patient(c, opts.Namespace, opts.DataConverter), nil
 }
 
 func (g *globals) leases() (lease.Store, error) {

@@ -110,7 +110,7 @@ func TestControlsReachALegacyRolloutOnlyOfTheirOwnLease(t *testing.T) {
 	status := func() api.RolloutStatus {
 		var st api.RolloutStatus
 		require.Eventually(t, func() bool {
-			v, err := env.Temporal.QueryWorkflow(ctx, legacy, "", api.QueryStatus)
+			v, err := env.Patient().QueryWorkflow(ctx, legacy, "", api.QueryStatus)
 			return err == nil && v.Get(&st) == nil && st.Step != ""
 		}, 30*time.Second, 100*time.Millisecond)
 		return st

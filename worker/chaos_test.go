@@ -685,7 +685,7 @@ func (r *chaosRun) teardown() {
 
 func (r *chaosRun) status() (api.DeployStatus, error) {
 	var st api.DeployStatus
-	v, err := r.env.Temporal.QueryWorkflow(context.Background(), api.DeployWorkflowID(r.lease), "", api.QueryStatus)
+	v, err := r.env.Patient().QueryWorkflow(context.Background(), api.DeployWorkflowID(r.lease), "", api.QueryStatus)
 	if err == nil {
 		err = v.Get(&st)
 	}
@@ -824,7 +824,7 @@ func (r *chaosRun) finish(sc scenario, f fault, fault time.Time, mended <-chan s
 		r.placed = r.env.Temporal.GetWorkflow(ctx, api.PlacementWorkflowID(r.lease), "").Get(ctx, nil)
 		if r.placed == nil { // asked while its workers live: a query needs one
 			var v converter.EncodedValue
-			if v, r.placed = r.env.Temporal.QueryWorkflow(ctx, api.DeployWorkflowIDIn(r.lease, chaosCluster), "", api.QueryStatus); r.placed == nil {
+			if v, r.placed = r.env.Patient().QueryWorkflow(ctx, api.DeployWorkflowIDIn(r.lease, chaosCluster), "", api.QueryStatus); r.placed == nil {
 				r.placed = v.Get(&r.secondStatus)
 			}
 		}

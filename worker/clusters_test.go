@@ -153,7 +153,7 @@ func TestAPlacementSurvivesWorkerSIGKILLMidWave(t *testing.T) {
 	assert.Equal(t, api.PlacementSucceeded, st.Phase)
 
 	for c, audit := range map[string]string{"": env.Stack.AuditLog(), cluster: filepath.Join(filepath.Dir(env.Stack.AuditLog()), "audit-"+cluster+".log")} {
-		v, err := env.Temporal.QueryWorkflow(ctx, api.DeployWorkflowIDIn(id, c), "", api.QueryStatus)
+		v, err := env.Patient().QueryWorkflow(ctx, api.DeployWorkflowIDIn(id, c), "", api.QueryStatus)
 		require.NoError(t, err)
 		var ds api.DeployStatus
 		require.NoError(t, v.Get(&ds))
@@ -308,7 +308,7 @@ func deployIn(t *testing.T, env *testenv.Env, tq, cluster string, m manifest.Man
 	ctx := context.Background()
 	id := api.DeployWorkflowIDIn(m.Lease, cluster)
 	before := 0
-	if v, err := env.Temporal.QueryWorkflow(ctx, id, "", api.QueryStatus); err == nil {
+	if v, err := env.Patient().QueryWorkflow(ctx, id, "", api.QueryStatus); err == nil {
 		var st api.DeployStatus
 		if v.Get(&st) == nil {
 			before = len(st.History)
@@ -341,7 +341,7 @@ func deployIn(t *testing.T, env *testenv.Env, tq, cluster string, m manifest.Man
 	})
 	var st api.DeployStatus
 	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "the deploy of "+id+" never ended", func() (bool, string) {
-		v, err := env.Temporal.QueryWorkflow(ctx, id, "", api.QueryStatus)
+		v, err := env.Patient().QueryWorkflow(ctx, id, "", api.QueryStatus)
 		if err != nil {
 			return false, err.Error()
 		}

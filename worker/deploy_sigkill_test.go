@@ -64,7 +64,7 @@ func TestDeploySurvivesWorkerSIGKILL(t *testing.T) {
 
 	var st api.DeployStatus
 	require.Eventually(t, func() bool {
-		v, err := env.Temporal.QueryWorkflow(ctx, api.DeployWorkflowID(id), "", api.QueryStatus)
+		v, err := env.Patient().QueryWorkflow(ctx, api.DeployWorkflowID(id), "", api.QueryStatus)
 		return err == nil && v.Get(&st) == nil && st.Phase == api.PhaseActive
 	}, 120*time.Second, 200*time.Millisecond, "the deploy never finished after the restart (last %+v)", st)
 	assert.Equal(t, int64(1), st.Revision, "the restart replayed the deploy; it did not start another")

@@ -83,7 +83,7 @@ func deployEnded(t *testing.T, env *testenv.Env, id string) api.DeployStatus {
 	t.Helper()
 	var st api.DeployStatus
 	require.Eventually(t, func() bool {
-		v, err := env.Temporal.QueryWorkflow(context.Background(), api.DeployWorkflowID(id), "", api.QueryStatus)
+		v, err := env.Patient().QueryWorkflow(context.Background(), api.DeployWorkflowID(id), "", api.QueryStatus)
 		return err == nil && v.Get(&st) == nil && len(st.History) > 0 && st.Phase != api.PhaseDeploying
 	}, 3*time.Minute, 250*time.Millisecond, "lease %s never finished its deploy", id)
 	return st

@@ -156,7 +156,7 @@ func acceptedObservations(t *testing.T, env *testenv.Env, leases []string) int {
 func waitLeasePhase(t *testing.T, env *testenv.Env, id, phase string, within time.Duration) {
 	t.Helper()
 	testenv.Eventually(t, within, 250*time.Millisecond, fmt.Sprintf("lease %s never %s", id, phase), func() (bool, string) {
-		v, err := env.Temporal.QueryWorkflow(context.Background(), api.DeployWorkflowID(id), "", api.QueryStatus)
+		v, err := env.Patient().QueryWorkflow(context.Background(), api.DeployWorkflowID(id), "", api.QueryStatus)
 		if err != nil {
 			return false, err.Error()
 		}

@@ -55,7 +55,7 @@ func TestRolloutSurvivesWorkerSIGKILL(t *testing.T) {
 
 	run := start(web("nginx:1.27", "2s"))
 	require.Eventually(t, func() bool {
-		v, err := env.Temporal.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), api.QueryStatus)
+		v, err := env.Patient().QueryWorkflow(ctx, run.GetID(), run.GetRunID(), api.QueryStatus)
 		if err != nil {
 			return false
 		}

@@ -77,7 +77,7 @@ func TestWorkerVersioningPinsRolloutsAndShowsBothBuilds(t *testing.T) {
 
 	var st api.DeployStatus
 	require.Eventually(t, func() bool {
-		v, err := env.Temporal.QueryWorkflow(ctx, api.DeployWorkflowID(id), "", api.QueryStatus)
+		v, err := env.Patient().QueryWorkflow(ctx, api.DeployWorkflowID(id), "", api.QueryStatus)
 		return err == nil && v.Get(&st) == nil && len(st.History) > 0 && st.Phase == api.PhaseActive
 	}, 90*time.Second, 250*time.Millisecond, "the deploy never finished (%+v)", st)
 	d, err := env.Temporal.DescribeWorkflowExecution(ctx, rollout, "")

@@ -138,7 +138,7 @@ func errorRateBelow(target *errorRateTarget, threshold string) manifest.CanarySt
 // rolloutStatus is the web rollout's status query.
 func (dt *deployTest) rolloutStatus() (api.RolloutStatus, error) {
 	var st api.RolloutStatus
-	v, err := dt.env.Temporal.QueryWorkflow(context.Background(), api.RolloutWorkflowID(manifest.Namespace(dt.lease), "web"), "", api.QueryStatus)
+	v, err := dt.env.Patient().QueryWorkflow(context.Background(), api.RolloutWorkflowID(manifest.Namespace(dt.lease), "web"), "", api.QueryStatus)
 	if err == nil {
 		err = v.Get(&st)
 	}

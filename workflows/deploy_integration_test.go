@@ -142,15 +142,15 @@ func (dt *deployTest) tryDeploy(m manifest.Manifest) (client.WorkflowRun, error)
 }
 
 // status is the lease's deploy status, as its workflow's query answers it.
-// A query the server gave up on because the lease's worker, busy with the
-// rest of the suite, did not answer in time (DeadlineExceeded), or that met
-// a run before its first task (WorkflowNotReady), is asked again for up to
-// a minute, as `deployflow status` does: CI's PostgreSQL phase once failed
-// the soak on one such query of a paused lease.
+// The query waits as long as the CLI's does (env.Patient: CI's PostgreSQL
+// phase failed the soak twice on a paused lease whose busy workflow took
+// longer than the SDK's 10s to answer, every time it was asked); one that
+// met a run before its first task (WorkflowNotReady) or that the server
+// gave up on all the same is asked again, for up to a minute more.
 func (dt *deployTest) status(lease string) (api.DeployStatus, error) {
 	var st api.DeployStatus
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(pollQuery) {
-		v, err := dt.env.Temporal.QueryWorkflow(context.Background(), api.DeployWorkflowID(lease), "", api.QueryStatus)
+		v, err := dt.env.Patient().QueryWorkflow(context.Background(), api.DeployWorkflowID(lease), "", api.QueryStatus)
 		if err == nil {
 			return st, v.Get(&st)
 		}
@@ -187,7 +187,7 @@ func (dt *deployTest) waitRevision(lease string, rev int64) api.DeployStatus {
 func (dt *deployTest) rolloutsSeen(lease string, s api.DeployStatus) string {
 	var out []string
 	for _, svc := range s.Services {
-		v, err := dt.env.Temporal.QueryWorkflow(context.Background(), api.RolloutWorkflowID(manifest.Namespace(lease), svc), "", api.QueryStatus)
+		v, err := dt.env.Patient().QueryWorkflow(context.Background(), api.RolloutWorkflowID(manifest.Namespace(lease), svc), "", api.QueryStatus)
 		var rs api.RolloutStatus
 		if err == nil {
 			err = v.Get(&rs)

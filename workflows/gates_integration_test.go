@@ -82,7 +82,7 @@ func TestAPausedCanaryWithABackgroundAnalysisContinuesAsNewInsideItsPause(t *tes
 	assert.Greater(t, measured, limit/4, "the background analysis went on across the runs")
 
 	// Still paused at step 2, until promoted; then the rollout ends.
-	v, err := rt.env.Temporal.QueryWorkflow(ctx, id, "", api.QueryStatus)
+	v, err := rt.env.Patient().QueryWorkflow(ctx, id, "", api.QueryStatus)
 	require.NoError(t, err)
 	var st api.RolloutStatus
 	require.NoError(t, v.Get(&st))

@@ -207,7 +207,7 @@ func TestAFailedWaveAnalysisReturnsEarlierWavesAndNeverTouchesLaterOnes(t *testi
 	usAfter := pt.replicaSets(pt.us)
 	assert.NotContains(t, usAfter, bad, "wave 3 never saw the failed version")
 	assert.Equal(t, usBefore.ResourceVersion, usAfter[good].ResourceVersion, "wave 3's ReplicaSet was never written")
-	v, err := pt.env.Temporal.QueryWorkflow(context.Background(), api.DeployWorkflowIDIn(pt.lease, pt.us), "", api.QueryStatus)
+	v, err := pt.env.Patient().QueryWorkflow(context.Background(), api.DeployWorkflowIDIn(pt.lease, pt.us), "", api.QueryStatus)
 	require.NoError(t, err)
 	var us api.DeployStatus
 	require.NoError(t, v.Get(&us))
@@ -297,7 +297,7 @@ func TestAnAbortInterruptsAWaveInFlightAndReturnsItsClusters(t *testing.T) {
 		assert.Equal(t, int32(2), rss[good].Status.AvailableReplicas, "%s runs the last-known-good version", c)
 		assert.Equal(t, int32(0), *rss[bad].Spec.Replicas, "%s: the interrupted version is scaled down", c)
 
-		v, err := pt.env.Temporal.QueryWorkflow(ctx, pt.leaseWorkflow(c), "", api.QueryStatus)
+		v, err := pt.env.Patient().QueryWorkflow(ctx, pt.leaseWorkflow(c), "", api.QueryStatus)
 		require.NoError(t, err)
 		var lease api.DeployStatus
 		require.NoError(t, v.Get(&lease))
@@ -356,7 +356,7 @@ func TestAPlacementWaitsForAClusterThatIsDown(t *testing.T) {
 	require.NoError(t, err)
 	status := func() api.PlacementStatus {
 		var st api.PlacementStatus
-		if v, err := env.Temporal.QueryWorkflow(ctx, id, "", api.QueryStatus); err == nil {
+		if v, err := env.Patient().QueryWorkflow(ctx, id, "", api.QueryStatus); err == nil {
 			_ = v.Get(&st)
 		}
 		return st

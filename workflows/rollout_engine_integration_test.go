@@ -96,7 +96,7 @@ func (rt *rolloutTest) readyPods(hash string) int {
 
 func (rt *rolloutTest) query(run client.WorkflowRun) api.RolloutStatus {
 	rt.t.Helper()
-	v, err := rt.env.Temporal.QueryWorkflow(context.Background(), run.GetID(), run.GetRunID(), api.QueryStatus)
+	v, err := rt.env.Patient().QueryWorkflow(context.Background(), run.GetID(), run.GetRunID(), api.QueryStatus)
 	require.NoError(rt.t, err)
 	var st api.RolloutStatus
 	require.NoError(rt.t, v.Get(&st))
@@ -139,7 +139,7 @@ func (rt *rolloutTest) waitStatus(run client.WorkflowRun, what string, cond func
 	testenv.Eventually(rt.t, 60*time.Second, pollQuery, "never: "+what, func() (bool, string) {
 		// A query the worker does not answer in time (the SDK's deadline,
 		// with the rest of the suite beside it) is asked again.
-		v, err := rt.env.Temporal.QueryWorkflow(context.Background(), run.GetID(), run.GetRunID(), api.QueryStatus)
+		v, err := rt.env.Patient().QueryWorkflow(context.Background(), run.GetID(), run.GetRunID(), api.QueryStatus)
 		if err == nil {
 			err = v.Get(&st)
 		}

@@ -67,5 +67,6 @@ func (e *Env) WithCodec(t testing.TB) *CodecEnv {
 	withCodec := *e
 	withCodec.Temporal = tc
 	withCodec.noRecord = true
+	withCodec.dc = opts.DataConverter
 	return &CodecEnv{Env: &withCodec, Raw: e.Temporal, KeysFile: file, Codec: c, Log: log}
 }

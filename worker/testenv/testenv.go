@@ -23,6 +23,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	appsv1 "k8s.io/api/apps/v1"
@@ -38,6 +39,7 @@ import (
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/metrics"
 	"github.com/deployflow/deployflow/internal/observe"
+	"github.com/deployflow/deployflow/internal/query"
 	"github.com/deployflow/deployflow/internal/searchattr"
 	"github.com/deployflow/deployflow/k8s/crds"
 	"github.com/deployflow/deployflow/k8s/kube"
@@ -55,6 +57,15 @@ type Env struct {
 	TemporalNamespace string
 
 	noRecord bool // its workers' histories are not recorded (WithCodec)
+	// dc is the data converter Temporal was dialled with (nil: the SDK's).
+	dc converter.DataConverter
+}
+
+// Patient is Temporal with queries that wait as long as a busy workflow
+// takes to answer on a loaded server (internal/query), as the CLI's do:
+// for the tests' queries, Temporal (which workers need) for the rest.
+func (e *Env) Patient() client.Client {
+	return query.Patient(e.Temporal, e.TemporalNamespace, e.dc)
 }
 
 // Settings of the tests' in-process workers.
