@@ -26,6 +26,10 @@ type PinInput struct {
 	Service   string `json:"service"`
 	Active    string `json:"active,omitempty"`
 	Preview   string `json:"preview,omitempty"`
+	// Stable and Canary pin a traffic-routed canary's stable and canary
+	// Services (manifest.TrafficServices).
+	Stable string `json:"stable,omitempty"`
+	Canary string `json:"canary,omitempty"`
 	// Unpin removes the pin: the Services select every pod of the service
 	// (a rolling update of a blue-green service with nothing to switch
 	// from).
@@ -53,13 +57,20 @@ func (a *Activities) PinServices(ctx context.Context, in PinInput) (*PinResult, 
 	for _, s := range list.Items {
 		have := s.Spec.Selector[manifest.PodTemplateHashLabel]
 		want := in.Active
-		if s.Labels[manifest.RoleLabel] == manifest.RolePreview {
+		switch s.Labels[manifest.RoleLabel] {
+		case manifest.RolePreview:
 			want = in.Preview
 			if out.Preview == "" {
 				out.Preview = have
 			}
-		} else if s.Name == in.Service {
-			out.Active = have
+		case manifest.RoleStable:
+			want = in.Stable
+		case manifest.RoleCanary:
+			want = in.Canary
+		default:
+			if s.Name == in.Service {
+				out.Active = have
+			}
 		}
 		var value any = want
 		switch {

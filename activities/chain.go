@@ -56,6 +56,9 @@ type ApplyDeployResult struct {
 	Hostnames *HostnamesResult    `json:"hostnames"`
 	Applied   *ApplyObjectsResult `json:"applied"`
 	Classes   []Classification    `json:"classes"`
+	// TrafficRoutes are, per canary service whose steps set route weights
+	// (--routing gateway, manifest.Service.TrafficRouted), its HTTPRoutes.
+	TrafficRoutes map[string][]string `json:"trafficRoutes,omitempty"`
 }
 
 // ApplyDeploy reserves the manifest's declared IPs (EnsureIPs) and
@@ -98,6 +101,16 @@ func (a *Activities) ApplyDeploy(ctx context.Context, in ApplyDeployInput) (*App
 		return nil, err
 	}
 	out.Applied = applied
+	for _, r := range objects.HTTPRoutes {
+		if svc := r.Labels[manifest.ServiceLabel]; svc != "" {
+			if s, ok := m.Lookup(svc); ok && s.TrafficRouted() {
+				if out.TrafficRoutes == nil {
+					out.TrafficRoutes = map[string][]string{}
+				}
+				out.TrafficRoutes[svc] = append(out.TrafficRoutes[svc], r.Name)
+			}
+		}
+	}
 	for _, svc := range m.ServiceNames() {
 		d, err := m.Deployment(svc)
 		if err != nil {

@@ -66,6 +66,8 @@ func (a *Activities) renderObjects(m *manifest.Manifest, ips map[string]string, 
 			skip[h.Hostname] = true
 		}
 		out.Ingress, out.HTTPRoutes = nil, m.HTTPRoutes(a.Gateway.Ref, skip)
+		// A canary's routes weigh its stable and canary Services.
+		out.Services = append(out.Services, m.TrafficServices()...)
 	}
 	if !a.Namespace.LoadBalancersWithoutNodePorts {
 		return out, nil

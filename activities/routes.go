@@ -85,15 +85,25 @@ func (a *Activities) applyRoutes(ctx context.Context, in ApplyObjectsInput, owne
 // waitRoutesAccepted waits until the Gateway's status of each of in's
 // routes says Accepted and ResolvedRefs for the route's generation.
 func (a *Activities) waitRoutesAccepted(ctx context.Context, in ApplyObjectsInput) error {
+	names := make([]string, 0, len(in.HTTPRoutes))
+	for _, r := range in.HTTPRoutes {
+		names = append(names, r.Name)
+	}
+	return a.waitAccepted(ctx, in.Namespace, names)
+}
+
+// waitAccepted waits until the Gateway accepted each of the named routes
+// for its current generation.
+func (a *Activities) waitAccepted(ctx context.Context, ns string, names []string) error {
 	timeout := a.Gateway.AcceptTimeout
 	if timeout <= 0 {
 		timeout = defaultAcceptTimeout
 	}
-	routes := a.Gateway.Dynamic.Resource(HTTPRouteResource).Namespace(in.Namespace)
-	for _, r := range in.HTTPRoutes {
+	routes := a.Gateway.Dynamic.Resource(HTTPRouteResource).Namespace(ns)
+	for _, name := range names {
 		last := "no status yet"
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-			got, err := routes.Get(ctx, r.Name, metav1.GetOptions{})
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			got, err := routes.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				last = err.Error()
 				return false, nil
@@ -104,7 +114,7 @@ func (a *Activities) waitRoutesAccepted(ctx context.Context, in ApplyObjectsInpu
 		})
 		if err != nil {
 			return temporal.NewApplicationError(fmt.Sprintf("HTTPRoute %s/%s: the Gateway %s/%s has not accepted it within %s: %s",
-				in.Namespace, r.Name, a.Gateway.Ref.Namespace, a.Gateway.Ref.Name, timeout, last), ErrRouteNotAccepted)
+				ns, name, a.Gateway.Ref.Namespace, a.Gateway.Ref.Name, timeout, last), ErrRouteNotAccepted)
 		}
 	}
 	return nil

@@ -99,6 +99,14 @@ type RolloutInput struct {
 	// BlueGreen makes the rollout a blue-green (manifest strategy
 	// BlueGreen): preview, promotion, switch, scale-down delay.
 	BlueGreen *manifest.BlueGreen `json:"blueGreen,omitempty"`
+	// TrafficRoutes are the HTTPRoutes (in Namespace) whose backend weights
+	// the canary's setWeight steps set, between the service's stable and
+	// canary Services (--routing gateway; at most MaxTrafficRoutes). None:
+	// a weight is a share of the replicas only.
+	TrafficRoutes []string `json:"trafficRoutes,omitempty"`
+	// ScaleDownDelaySeconds is, with TrafficRoutes, how long the version
+	// that lost its requests keeps its pods (manifest rollout's; 0: none).
+	ScaleDownDelaySeconds int32 `json:"scaleDownDelaySeconds,omitempty"`
 	// FewerEvents is set by the lease workflow (and the CLI) that starts the
 	// rollout: it takes versionFewerEvents without recording a marker. A
 	// rollout started without it asks the gate.
@@ -120,6 +128,10 @@ type RolloutInput struct {
 
 	invalid error // what is wrong with an input typed by hand (UnmarshalJSON)
 }
+
+// MaxTrafficRoutes bounds a rollout's TrafficRoutes (a service's HTTP
+// ports, one route each).
+const MaxTrafficRoutes = 16
 
 // Outcomes of a finished rollout (RolloutResult.Outcome).
 const (

@@ -14,12 +14,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/worker/testenv"
@@ -171,4 +173,161 @@ func TestAHostnameIsAnHTTPRouteOnTheGatewayAnsweredByItsVersion(t *testing.T) {
 	dt.waitRevision(dt.lease, 3)
 	_, err = routes.Get(ctx, manifest.RouteName("web", 80), metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the dropped hostname's route is pruned: %v", err)
+}
+
+// Issue 38.4: with --routing gateway, a canary's setWeight is the weight
+// of its HTTPRoute's backends, the stable Service (pinned to the running
+// version's pods) and the canary Service (pinned to the new version's):
+// each step ends once the Gateway accepted the route at the weight, and
+// then the requests through the Gateway follow it. An abort sends every
+// request back to the stable version before its pods scale back up. No
+// request fails meanwhile.
+func TestACanarysWeightIsTheShareOfRequestsThroughTheGateway(t *testing.T) {
+	dataPlane(t)
+	gw := manifest.GatewayRef{Namespace: devstack.GatewayNamespace, Name: devstack.GatewayName, Section: devstack.GatewayListener}
+	dt := newDeployTestWith(t, func(a *activities.Activities) {
+		a.Gateway = &activities.GatewayRouting{Ref: gw, Dynamic: testenv.Get(t).Dynamic}
+	})
+	ns := manifest.Namespace(dt.lease)
+	host := "web." + dt.lease + ".example.com"
+	ctx := context.Background()
+	routes := dt.env.Dynamic.Resource(activities.HTTPRouteResource).Namespace(ns)
+	httpc := &http.Client{Timeout: 5 * time.Second}
+	canary := func(image string) manifest.Manifest {
+		m := web(dt.lease, "web", image, 4, host)
+		delay := int32(1) // the stack's Traefik applies a weight within 100ms of accepting it
+		m.Services[0].Rollout = &manifest.Rollout{Strategy: manifest.StrategyCanary, ScaleDownDelaySeconds: &delay,
+			Steps: []manifest.CanaryStep{weight(25), pause(""), weight(50), pause("")}}
+		return m
+	}
+	// shares sends n requests for host through the Gateway, one after
+	// another, and counts the answers by image ("failed": an error or a
+	// status other than 200).
+	shares := func(n int) map[string]int {
+		out := map[string]int{}
+		for range n {
+			req, _ := http.NewRequest(http.MethodGet, "http://"+devstack.GatewayAddress+"/", nil)
+			req.Host = host
+			resp, err := httpc.Do(req)
+			if err != nil {
+				out["failed"]++
+				if out["failed"] == 1 {
+					t.Logf("a request for %s failed: %v", host, err)
+				}
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				out["failed"]++
+				if out["failed"] == 1 {
+					t.Logf("a request for %s failed: %s %s", host, resp.Status, body)
+				}
+				continue
+			}
+			out[resp.Header.Get(devstack.HeaderImage)]++
+		}
+		return out
+	}
+	// weighted waits until the route sends canaryWeight percent to the
+	// canary Service, accepted by the Gateway for that generation.
+	weighted := func(canaryWeight int64) {
+		testenv.Eventually(t, 3*time.Minute, 200*time.Millisecond, fmt.Sprintf("the route never sent %d%% to the canary", canaryWeight), func() (bool, string) {
+			r, err := routes.Get(ctx, manifest.RouteName("web", 80), metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			rules, _, _ := unstructured.NestedSlice(r.Object, "spec", "rules")
+			refs, _, _ := unstructured.NestedSlice(rules[0].(map[string]any), "backendRefs")
+			var got []string
+			for _, ref := range refs {
+				name, _, _ := unstructured.NestedString(ref.(map[string]any), "name")
+				w, _, _ := unstructured.NestedInt64(ref.(map[string]any), "weight")
+				got = append(got, fmt.Sprintf("%s=%d", name, w))
+			}
+			ok, why := activities.RouteAccepted(r, gw)
+			want := []string{fmt.Sprintf("web-stable=%d", 100-canaryWeight), fmt.Sprintf("web-canary=%d", canaryWeight)}
+			return ok && strings.Join(got, ",") == strings.Join(want, ","), fmt.Sprintf("%v (%s)", got, why)
+		})
+	}
+	update := func(name string, args ...any) {
+		h, err := dt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: api.RolloutWorkflowID(ns, "web"),
+			UpdateName: name, Args: args, WaitForStage: client.WorkflowUpdateStageCompleted})
+		require.NoError(t, err)
+		require.NoError(t, h.Get(ctx, nil))
+	}
+
+	dt.deploy(canary("nginx:1.26"))
+	st := dt.waitRevision(dt.lease, 1)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
+	weighted(0)
+	assert.Equal(t, map[string]int{"nginx:1.26": 100}, shares(100), "every request to the one version")
+
+	// serving is how long after the route's acceptance at weight w the
+	// Gateway's answers show it: 20 requests in a row, w percent of them
+	// (within 10 points) from the canary (Traefik applies what it
+	// accepted moments later).
+	serving := func(w int64) time.Duration {
+		began := time.Now()
+		testenv.Eventually(t, 10*time.Second, 0, fmt.Sprintf("the Gateway never served %d%% from the canary", w), func() (bool, string) {
+			got := shares(20)
+			share := int64(100 * got["nginx:1.27"] / 20)
+			return got["failed"] == 0 && share >= w-10 && share <= w+10, fmt.Sprint(got)
+		})
+		return time.Since(began)
+	}
+
+	dt.deploy(canary("nginx:1.27"))
+	for _, w := range []int64{25, 50} {
+		weighted(w)
+		t.Logf("setWeight %d%%: served %s after the route was accepted", w, serving(w).Round(time.Millisecond))
+		got := shares(400)
+		assert.Zero(t, got["failed"], "no request fails at %d%%: %v", w, got)
+		share := 100 * float64(got["nginx:1.27"]) / 400
+		assert.InDelta(t, float64(w), share, 5, "at setWeight %d%%, %.1f%% of 400 requests answered by the canary: %v", w, share, got)
+		if w == 25 {
+			update(api.UpdatePromote, api.PromoteRequest{})
+		}
+	}
+
+	// The abort: every request to the stable version first.
+	update(api.UpdateAbort)
+	weighted(0)
+	testenv.Eventually(t, 10*time.Second, 0, "after the abort, every request to the stable version", func() (bool, string) {
+		got := shares(20)
+		return got["nginx:1.26"] == 20, fmt.Sprint(got)
+	})
+	assert.Equal(t, map[string]int{"nginx:1.26": 100}, shares(100), "after the abort, every request to the stable version")
+	dt.waitRevision(dt.lease, 2)
+	assert.Equal(t, map[string]int{"nginx:1.26": 100}, shares(100), "the stable version, back at its replicas")
+
+	// From 0 to 100 (promoted past its steps) under a steady stream of
+	// requests: none fails, and the new version ends with every request.
+	stream := map[string]int{}
+	stop, streamed := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(streamed)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			for k, v := range shares(1) {
+				stream[k] += v
+			}
+		}
+	}()
+	dt.deploy(canary("nginx:1.28"))
+	weighted(25)
+	update(api.UpdatePromote, api.PromoteRequest{Full: true})
+	st = dt.waitRevision(dt.lease, 3)
+	close(stop)
+	<-streamed
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
+	t.Logf("from 0 to 100: %v", stream)
+	assert.Zero(t, stream["failed"], "no request failed from 0 to 100: %v", stream)
+	assert.Positive(t, stream["nginx:1.28"], "the stream met the new version: %v", stream)
+	weighted(0)
+	assert.Equal(t, map[string]int{"nginx:1.28": 100}, shares(100), "rolled out: every request to the new version, through its stable Service")
 }

@@ -197,6 +197,9 @@ func (s *Stack) traefikConfig(token string) string {
   traefik: {address: %q}
 ping: {entryPoint: traefik}
 providers:
+  # A route or an EndpointSlice change is served within 100ms of Traefik
+  # reading it (its default batches changes for 2s).
+  providersThrottleDuration: 100ms
   kubernetesGateway:
     endpoint: "https://127.0.0.1:%s"
     certAuthFilePath: %q

@@ -125,6 +125,7 @@ func (r *Rollout) withDefaults() *Rollout {
 		out.ProgressDeadlineSeconds = clonePtr(r.ProgressDeadlineSeconds)
 		out.RevisionHistoryLimit = clonePtr(r.RevisionHistoryLimit)
 		out.AutoRollback = clonePtr(r.AutoRollback)
+		out.ScaleDownDelaySeconds = clonePtr(r.ScaleDownDelaySeconds)
 		out.Steps = append([]CanaryStep(nil), r.Steps...)
 		if r.BlueGreen != nil {
 			b := *r.BlueGreen

@@ -233,6 +233,19 @@ type Rollout struct {
 	Analysis *Analysis `json:"analysis,omitempty"`
 	// BlueGreen settings (strategy BlueGreen only).
 	BlueGreen *BlueGreen `json:"blueGreen,omitempty"`
+	// ScaleDownDelaySeconds (strategy Canary, where the operator routes
+	// through a Gateway; default 30, as Argo Rollouts') is how long the
+	// version that lost its requests keeps its pods: a Gateway's proxies
+	// apply a weight moments after they accept it.
+	ScaleDownDelaySeconds *int32 `json:"scaleDownDelaySeconds,omitempty"`
+}
+
+// TrafficScaleDownDelay is a canary's ScaleDownDelaySeconds, defaulted.
+func (r *Rollout) TrafficScaleDownDelay() int32 {
+	if r == nil || r.ScaleDownDelaySeconds == nil {
+		return DefaultScaleDownDelaySeconds
+	}
+	return *r.ScaleDownDelaySeconds
 }
 
 // Namespace is the namespace of a lease's objects: "lease-" + the lease ID.

@@ -31,7 +31,8 @@ func RouteName(svc string, port int32) string { return svc + "-" + strconv.Itoa(
 // HTTPRoutes are the lease's HTTPRoutes on gw: for each service's port
 // exposed over HTTP, one route named RouteName with the port's hostnames
 // (sorted), sending every path to the service's ClusterIP Service on that
-// port. Hostnames in skip are left out, and a route left with none is not
+// port (a traffic-routed canary's: to its stable Service, weight 100, and
+// its canary Service, weight 0; see TrafficServices). Hostnames in skip are left out, and a route left with none is not
 // rendered. The routes are sorted by name.
 func (m *Manifest) HTTPRoutes(gw GatewayRef, skip map[string]bool) []*gatewayv1.HTTPRoute {
 	d := m.defaulted()
@@ -63,6 +64,14 @@ func (m *Manifest) HTTPRoutes(gw GatewayRef, skip map[string]bool) []*gatewayv1.
 				parent.SectionName = &section
 			}
 			port := p.Port
+			backends := []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
+				Name: gatewayv1.ObjectName(s.Name), Port: &port,
+			}}}}
+			if s.TrafficRouted() {
+				// A canary: every request to the stable Service until a
+				// setWeight step moves some to the canary one.
+				backends = []gatewayv1.HTTPBackendRef{weighted(StableService(s.Name), port, 100), weighted(CanaryService(s.Name), port, 0)}
+			}
 			out = append(out, &gatewayv1.HTTPRoute{
 				TypeMeta: metav1.TypeMeta{APIVersion: gatewayv1.GroupVersion.String(), Kind: "HTTPRoute"},
 				ObjectMeta: metav1.ObjectMeta{
@@ -73,11 +82,7 @@ func (m *Manifest) HTTPRoutes(gw GatewayRef, skip map[string]bool) []*gatewayv1.
 				Spec: gatewayv1.HTTPRouteSpec{
 					CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{parent}},
 					Hostnames:       hosts,
-					Rules: []gatewayv1.HTTPRouteRule{{BackendRefs: []gatewayv1.HTTPBackendRef{{
-						BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
-							Name: gatewayv1.ObjectName(s.Name), Port: &port,
-						}},
-					}}}},
+					Rules:           []gatewayv1.HTTPRouteRule{{BackendRefs: backends}},
 				},
 			})
 		}
@@ -92,4 +97,12 @@ func (m *Manifest) HTTPRoutes(gw GatewayRef, skip map[string]bool) []*gatewayv1.
 		return 0
 	})
 	return out
+}
+
+// weighted is a backend of a route: Service name's port, with weight.
+func weighted(name string, port, weight int32) gatewayv1.HTTPBackendRef {
+	return gatewayv1.HTTPBackendRef{BackendRef: gatewayv1.BackendRef{
+		BackendObjectReference: gatewayv1.BackendObjectReference{Name: gatewayv1.ObjectName(name), Port: &port},
+		Weight:                 &weight,
+	}}
 }

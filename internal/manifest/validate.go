@@ -117,7 +117,11 @@ func (m *Manifest) validate(lenient bool) error {
 	// Preview Service names must not take a service's name either.
 	for _, name := range slices.Sorted(maps.Keys(v.previewOf)) {
 		if i, ok := v.serviceAt[name]; ok {
-			v.add(v.previewOf[name].path, "its blue-green preview Service, %q, has the same name as services[%d]: rename one of the two services", name, i)
+			what := "blue-green preview"
+			if u := v.previewOf[name]; u.role != "" {
+				what = u.role
+			}
+			v.add(v.previewOf[name].path, "its %s Service, %q, has the same name as services[%d]: rename one of the two services", what, name, i)
 		}
 	}
 	// Generated LoadBalancer Service names must not take a service's name.
@@ -131,7 +135,7 @@ func (m *Manifest) validate(lenient bool) error {
 
 // use is where a service uses something: the path, the service's name and,
 // for LoadBalancer Service names, the IP endpoint.
-type use struct{ path, svc, endpoint string }
+type use struct{ path, svc, endpoint, role string } // role: a generated Service's, if not a preview
 
 // validator carries what Validate must see across services.
 type validator struct {
@@ -141,7 +145,7 @@ type validator struct {
 	hostAt     map[string]string // hostname -> path of its first use
 	ipPortAt   map[string]use    // "endpoint port/protocol" -> its first use
 	lbNameFrom map[string]use    // LoadBalancer Service name -> its first use
-	previewOf  map[string]use    // blue-green preview Service name -> its service
+	previewOf  map[string]use    // a preview, stable or canary Service's name -> its service (svc: the canary's role)
 }
 
 func (v *validator) lease(lease string) {
@@ -221,6 +225,12 @@ func (v *validator) service(path string, i int, s *Service) {
 		if s.Name != "" {
 			v.previewOf[PreviewService(s.Name)] = use{path: field(path, "name"), svc: s.Name}
 		}
+	}
+	if s.TrafficRouted() && s.Name != "" {
+		// Where the operator routes through a Gateway, the canary's
+		// stable and canary Services.
+		v.previewOf[StableService(s.Name)] = use{path: field(path, "name"), svc: s.Name, role: "canary's stable"}
+		v.previewOf[CanaryService(s.Name)] = use{path: field(path, "name"), svc: s.Name, role: "canary's canary"}
 	}
 	v.podLabels(field(path, "podLabels"), s.PodLabels)
 	v.podAnnotations(field(path, "podAnnotations"), s.PodAnnotations)
@@ -318,7 +328,7 @@ func (v *validator) expose(path, svc string, p Port, proto string) {
 			if len(name) > validation.DNS1035LabelMaxLength {
 				v.add(ipp, "the LoadBalancer Service for it would be named %q, %d characters, more than Kubernetes' %d: shorten the service or endpoint name", name, len(name), validation.DNS1035LabelMaxLength)
 			} else if first, seen := v.lbNameFrom[name]; !seen {
-				v.lbNameFrom[name] = use{ipp, svc, e.IP}
+				v.lbNameFrom[name] = use{path: ipp, svc: svc, endpoint: e.IP}
 			} else if first.svc != svc {
 				v.add(ipp, "the LoadBalancer Service for it would be named %q, like the one for %s (service %q, endpoint %q): rename the service or the endpoint", name, first.path, first.svc, first.endpoint)
 			}
@@ -376,6 +386,14 @@ func (v *validator) rollout(path string, r *Rollout) {
 			v.add(field(path, "analysis"), "a background analysis is for strategy Canary (a BlueGreen has blueGreen.prePromotionAnalysis and postPromotionAnalysis)")
 		} else {
 			v.analysis(field(path, "analysis"), a)
+		}
+	}
+	if d := r.ScaleDownDelaySeconds; d != nil {
+		switch {
+		case r.Strategy != StrategyCanary:
+			v.add(field(path, "scaleDownDelaySeconds"), "is for strategy Canary (a BlueGreen has blueGreen.scaleDownDelaySeconds)")
+		case *d < 0 || *d > MaxScaleDownDelaySeconds:
+			v.add(field(path, "scaleDownDelaySeconds"), "%d: want 0 to %d seconds", *d, MaxScaleDownDelaySeconds)
 		}
 	}
 	if r.Strategy != StrategyBlueGreen && r.BlueGreen != nil {

@@ -143,6 +143,11 @@ func (w *deployRun) apply(x *execution, step *planpkg.Node) error {
 					if !fastRevert {
 						in.Steps, in.Background = s.Rollout.Steps, s.Rollout.Analysis
 					}
+					// Through a Gateway, the weights are route weights.
+					in.TrafficRoutes = applied.TrafficRoutes[svc]
+					if len(in.TrafficRoutes) > 0 {
+						in.ScaleDownDelaySeconds = s.Rollout.TrafficScaleDownDelay()
+					}
 				case manifest.StrategyBlueGreen:
 					in.BlueGreen = &manifest.BlueGreen{}
 					if b := s.Rollout.BlueGreen; b != nil {

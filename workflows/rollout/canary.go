@@ -50,6 +50,9 @@ type CanaryState struct {
 	Held             string          `json:"held,omitempty"`
 	// Scale is the last setCanaryScale, until matchTrafficWeight.
 	Scale *manifest.CanaryScale `json:"scale,omitempty"`
+	// TrafficSettled: through a Gateway, the steps' last split was set and
+	// the scale-down delay after it has passed (traffic.go).
+	TrafficSettled bool `json:"trafficSettled,omitempty"`
 }
 
 // moveOn is what ends a canary's wait: a promote, an abort, or a failed
@@ -156,6 +159,33 @@ func (r *rolloutRun) runCanary() (continueAsNew bool, err error) {
 		c.PromotedFull = c.Step + 1
 		c.Step = len(r.in.Steps)
 	}
+	return r.fullWeight()
+}
+
+// fullWeight is, through a Gateway, the canary's last step once its steps
+// are done: the new version at every replica beside the stable one, then
+// every request to it (setTraffic), before the syncs scale the stable
+// version down. Without a Gateway, or aborted, there is nothing to do.
+func (r *rolloutRun) fullWeight() (continueAsNew bool, err error) {
+	c := r.canary
+	if !r.routesTraffic() || r.outcome != "" || c.Weight == 100 && c.Started.IsZero() {
+		return false, nil
+	}
+	if c.Weight != 100 {
+		c.Weight, c.Scale, c.Started = 100, nil, workflow.Now(r.ctx)
+	}
+	for r.outcome == "" {
+		if r.long() || r.shouldContinueAsNew() {
+			return true, nil // its state is carried
+		}
+		done, err := r.scaleCanary()
+		if err != nil || done {
+			if done {
+				c.Started = time.Time{}
+			}
+			return false, err
+		}
+	}
 	return false, nil
 }
 
@@ -177,6 +207,14 @@ func (r *rolloutRun) scaleCanary() (bool, error) {
 	stableSide := canary.ReplicaSet{Replicas: *stable.Spec.Replicas, Available: stable.Status.AvailableReplicas}
 	canarySide, stableSide = canary.Counted(canarySide), canary.Counted(stableSide)
 	next := canary.Step(s.replicas, s.surge, s.unavailable, canarySide, stableSide, want)
+	if r.routesTraffic() {
+		// Through a Gateway the weight is the route's (traffic.go): the
+		// stable version keeps every replica, as Argo Rollouts' does with
+		// traffic routing, so no request meets a pod going away, and the
+		// canary runs its share beside it.
+		want.Stable = s.replicas
+		next = want
+	}
 	if next.Canary != *newRS.Spec.Replicas {
 		scales = append(scales, r.sideScale(newRS, next.Canary, s, "canary"))
 	}
@@ -189,7 +227,11 @@ func (r *rolloutRun) scaleCanary() (bool, error) {
 	}
 	if newRS.Status.AvailableReplicas >= want.Canary && stable.Status.AvailableReplicas >= want.Stable &&
 		newRS.Status.Replicas == want.Canary && stable.Status.Replicas == want.Stable {
-		return true, nil
+		// The pods are up: through a Gateway, the requests follow.
+		if r.routesTraffic() {
+			r.msg += fmt.Sprintf("; %d%% of requests to the canary", r.canary.Weight)
+		}
+		return true, r.setTraffic(r.stableHash(), r.newHash(), r.canary.Weight)
 	}
 	// Pods on their way: wait, within the progress deadline.
 	waited, err := r.waitForPods(&r.canary.Started)

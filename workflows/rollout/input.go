@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/deployflow/deployflow/api"
+	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/rollout"
 	"github.com/deployflow/deployflow/workflows/internal/flow"
 )
@@ -42,6 +44,17 @@ func (in rolloutInput) desired() (*appsv1.Deployment, error) {
 	}
 	if msgs := validation.IsDNS1035Label(in.Service); len(msgs) > 0 {
 		bad("service", "%q is not a valid service name: use lower-case letters, digits and '-', starting with a letter (%s)", in.Service, msgs[0])
+	}
+	if d := in.ScaleDownDelaySeconds; d < 0 || d > manifest.MaxScaleDownDelaySeconds {
+		bad("scaleDownDelaySeconds", "%d: want 0 to %d seconds", d, manifest.MaxScaleDownDelaySeconds)
+	}
+	if n := len(in.TrafficRoutes); n > api.MaxTrafficRoutes {
+		bad("trafficRoutes", "%d routes: at most %d (one per HTTP port of the service)", n, api.MaxTrafficRoutes)
+	}
+	for i, name := range in.TrafficRoutes {
+		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+			bad(fmt.Sprintf("trafficRoutes[%d]", i), "%q is not a valid HTTPRoute name (%s)", name, msgs[0])
+		}
 	}
 	d := in.Deployment.DeepCopy()
 	if in.Carry != nil {

@@ -45,6 +45,9 @@ func TestDesiredRejectsBadInputNamingTheField(t *testing.T) {
 		want   string
 	}{
 		{"bad namespace", func(in *api.RolloutInput) { in.Namespace = "Shop_1" }, "namespace: \"Shop_1\" is not a valid namespace name"},
+		{"too many traffic routes", func(in *api.RolloutInput) { in.TrafficRoutes = make([]string, 17) }, "trafficRoutes: 17 routes: at most 16"},
+		{"a traffic route's bad name", func(in *api.RolloutInput) { in.TrafficRoutes = []string{"web-80", "../x"} }, "trafficRoutes[1]: \"../x\" is not a valid HTTPRoute name"},
+		{"a scale-down delay past an hour", func(in *api.RolloutInput) { in.ScaleDownDelaySeconds = 3601 }, "scaleDownDelaySeconds: 3601: want 0 to 3600 seconds"},
 		{"empty service", func(in *api.RolloutInput) { in.Service = "" }, "service: \"\" is not a valid service name"},
 		{"service starting with digit", func(in *api.RolloutInput) { in.Service = "1web" }, "service: \"1web\""},
 		{"name mismatch", func(in *api.RolloutInput) { in.Deployment.Name = "api" }, "deployment.metadata.name: \"api\" differs from service \"web\""},

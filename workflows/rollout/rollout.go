@@ -74,6 +74,10 @@ func RolloutWorkflow(ctx workflow.Context, start api.RolloutInput) (*api.Rollout
 			r.settleControls()
 			return nil, workflow.NewContinueAsNewError(ctx, RolloutWorkflow, r.carryOver())
 		}
+		// Through a Gateway: every request to the version the syncs keep.
+		if err := r.trafficAfterSteps(); err != nil {
+			return nil, err
+		}
 	}
 
 	// 3'. A blue-green's steps, to the switch and the scale-down delay.
@@ -85,6 +89,15 @@ func RolloutWorkflow(ctx workflow.Context, start api.RolloutInput) (*api.Rollout
 		if continueAsNew {
 			r.settleControls()
 			return nil, workflow.NewContinueAsNewError(ctx, RolloutWorkflow, r.carryOver())
+		}
+	}
+
+	// Through a Gateway, a rollout without steps (a first deploy, a
+	// return to the last-known-good) routes to every pod of the service,
+	// as its Service does.
+	if r.canary == nil && r.routesTraffic() {
+		if err := r.trafficToEveryPod(); err != nil {
+			return nil, err
 		}
 	}
 
@@ -123,6 +136,9 @@ func RolloutWorkflow(ctx workflow.Context, start api.RolloutInput) (*api.Rollout
 		}
 		if r.complete() {
 			if err := r.pinRolledOut(); err != nil {
+				return nil, err
+			}
+			if err := r.trafficRolledOut(); err != nil {
 				return nil, err
 			}
 			r.settleControls()

@@ -114,6 +114,15 @@ func PinCall(ctx workflow.Context, summary string) workflow.Context {
 	})
 }
 
+// TrafficCall is for setting a canary's route weights: each attempt
+// waits for the Gateway to accept the routes (30s at most), retried like
+// every Kubernetes call.
+func TrafficCall(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 45 * time.Second, ScheduleToCloseTimeout: 10 * time.Minute, RetryPolicy: KubeRetry, Summary: summary,
+	})
+}
+
 // NotifyCall is for the worker's webhook: a webhook that does not answer
 // delays a canary by these retries at most, and never fails it.
 func NotifyCall(ctx workflow.Context, summary string) workflow.Context {
