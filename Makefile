@@ -152,7 +152,7 @@ bench: build tools
 	$(GO) build -o bin/bench ./hack/bench
 	@first=1; for mode in $(BENCH_MODES); do \
 	  echo "== bench on Temporal mode $$mode"; \
-	  extra=; [ $$first = 1 ] || extra="-runs 0"; first=0; \
+	  extra=; [ $$first = 1 ] || extra="-runs 0 -traffic 0"; first=0; \
 	  DEPLOYFLOW_TEMPORAL=$$mode hack/build-tools.sh || exit 1; \
 	  DEPLOYFLOW_TEMPORAL=$$mode hack/with-stack.sh bin/bench $(BENCH_FLAGS) $$extra || exit 1; \
 	done

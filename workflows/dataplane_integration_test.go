@@ -192,7 +192,6 @@ func TestACanarysWeightIsTheShareOfRequestsThroughTheGateway(t *testing.T) {
 	host := "web." + dt.lease + ".example.com"
 	ctx := context.Background()
 	routes := dt.env.Dynamic.Resource(activities.HTTPRouteResource).Namespace(ns)
-	httpc := &http.Client{Timeout: 5 * time.Second}
 	canary := func(image string) manifest.Manifest {
 		m := web(dt.lease, "web", image, 4, host)
 		delay := int32(1) // the stack's Traefik applies a weight within 100ms of accepting it
@@ -200,35 +199,7 @@ func TestACanarysWeightIsTheShareOfRequestsThroughTheGateway(t *testing.T) {
 			Steps: []manifest.CanaryStep{weight(25), pause(""), weight(50), pause("")}}
 		return m
 	}
-	// shares sends n requests for host through the Gateway, one after
-	// another, and counts the answers by image ("failed": an error or a
-	// status other than 200).
-	shares := func(n int) map[string]int {
-		out := map[string]int{}
-		for range n {
-			req, _ := http.NewRequest(http.MethodGet, "http://"+devstack.GatewayAddress+"/", nil)
-			req.Host = host
-			resp, err := httpc.Do(req)
-			if err != nil {
-				out["failed"]++
-				if out["failed"] == 1 {
-					t.Logf("a request for %s failed: %v", host, err)
-				}
-				continue
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				out["failed"]++
-				if out["failed"] == 1 {
-					t.Logf("a request for %s failed: %s %s", host, resp.Status, body)
-				}
-				continue
-			}
-			out[resp.Header.Get(devstack.HeaderImage)]++
-		}
-		return out
-	}
+	shares := (&throughGateway{t: t, host: host}).shares
 	// weighted waits until the route sends canaryWeight percent to the
 	// canary Service, accepted by the Gateway for that generation.
 	weighted := func(canaryWeight int64) {
@@ -303,31 +274,130 @@ func TestACanarysWeightIsTheShareOfRequestsThroughTheGateway(t *testing.T) {
 
 	// From 0 to 100 (promoted past its steps) under a steady stream of
 	// requests: none fails, and the new version ends with every request.
-	stream := map[string]int{}
-	stop, streamed := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(streamed)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			for k, v := range shares(1) {
-				stream[k] += v
-			}
-		}
-	}()
+	stop := (&throughGateway{t: t, host: host}).stream()
 	dt.deploy(canary("nginx:1.28"))
 	weighted(25)
 	update(api.UpdatePromote, api.PromoteRequest{Full: true})
 	st = dt.waitRevision(dt.lease, 3)
-	close(stop)
-	<-streamed
+	stream := stop()
 	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	t.Logf("from 0 to 100: %v", stream)
 	assert.Zero(t, stream["failed"], "no request failed from 0 to 100: %v", stream)
 	assert.Positive(t, stream["nginx:1.28"], "the stream met the new version: %v", stream)
 	weighted(0)
 	assert.Equal(t, map[string]int{"nginx:1.28": 100}, shares(100), "rolled out: every request to the new version, through its stable Service")
+}
+
+// throughGateway asks the stack's Gateway for host.
+type throughGateway struct {
+	t    *testing.T
+	host string
+}
+
+// shares sends n requests for the host through the Gateway, one after
+// another, and counts the answers by image ("failed": an error or a
+// status other than 200; the first one is logged).
+func (g *throughGateway) shares(n int) map[string]int {
+	httpc := &http.Client{Timeout: 5 * time.Second}
+	out := map[string]int{}
+	for range n {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+devstack.GatewayAddress+"/", nil)
+		req.Host = g.host
+		resp, err := httpc.Do(req)
+		if err != nil {
+			out["failed"]++
+			if out["failed"] == 1 {
+				g.t.Logf("a request for %s failed: %v", g.host, err)
+			}
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			out["failed"]++
+			if out["failed"] == 1 {
+				g.t.Logf("a request for %s failed: %s %s", g.host, resp.Status, body)
+			}
+			continue
+		}
+		out[resp.Header.Get(devstack.HeaderImage)]++
+	}
+	return out
+}
+
+// stream sends a request every 5ms until stopped, and the stop returns
+// the answers' counts (as shares).
+func (g *throughGateway) stream() (stop func() map[string]int) {
+	counts := map[string]int{}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			for k, v := range g.shares(1) {
+				counts[k] += v
+			}
+		}
+	}()
+	return func() map[string]int {
+		close(quit)
+		<-done
+		return counts
+	}
+}
+
+// Issue 38.4, blue-green: with --routing gateway a blue-green service's
+// route sends its hostname to its active Service; the preview gets none
+// of it, and the switch at promotion, the old version kept for its
+// scale-down delay, loses no request of a steady stream.
+func TestABlueGreenSwitchThroughTheGatewayLosesNoRequest(t *testing.T) {
+	dataPlane(t)
+	gw := manifest.GatewayRef{Namespace: devstack.GatewayNamespace, Name: devstack.GatewayName, Section: devstack.GatewayListener}
+	dt := newDeployTestWith(t, func(a *activities.Activities) {
+		a.Gateway = &activities.GatewayRouting{Ref: gw, Dynamic: testenv.Get(t).Dynamic}
+	})
+	host := "web." + dt.lease + ".example.com"
+	ctx := context.Background()
+	g := &throughGateway{t: t, host: host}
+	blueGreen := func(image string) manifest.Manifest {
+		m := web(dt.lease, "web", image, 2, host)
+		delay := int32(2)
+		m.Services[0].Rollout = &manifest.Rollout{Strategy: manifest.StrategyBlueGreen,
+			BlueGreen: &manifest.BlueGreen{ScaleDownDelaySeconds: &delay}} // promoted by hand
+		return m
+	}
+	dt.deploy(blueGreen("nginx:1.26"))
+	st := dt.waitRevision(dt.lease, 1)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
+	assert.Equal(t, map[string]int{"nginx:1.26": 50}, g.shares(50))
+
+	stop := g.stream()
+	dt.deploy(blueGreen("nginx:1.27"))
+	id := api.RolloutWorkflowID(manifest.Namespace(dt.lease), "web")
+	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "the preview never came up", func() (bool, string) {
+		v, err := dt.env.Patient().QueryWorkflow(ctx, id, "", api.QueryStatus)
+		if err != nil {
+			return false, err.Error()
+		}
+		var rs api.RolloutStatus
+		if err := v.Get(&rs); err != nil {
+			return false, err.Error()
+		}
+		return strings.Contains(rs.Message, "promot"), rs.Message
+	})
+	assert.Equal(t, map[string]int{"nginx:1.26": 50}, g.shares(50), "the preview takes no request for the hostname")
+	h, err := dt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: api.UpdatePromote,
+		Args: []any{api.PromoteRequest{}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	require.NoError(t, err)
+	require.NoError(t, h.Get(ctx, nil))
+	st = dt.waitRevision(dt.lease, 2)
+	got := stop()
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
+	t.Logf("through the switch: %v", got)
+	assert.Zero(t, got["failed"], "no request failed through the switch: %v", got)
+	assert.Equal(t, map[string]int{"nginx:1.27": 50}, g.shares(50), "switched: every request to the new version")
 }

@@ -410,6 +410,9 @@ func TestHandTypedInputsCannotSkipValidation(t *testing.T) {
 		// Issue 35: a hand-started rollout's analyses were never validated.
 		{"RolloutWorkflow", `{"namespace": "shop", "service": "web", "steps": [{"setWeight": 50}, {"analysis": {"prometheus": {"query": "max_over_time(up[1h:1ms])"}, "successCondition": "len(repeat(\"a\", 100000)) > 0"}}]}`,
 			"steps[1].analysis.successCondition"},
+		// Issue 38.4: the routes whose weights a hand-started canary sets.
+		{"RolloutWorkflow", `{"namespace": "shop", "service": "web", "trafficRoutes": ["web-80", "../../gateway"], "scaleDownDelaySeconds": 86400}`,
+			`trafficRoutes[1]: "../../gateway" is not a valid HTTPRoute name`},
 	} {
 		id := fmt.Sprintf("%s-guard-%d", api.DeployWorkflowID(dt.lease), i)
 		dt.temporalCLI("workflow", "start", "--type", c.workflowType, "--task-queue", dt.tq, "--workflow-id", id, "--input", c.input)

@@ -37,6 +37,8 @@ func TestFleetBenchmarkSlice(t *testing.T) {
 	var buf bytes.Buffer
 	out = &buf
 	t.Cleanup(func() { out = os.Stdout })
+	trafficCanaries = 0 // TestTrafficBenchmarkSlice's
+	t.Cleanup(func() { trafficCanaries = 4 })
 	require.NoError(t, run(10, time.Second, 0, []int{3}, 5, 20*time.Second))
 	t.Log("\n" + buf.String())
 

@@ -5,7 +5,7 @@
 // agent). Then the fleet benchmark (fleet.go): many leases deployed at once
 // by the worker binary, then left idle. make bench runs it with the stack up.
 //
-//	bench [-replicas 10] [-ready-after 1s] [-runs 3] [-fleet 10,100,500] [-idle 1000] [-idle-for 10m]
+//	bench [-replicas 10] [-ready-after 1s] [-runs 3] [-traffic 4] [-fleet 10,100,500] [-idle 1000] [-idle-for 10m]
 package main
 
 import (
@@ -74,6 +74,7 @@ func main() {
 	fleetSizes := flag.String("fleet", "10,100,500", "fleet benchmark: comma-separated numbers of concurrent lease deploys; empty: skip it")
 	idle := flag.Int("idle", 1000, "fleet benchmark: idle leases measured (deployed beyond the fleets if needed)")
 	idleFor := flag.Duration("idle-for", 10*time.Minute, "fleet benchmark: how long the idle leases are measured")
+	flag.IntVar(&trafficCanaries, "traffic", trafficCanaries, "traffic benchmark: canaries through the stack's Gateway (the last aborted); 0: skip it")
 	flag.StringVar(&temporalNamespace, "temporal-namespace", temporalNamespace, "the Temporal namespace the bench's workflows and workers use")
 	flag.Parse()
 	var sizes []int
@@ -93,6 +94,10 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// trafficCanaries is how many canaries the traffic benchmark runs
+// (-traffic).
+var trafficCanaries = 4
 
 // temporalNamespace is the Temporal namespace of the bench's workflows and
 // workers (-temporal-namespace).
@@ -138,6 +143,11 @@ func run(replicas int32, readyAfter time.Duration, runs int, sizes []int, idle i
 	if runs > 0 {
 		if err := rollouts(ctx, s, kc, tc, replicas, readyAfter, runs); err != nil {
 			return err
+		}
+	}
+	if trafficCanaries > 0 {
+		if err := runTraffic(ctx, out, rc, kc, dyn, tc, trafficCanaries); err != nil {
+			return fmt.Errorf("traffic benchmark: %w", err)
 		}
 	}
 	if len(sizes) == 0 {
