@@ -202,23 +202,28 @@ func TestACanarysWeightIsTheShareOfRequestsThroughTheGateway(t *testing.T) {
 	shares := (&throughGateway{t: t, host: host}).shares
 	// weighted waits until the route sends canaryWeight percent to the
 	// canary Service, accepted by the Gateway for that generation.
+	// routeAt says whether the route sends canaryWeight percent to the
+	// canary Service, accepted by the Gateway for that generation.
+	routeAt := func(canaryWeight int64) (bool, string) {
+		r, err := routes.Get(ctx, manifest.RouteName("web", 80), metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		rules, _, _ := unstructured.NestedSlice(r.Object, "spec", "rules")
+		refs, _, _ := unstructured.NestedSlice(rules[0].(map[string]any), "backendRefs")
+		var got []string
+		for _, ref := range refs {
+			name, _, _ := unstructured.NestedString(ref.(map[string]any), "name")
+			w, _, _ := unstructured.NestedInt64(ref.(map[string]any), "weight")
+			got = append(got, fmt.Sprintf("%s=%d", name, w))
+		}
+		ok, why := activities.RouteAccepted(r, gw)
+		want := []string{fmt.Sprintf("web-stable=%d", 100-canaryWeight), fmt.Sprintf("web-canary=%d", canaryWeight)}
+		return ok && strings.Join(got, ",") == strings.Join(want, ","), fmt.Sprintf("%v (%s)", got, why)
+	}
 	weighted := func(canaryWeight int64) {
 		testenv.Eventually(t, 3*time.Minute, 200*time.Millisecond, fmt.Sprintf("the route never sent %d%% to the canary", canaryWeight), func() (bool, string) {
-			r, err := routes.Get(ctx, manifest.RouteName("web", 80), metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			rules, _, _ := unstructured.NestedSlice(r.Object, "spec", "rules")
-			refs, _, _ := unstructured.NestedSlice(rules[0].(map[string]any), "backendRefs")
-			var got []string
-			for _, ref := range refs {
-				name, _, _ := unstructured.NestedString(ref.(map[string]any), "name")
-				w, _, _ := unstructured.NestedInt64(ref.(map[string]any), "weight")
-				got = append(got, fmt.Sprintf("%s=%d", name, w))
-			}
-			ok, why := activities.RouteAccepted(r, gw)
-			want := []string{fmt.Sprintf("web-stable=%d", 100-canaryWeight), fmt.Sprintf("web-canary=%d", canaryWeight)}
-			return ok && strings.Join(got, ",") == strings.Join(want, ","), fmt.Sprintf("%v (%s)", got, why)
+			return routeAt(canaryWeight)
 		})
 	}
 	update := func(name string, args ...any) {
@@ -261,9 +266,12 @@ func TestACanarysWeightIsTheShareOfRequestsThroughTheGateway(t *testing.T) {
 		}
 	}
 
-	// The abort: every request to the stable version first.
+	// The abort: every request to the stable version first, done when the
+	// abort is answered (a worker killed right after leaves none on the
+	// canary).
 	update(api.UpdateAbort)
-	weighted(0)
+	ok, got := routeAt(0)
+	assert.True(t, ok, "the abort answered, the route sends nothing to the canary: %s", got)
 	testenv.Eventually(t, 10*time.Second, 0, "after the abort, every request to the stable version", func() (bool, string) {
 		got := shares(20)
 		return got["nginx:1.26"] == 20, fmt.Sprint(got)

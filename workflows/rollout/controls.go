@@ -146,7 +146,7 @@ func (r *rolloutRun) registerControls() error {
 				return nil
 			}},
 		{api.UpdateAbort, "Stop this rollout and return to the last-known-good revision",
-			func(workflow.Context) (api.RolloutStatus, error) {
+			func(ctx workflow.Context) (api.RolloutStatus, error) {
 				// Only where the start read none: an abort refused
 				// before, so no history holds this path (no gate).
 				r.stableRevision = r.abortTarget()
@@ -157,6 +157,12 @@ func (r *rolloutRun) registerControls() error {
 				}
 				if r.blueGreen != nil && r.blueGreen.Reason == "" {
 					r.blueGreen.Reason = "by an operator"
+				}
+				// Through a Gateway, every request is on the stable
+				// version when the abort is answered: a worker killed
+				// right after it leaves none on the canary.
+				if err := r.trafficOnAbort(ctx); err != nil {
+					return r.status(), err
 				}
 				return r.changed(fmt.Sprintf("aborted: rolling back to revision %d", r.stableRevision))
 			},

@@ -27,15 +27,32 @@ func (r *rolloutRun) routesTraffic() bool { return len(r.in.TrafficRoutes) > 0 }
 // setTraffic sends weight percent of the routes' requests to version
 // canaryHash and the rest to stableHash, and returns once applied.
 func (r *rolloutRun) setTraffic(stableHash, canaryHash string, weight int32) error {
+	return r.setTrafficIn(r.ctx, stableHash, canaryHash, weight)
+}
+
+// setTrafficIn is setTraffic in the coroutine of ctx (an update's
+// handler has its own).
+func (r *rolloutRun) setTrafficIn(ctx workflow.Context, stableHash, canaryHash string, weight int32) error {
 	if !r.routesTraffic() {
 		return nil
 	}
 	var a *activities.Activities
-	ctx := flow.TrafficCall(r.ctx, fmt.Sprintf("route %d%% of %s to %s, the rest to %s", weight, r.in.Service, orDash(canaryHash), orDash(stableHash)))
-	return workflow.ExecuteLocalActivity(ctx, a.SetTraffic, activities.TrafficInput{
+	lctx := flow.TrafficCall(ctx, fmt.Sprintf("route %d%% of %s to %s, the rest to %s", weight, r.in.Service, orDash(canaryHash), orDash(stableHash)))
+	return workflow.ExecuteLocalActivity(lctx, a.SetTraffic, activities.TrafficInput{
 		Namespace: r.in.Namespace, Service: r.in.Service, Routes: r.in.TrafficRoutes,
 		StableHash: stableHash, CanaryHash: canaryHash, CanaryWeight: weight,
-	}).Get(r.ctx, nil)
+	}).Get(ctx, nil)
+}
+
+// trafficOnAbort sends every request of a canary's routes to the stable
+// version, from the abort update's handler (trafficAfterSteps does it
+// again once the steps stop, in case a step's write landed after it).
+func (r *rolloutRun) trafficOnAbort(ctx workflow.Context) error {
+	if r.canary == nil || !r.routesTraffic() {
+		return nil
+	}
+	h := r.stableHash()
+	return r.setTrafficIn(ctx, h, h, 0)
 }
 
 // trafficAfterSteps is the routes' split once the canary's steps end: on
