@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/k8s/kube"
 )
 
 // Where a canary's traffic weight touches the cluster (issue 38.4): its
@@ -151,7 +151,7 @@ func (a *Activities) waitEndpoints(ctx context.Context, ns, svc, name, hash stri
 		}
 		want := sets.New[string]()
 		for _, p := range pods.Items {
-			if p.DeletionTimestamp == nil && p.Status.PodIP != "" && podReady(&p) {
+			if p.DeletionTimestamp == nil && p.Status.PodIP != "" && kube.PodReady(&p) {
 				want.Insert(p.Status.PodIP)
 			}
 		}
@@ -175,13 +175,4 @@ func (a *Activities) waitEndpoints(ctx context.Context, ns, svc, name, hash stri
 		return temporal.NewApplicationError(fmt.Sprintf("Service %s/%s: its endpoints are not its version's Ready pods within %s: %s", ns, name, timeout, last), ErrEndpointsNotReady)
 	}
 	return nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

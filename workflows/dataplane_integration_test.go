@@ -123,11 +123,7 @@ func TestAServicesEndpointsAnswerAsThePodsOfTheirVersion(t *testing.T) {
 // after an update by a pod of the new one, and a hostname the manifest
 // drops has its route pruned. No Ingress is written.
 func TestAHostnameIsAnHTTPRouteOnTheGatewayAnsweredByItsVersion(t *testing.T) {
-	dataPlane(t)
-	gw := manifest.GatewayRef{Namespace: devstack.GatewayNamespace, Name: devstack.GatewayName, Section: devstack.GatewayListener}
-	dt := newDeployTestWith(t, func(a *activities.Activities) {
-		a.Gateway = &activities.GatewayRouting{Ref: gw, Dynamic: testenv.Get(t).Dynamic}
-	})
+	dt, gw := throughTheStacksGateway(t)
 	ns := manifest.Namespace(dt.lease)
 	host := "web." + dt.lease + ".example.com"
 	ctx := context.Background()
@@ -183,11 +179,7 @@ func TestAHostnameIsAnHTTPRouteOnTheGatewayAnsweredByItsVersion(t *testing.T) {
 // request back to the stable version before its pods scale back up. No
 // request fails meanwhile.
 func TestACanarysWeightIsTheShareOfRequestsThroughTheGateway(t *testing.T) {
-	dataPlane(t)
-	gw := manifest.GatewayRef{Namespace: devstack.GatewayNamespace, Name: devstack.GatewayName, Section: devstack.GatewayListener}
-	dt := newDeployTestWith(t, func(a *activities.Activities) {
-		a.Gateway = &activities.GatewayRouting{Ref: gw, Dynamic: testenv.Get(t).Dynamic}
-	})
+	dt, gw := throughTheStacksGateway(t)
 	ns := manifest.Namespace(dt.lease)
 	host := "web." + dt.lease + ".example.com"
 	ctx := context.Background()
@@ -363,11 +355,7 @@ func (g *throughGateway) stream() (stop func() map[string]int) {
 // of it, and the switch at promotion, the old version kept for its
 // scale-down delay, loses no request of a steady stream.
 func TestABlueGreenSwitchThroughTheGatewayLosesNoRequest(t *testing.T) {
-	dataPlane(t)
-	gw := manifest.GatewayRef{Namespace: devstack.GatewayNamespace, Name: devstack.GatewayName, Section: devstack.GatewayListener}
-	dt := newDeployTestWith(t, func(a *activities.Activities) {
-		a.Gateway = &activities.GatewayRouting{Ref: gw, Dynamic: testenv.Get(t).Dynamic}
-	})
+	dt, _ := throughTheStacksGateway(t)
 	host := "web." + dt.lease + ".example.com"
 	ctx := context.Background()
 	g := &throughGateway{t: t, host: host}
@@ -408,4 +396,17 @@ func TestABlueGreenSwitchThroughTheGatewayLosesNoRequest(t *testing.T) {
 	t.Logf("through the switch: %v", got)
 	assert.Zero(t, got["failed"], "no request failed through the switch: %v", got)
 	assert.Equal(t, map[string]int{"nginx:1.27": 50}, g.shares(50), "switched: every request to the new version")
+}
+
+// throughTheStacksGateway is a deploy test whose worker routes hostnames
+// through the stack's Gateway (--routing gateway), and that Gateway; it
+// needs the data plane.
+func throughTheStacksGateway(t *testing.T) (*deployTest, manifest.GatewayRef) {
+	t.Helper()
+	dataPlane(t)
+	gw := manifest.GatewayRef{Namespace: devstack.GatewayNamespace, Name: devstack.GatewayName, Section: devstack.GatewayListener}
+	dt := newDeployTestWith(t, func(a *activities.Activities) {
+		a.Gateway = &activities.GatewayRouting{Ref: gw, Dynamic: testenv.Get(t).Dynamic}
+	})
+	return dt, gw
 }

@@ -32,6 +32,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/api"
@@ -174,16 +175,11 @@ func rollouts(ctx context.Context, s *devstack.Stack, kc kubernetes.Interface, t
 	if err != nil {
 		return err
 	}
-	cache, err := observe.New(rc, nil, observe.Options{Log: slog.New(slog.DiscardHandler)})
+	cache, stopCache, err := startCache(ctx, rc)
 	if err != nil {
 		return err
 	}
-	cacheCtx, stopCache := context.WithCancel(ctx)
 	defer stopCache()
-	go cache.Run(cacheCtx)
-	if err := cache.WaitSynced(time.Minute); err != nil {
-		return err
-	}
 	app.Register(w, &activities.Activities{Kube: kc, RolloutNamespaces: allowed, Observer: cache})
 	if err := w.Start(); err != nil {
 		return err
@@ -233,6 +229,22 @@ func rollouts(ctx context.Context, s *devstack.Stack, kc kubernetes.Interface, t
 	fmt.Fprintf(out, "history events of a 1-replica rollout, pods ready after 1s: %d, after 5s: %d (target: constant in wait time)\n",
 		quick.events, slow.events)
 	return nil
+}
+
+// startCache runs the worker binary's shared informer cache, which
+// rollouts wait on, until stop.
+func startCache(ctx context.Context, rc *rest.Config) (*observe.Observer, func(), error) {
+	cache, err := observe.New(rc, nil, observe.Options{Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, stop := context.WithCancel(ctx)
+	go cache.Run(ctx)
+	if err := cache.WaitSynced(time.Minute); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return cache, stop, nil
 }
 
 func median(rs []result) result {

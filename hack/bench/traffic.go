@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"sort"
 	"sync"
@@ -32,7 +31,6 @@ import (
 	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
-	"github.com/deployflow/deployflow/internal/observe"
 	"github.com/deployflow/deployflow/worker/app"
 )
 
@@ -118,16 +116,11 @@ func runTraffic(ctx context.Context, out io.Writer, rc *rest.Config, kc kubernet
 	for i := 0; i <= canaries; i++ {
 		allowed = append(allowed, fmt.Sprintf("bench-traffic-%d", i))
 	}
-	cache, err := observe.New(rc, nil, observe.Options{Log: slog.New(slog.DiscardHandler)})
+	cache, stopCache, err := startCache(ctx, rc)
 	if err != nil {
 		return err
 	}
-	cacheCtx, stopCache := context.WithCancel(ctx)
 	defer stopCache()
-	go cache.Run(cacheCtx)
-	if err := cache.WaitSynced(time.Minute); err != nil {
-		return err
-	}
 	w := worker.New(tc, tq, worker.Options{})
 	app.Register(w, &activities.Activities{Kube: kc, RolloutNamespaces: allowed, Observer: cache,
 		Gateway: &activities.GatewayRouting{Ref: gw, Dynamic: dyn}})

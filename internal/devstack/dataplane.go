@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/deployflow/deployflow/k8s/kube"
 )
 
 // The local data plane (issue 38.1): the fake nodes' pods answer requests.
@@ -171,7 +173,7 @@ type endpoint struct{ uid, pod, image string }
 // each TCP port of each container, by ip:port.
 func (p *podServer) endpoints(pod *corev1.Pod) map[string]endpoint {
 	want := map[string]endpoint{}
-	if pod.DeletionTimestamp != nil || !readyCondition(pod) {
+	if pod.DeletionTimestamp != nil || !kube.PodReady(pod) {
 		return want
 	}
 	ip, err := netip.ParseAddr(pod.Status.PodIP)
@@ -188,15 +190,6 @@ func (p *podServer) endpoints(pod *corev1.Pod) map[string]endpoint {
 		}
 	}
 	return want
-}
-
-func readyCondition(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // sync serves what obj, a pod, serves now.
