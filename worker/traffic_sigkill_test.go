@@ -59,7 +59,9 @@ func TestAnAbortedCanarysTrafficIsOnStableWhenItsWorkerIsKilledRightAfter(t *tes
 				Args: []any{api.DeployRequest{Manifest: m, Trigger: "test"}}, WaitForStage: client.WorkflowUpdateStageCompleted}})
 		require.NoError(t, err)
 		require.NoError(t, h.Get(ctx, nil))
-		t.Cleanup(func() { _ = env.Temporal.TerminateWorkflow(context.Background(), api.DeployWorkflowID(id), "", "test over") })
+		t.Cleanup(func() {
+			_ = env.Temporal.TerminateWorkflow(context.Background(), api.DeployWorkflowID(id), "", "test over")
+		})
 	}
 	status := func() api.DeployStatus {
 		var st api.DeployStatus
