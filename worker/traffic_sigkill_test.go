@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -30,12 +29,7 @@ import (
 // the next worker ends the deploy on it.
 func TestAnAbortedCanarysTrafficIsOnStableWhenItsWorkerIsKilledRightAfter(t *testing.T) {
 	env := testenv.Get(t)
-	if on, why := devstack.DataPlaneOn(context.Background()); !on {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the local stack's data plane is off: %s", why)
-		}
-		t.Skipf("the local stack's data plane is off: %s", why)
-	}
+	testenv.DataPlane(t)
 	ctx := context.Background()
 	tq := testenv.Name(t, "tq")
 	id := testenv.ShortName("lease")

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,19 +26,6 @@ import (
 	"github.com/deployflow/deployflow/worker/testenv"
 )
 
-// dataPlane skips a test that needs the stack's data plane where it is
-// off (outside CI: it needs CAP_NET_ADMIN for its route), and fails it in
-// CI.
-func dataPlane(t *testing.T) {
-	t.Helper()
-	if on, why := devstack.DataPlaneOn(context.Background()); !on {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the local stack's data plane is off: %s", why)
-		}
-		t.Skipf("the local stack's data plane is off: %s", why)
-	}
-}
-
 // Issue 38.1: a request to a Service's endpoints reaches a pod of the
 // version it belongs to. A lease's web (nginx:1.26, two replicas) answers
 // at every address of its Service's EndpointSlices as the pod the slice
@@ -47,7 +33,7 @@ func dataPlane(t *testing.T) {
 // answers as a new pod, of 1.27, and the old pods' addresses answer no
 // more as 1.26.
 func TestAServicesEndpointsAnswerAsThePodsOfTheirVersion(t *testing.T) {
-	dataPlane(t)
+	testenv.DataPlane(t)
 	dt := newDeployTest(t)
 	ns := manifest.Namespace(dt.lease)
 	client := &http.Client{Timeout: 5 * time.Second}
@@ -403,7 +389,7 @@ func TestABlueGreenSwitchThroughTheGatewayLosesNoRequest(t *testing.T) {
 // needs the data plane.
 func throughTheStacksGateway(t *testing.T) (*deployTest, manifest.GatewayRef) {
 	t.Helper()
-	dataPlane(t)
+	testenv.DataPlane(t)
 	gw := manifest.GatewayRef{Namespace: devstack.GatewayNamespace, Name: devstack.GatewayName, Section: devstack.GatewayListener}
 	dt := newDeployTestWith(t, func(a *activities.Activities) {
 		a.Gateway = &activities.GatewayRouting{Ref: gw, Dynamic: testenv.Get(t).Dynamic}

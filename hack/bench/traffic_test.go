@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"regexp"
 	"strconv"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/worker/testenv"
 )
 
@@ -22,12 +20,7 @@ import (
 // decision-to-serving figures are the full run's (docs/performance.md).
 func TestTrafficBenchmarkSlice(t *testing.T) {
 	env := testenv.Get(t)
-	if on, why := devstack.DataPlaneOn(context.Background()); !on {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the local stack's data plane is off: %s", why)
-		}
-		t.Skipf("the local stack's data plane is off: %s", why)
-	}
+	testenv.DataPlane(t)
 	var buf bytes.Buffer
 	require.NoError(t, runTraffic(context.Background(), &buf, env.RESTConfig, env.Kube, env.Dynamic, env.Temporal, 1))
 	t.Log("\n" + buf.String())

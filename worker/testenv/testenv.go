@@ -439,3 +439,16 @@ func (e *Env) WaitForControllers(t testing.TB, timeout time.Duration) {
 		return got.Status.AvailableReplicas == 1, fmt.Sprintf("probe ReplicaSet: %d available", got.Status.AvailableReplicas)
 	})
 }
+
+// DataPlane skips a test that sends requests to pods where the stack's
+// data plane is off (outside CI: its route needs CAP_NET_ADMIN), and
+// fails it in CI.
+func DataPlane(t testing.TB) {
+	t.Helper()
+	if on, why := devstack.DataPlaneOn(context.Background()); !on {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the local stack's data plane is off: %s", why)
+		}
+		t.Skipf("the local stack's data plane is off: %s", why)
+	}
+}
