@@ -103,7 +103,7 @@ func (a *Activities) ApplyDeploy(ctx context.Context, in ApplyDeployInput) (*App
 	out.Applied = applied
 	for _, r := range objects.HTTPRoutes {
 		if svc := r.Labels[manifest.ServiceLabel]; svc != "" {
-			if s, ok := m.Lookup(svc); ok && s.TrafficRouted() {
+			if s, ok := m.Lookup(svc); ok && s.RouteWeighted() {
 				if out.TrafficRoutes == nil {
 					out.TrafficRoutes = map[string][]string{}
 				}

@@ -19,14 +19,17 @@ import (
 	"github.com/deployflow/deployflow/k8s/kube"
 )
 
-// Where a canary's traffic weight touches the cluster (issue 38.4): its
-// stable and canary Services' selectors, and its HTTPRoutes' backend
-// weights. The rollout decides the weight (workflows/rollout/traffic.go).
+// Where a route's weights touch the cluster (issue 38.4): a canary's
+// stable and canary Services' selectors (a blue-green's active and
+// preview Services'), and its HTTPRoutes' backend weights. The rollout
+// decides the weight (workflows/rollout/traffic.go).
 
 // TrafficInput sets a traffic-routed canary's split: its stable Service
 // pinned to StableHash, its canary Service to CanaryHash (pod-template-
 // hashes), and CanaryWeight percent of each route's requests to the canary
-// Service, the rest to the stable one.
+// Service, the rest to the stable one. With BlueGreen, the two Services
+// are a blue-green's active Service (StableHash) and preview Service
+// (CanaryHash).
 type TrafficInput struct {
 	Namespace    string   `json:"namespace"`
 	Service      string   `json:"service"`
@@ -34,6 +37,7 @@ type TrafficInput struct {
 	StableHash   string   `json:"stableHash"`
 	CanaryHash   string   `json:"canaryHash"`
 	CanaryWeight int32    `json:"canaryWeight"`
+	BlueGreen    bool     `json:"blueGreen,omitempty"`
 }
 
 // TrafficResult is what SetTraffic changed ("Service/web-canary → 5d4f…",
@@ -43,8 +47,9 @@ type TrafficResult struct {
 }
 
 // ErrRouteNotOurs is the failure of a route whose backends are not the
-// canary's stable and canary Services (someone else changed them): not
-// retried, and nothing is written to it.
+// canary's stable and canary Services, or the blue-green's active and
+// preview Services (someone else changed them): not retried, and nothing
+// is written to it.
 const ErrRouteNotOurs = "RouteNotOurs"
 
 // SetTraffic pins the Services, then sets each route's two backend
@@ -60,12 +65,16 @@ func (a *Activities) SetTraffic(ctx context.Context, in TrafficInput) (*TrafficR
 	if in.CanaryWeight < 0 || in.CanaryWeight > 100 {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("canary weight %d: want 0 to 100", in.CanaryWeight), ErrRouteNotOurs, nil)
 	}
-	pins, err := a.PinServices(ctx, PinInput{Namespace: in.Namespace, Service: in.Service, Stable: in.StableHash, Canary: in.CanaryHash})
+	pin := PinInput{Namespace: in.Namespace, Service: in.Service, Stable: in.StableHash, Canary: in.CanaryHash}
+	if in.BlueGreen {
+		pin = PinInput{Namespace: in.Namespace, Service: in.Service, Active: in.StableHash, Preview: in.CanaryHash}
+	}
+	pins, err := a.PinServices(ctx, pin)
 	if err != nil {
 		return nil, err
 	}
 	out := &TrafficResult{Changed: pins.Changed}
-	stable, canary := manifest.StableService(in.Service), manifest.CanaryService(in.Service)
+	stable, canary := manifest.RouteBackends(in.Service, in.BlueGreen)
 	// Before a Service gets requests, its endpoints are its version's
 	// Ready pods: the Gateway reads them with the route.
 	for _, side := range []struct {
@@ -98,15 +107,16 @@ func (a *Activities) SetTraffic(ctx context.Context, in TrafficInput) (*TrafficR
 			if _, err := routes.Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: FieldManager + "-rollout"}); err != nil {
 				return nil, fmt.Errorf("set the weights of HTTPRoute %s/%s: %w", in.Namespace, name, err)
 			}
-			out.Changed = append(out.Changed, fmt.Sprintf("HTTPRoute/%s → %d%% canary", name, in.CanaryWeight))
+			out.Changed = append(out.Changed, fmt.Sprintf("HTTPRoute/%s → %d%% %s", name, in.CanaryWeight, canary))
 		}
 	}
 	return out, a.waitAccepted(ctx, in.Namespace, in.Routes)
 }
 
 // backendWeights are route's weights of its one rule's two backends, the
-// stable and the canary Service (an absent weight is the API's default,
-// 1), or an error if the rule is not that.
+// stable and the canary Service (a blue-green's active and preview; an
+// absent weight is the API's default, 1), or an error if the rule is not
+// that.
 func backendWeights(route *unstructured.Unstructured, stable, canary string) ([2]int32, error) {
 	var w [2]int32
 	rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules")

@@ -22,7 +22,7 @@ import (
 
 // trafficCluster is a canary's lease namespace: Ready pods of versions
 // "old" (10.0.0.1) and "new" (10.0.0.2), its stable and canary Services
-// (unpinned), EndpointSlices listing what each selects once pinned, and
+// (unpinned; and a blue-green's active and preview Services), EndpointSlices listing what each selects once pinned, and
 // its route web-80 with backends, accepted by gw.
 func trafficCluster(t *testing.T, backends ...map[string]any) (*Activities, *dynamicfake.FakeDynamicClient) {
 	t.Helper()
@@ -40,7 +40,9 @@ func trafficCluster(t *testing.T, backends ...map[string]any) (*Activities, *dyn
 			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}}}
 	}
 	kube := fake.NewClientset(pod("old", "10.0.0.1"), pod("new", "10.0.0.2"), svc("web-stable", manifest.RoleStable), svc("web-canary", manifest.RoleCanary),
-		slice("web-stable", "10.0.0.1"), slice("web-canary", "10.0.0.2"))
+		slice("web-stable", "10.0.0.1"), slice("web-canary", "10.0.0.2"),
+		// A blue-green's two, the same way.
+		svc("web", manifest.RoleActive), svc("web-preview", manifest.RolePreview), slice("web", "10.0.0.1"), slice("web-preview", "10.0.0.2"))
 	var refs []any
 	for _, b := range backends {
 		refs = append(refs, b)
@@ -72,7 +74,7 @@ func TestSetTrafficPinsTheServicesAndWeighsTheRoute(t *testing.T) {
 	in := TrafficInput{Namespace: "lease-shop", Service: "web", Routes: []string{"web-80"}, StableHash: "old", CanaryHash: "new", CanaryWeight: 25}
 	res, err := a.SetTraffic(ctx, in)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"Service/web-canary → new", "Service/web-stable → old", "HTTPRoute/web-80 → 25% canary"}, res.Changed)
+	assert.Equal(t, []string{"Service/web-canary → new", "Service/web-stable → old", "HTTPRoute/web-80 → 25% web-canary"}, res.Changed)
 	r, err := dyn.Resource(HTTPRouteResource).Namespace("lease-shop").Get(ctx, "web-80", metav1.GetOptions{})
 	require.NoError(t, err)
 	w, err := backendWeights(r, "web-stable", "web-canary")
@@ -88,6 +90,45 @@ func TestSetTrafficPinsTheServicesAndWeighsTheRoute(t *testing.T) {
 	res, err = a.SetTraffic(ctx, in)
 	require.NoError(t, err)
 	assert.Empty(t, res.Changed, "a retry writes nothing")
+}
+
+// A blue-green's switch through a Gateway (issue 38.4): the route's
+// weights move from the active Service to the preview one, which is
+// pinned to the new version first; then the active one is pinned to it
+// too and takes the requests back. The canary's Services are not touched.
+func TestSetTrafficSwitchesABlueGreensRouteThroughItsPreview(t *testing.T) {
+	a, dyn := trafficCluster(t, backend("web", 100), backend("web-preview", 0))
+	ctx := context.Background()
+	weights := func() [2]int32 {
+		r, err := dyn.Resource(HTTPRouteResource).Namespace("lease-shop").Get(ctx, "web-80", metav1.GetOptions{})
+		require.NoError(t, err)
+		w, err := backendWeights(r, "web", "web-preview")
+		require.NoError(t, err)
+		return w
+	}
+	res, err := a.SetTraffic(ctx, TrafficInput{Namespace: "lease-shop", Service: "web", Routes: []string{"web-80"},
+		StableHash: "old", CanaryHash: "new", CanaryWeight: 100, BlueGreen: true})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"Service/web → old", "Service/web-preview → new", "HTTPRoute/web-80 → 100% web-preview"}, res.Changed)
+	assert.Equal(t, [2]int32{0, 100}, weights(), "every request to the preview, the new version")
+
+	// The EndpointSlice controller's part (no controller here): the
+	// active Service, once pinned, lists the new version's pod.
+	es, err := a.Kube.DiscoveryV1().EndpointSlices("lease-shop").Get(ctx, "web-x", metav1.GetOptions{})
+	require.NoError(t, err)
+	es.Endpoints[0].Addresses = []string{"10.0.0.2"}
+	_, err = a.Kube.DiscoveryV1().EndpointSlices("lease-shop").Update(ctx, es, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	res, err = a.SetTraffic(ctx, TrafficInput{Namespace: "lease-shop", Service: "web", Routes: []string{"web-80"},
+		StableHash: "new", CanaryHash: "new", BlueGreen: true})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"Service/web → new", "HTTPRoute/web-80 → 0% web-preview"}, res.Changed)
+	assert.Equal(t, [2]int32{100, 0}, weights(), "every request to the active Service, now the new version")
+	for _, name := range []string{"web-stable", "web-canary"} {
+		s, err := a.Kube.CoreV1().Services("lease-shop").Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Empty(t, s.Spec.Selector[manifest.PodTemplateHashLabel], "%s untouched", name)
+	}
 }
 
 // Guards the routes' other owners: a route whose backends are not the

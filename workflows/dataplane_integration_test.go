@@ -187,17 +187,10 @@ func TestACanarysWeightIsTheShareOfRequestsThroughTheGateway(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		rules, _, _ := unstructured.NestedSlice(r.Object, "spec", "rules")
-		refs, _, _ := unstructured.NestedSlice(rules[0].(map[string]any), "backendRefs")
-		var got []string
-		for _, ref := range refs {
-			name, _, _ := unstructured.NestedString(ref.(map[string]any), "name")
-			w, _, _ := unstructured.NestedInt64(ref.(map[string]any), "weight")
-			got = append(got, fmt.Sprintf("%s=%d", name, w))
-		}
+		got := routeBackends(r)
 		ok, why := activities.RouteAccepted(r, gw)
-		want := []string{fmt.Sprintf("web-stable=%d", 100-canaryWeight), fmt.Sprintf("web-canary=%d", canaryWeight)}
-		return ok && strings.Join(got, ",") == strings.Join(want, ","), fmt.Sprintf("%v (%s)", got, why)
+		want := fmt.Sprintf("web-stable=%d,web-canary=%d", 100-canaryWeight, canaryWeight)
+		return ok && got == want, fmt.Sprintf("%s (%s)", got, why)
 	}
 	weighted := func(canaryWeight int64) {
 		testenv.Eventually(t, 3*time.Minute, 200*time.Millisecond, fmt.Sprintf("the route never sent %d%% to the canary", canaryWeight), func() (bool, string) {
@@ -353,15 +346,36 @@ func (g *throughGateway) stream() (stop func() map[string]int) {
 	}
 }
 
+// routeBackends are an HTTPRoute's first rule's backends and weights,
+// "web-stable=75,web-canary=25".
+func routeBackends(r *unstructured.Unstructured) string {
+	rules, _, _ := unstructured.NestedSlice(r.Object, "spec", "rules")
+	if len(rules) == 0 {
+		return "no rule"
+	}
+	refs, _, _ := unstructured.NestedSlice(rules[0].(map[string]any), "backendRefs")
+	var got []string
+	for _, ref := range refs {
+		name, _, _ := unstructured.NestedString(ref.(map[string]any), "name")
+		w, _, _ := unstructured.NestedInt64(ref.(map[string]any), "weight")
+		got = append(got, fmt.Sprintf("%s=%d", name, w))
+	}
+	return strings.Join(got, ",")
+}
+
 // Issue 38.4, blue-green: with --routing gateway a blue-green service's
-// route sends its hostname to its active Service; the preview gets none
-// of it, and the switch at promotion, the old version kept for its
-// scale-down delay, loses no request of a steady stream.
+// route weighs its active Service (100) and its preview Service (0); the
+// preview gets none of the hostname's requests, and the switch at
+// promotion is a change of the route's backends (every request to the
+// preview Service, pinned to the new version, then back to the active
+// one once it selects the new version too), each accepted by the Gateway
+// before the next, which loses no request of a steady stream.
 func TestABlueGreenSwitchThroughTheGatewayLosesNoRequest(t *testing.T) {
 	dt, _ := throughTheStacksGateway(t)
 	host := "web." + dt.lease + ".example.com"
 	ctx := context.Background()
 	g := &throughGateway{t: t, host: host}
+	routes := dt.env.Dynamic.Resource(activities.HTTPRouteResource).Namespace(manifest.Namespace(dt.lease))
 	blueGreen := func(image string) manifest.Manifest {
 		m := web(dt.lease, "web", image, 2, host)
 		delay := int32(2)
@@ -374,6 +388,24 @@ func TestABlueGreenSwitchThroughTheGatewayLosesNoRequest(t *testing.T) {
 	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	g.servedBy("nginx:1.26")
 	assert.Equal(t, map[string]int{"nginx:1.26": 50}, g.shares(50))
+	route, err := routes.Get(ctx, manifest.RouteName("web", 80), metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "web=100,web-preview=0", routeBackends(route))
+	// Every change of the route's backends from now on, in order.
+	watch, err := routes.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + route.GetName(), ResourceVersion: route.GetResourceVersion()})
+	require.NoError(t, err)
+	var switched []string
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for ev := range watch.ResultChan() {
+			if r, ok := ev.Object.(*unstructured.Unstructured); ok {
+				if b := routeBackends(r); len(switched) == 0 || switched[len(switched)-1] != b {
+					switched = append(switched, b)
+				}
+			}
+		}
+	}()
 
 	stop := g.stream()
 	dt.deploy(blueGreen("nginx:1.27"))
@@ -397,8 +429,12 @@ func TestABlueGreenSwitchThroughTheGatewayLosesNoRequest(t *testing.T) {
 	st = dt.waitRevision(dt.lease, 2)
 	got := stop()
 	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
-	t.Logf("through the switch: %v", got)
+	watch.Stop()
+	<-watched
+	t.Logf("through the switch: %v; the route's backends: %v", got, switched)
 	assert.Zero(t, got["failed"], "no request failed through the switch: %v", got)
+	assert.Equal(t, []string{"web=0,web-preview=100", "web=100,web-preview=0"}, switched,
+		"the switch moved the route to the preview, then back to the active Service")
 	assert.Equal(t, map[string]int{"nginx:1.27": 50}, g.shares(50), "switched: every request to the new version")
 }
 

@@ -32,7 +32,9 @@ func RouteName(svc string, port int32) string { return svc + "-" + strconv.Itoa(
 // exposed over HTTP, one route named RouteName with the port's hostnames
 // (sorted), sending every path to the service's ClusterIP Service on that
 // port (a traffic-routed canary's: to its stable Service, weight 100, and
-// its canary Service, weight 0; see TrafficServices). Hostnames in skip are left out, and a route left with none is not
+// its canary Service, weight 0, see TrafficServices; a blue-green's: to its
+// active Service, weight 100, and its preview Service, weight 0).
+// Hostnames in skip are left out, and a route left with none is not
 // rendered. The routes are sorted by name.
 func (m *Manifest) HTTPRoutes(gw GatewayRef, skip map[string]bool) []*gatewayv1.HTTPRoute {
 	d := m.defaulted()
@@ -67,10 +69,13 @@ func (m *Manifest) HTTPRoutes(gw GatewayRef, skip map[string]bool) []*gatewayv1.
 			backends := []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
 				Name: gatewayv1.ObjectName(s.Name), Port: &port,
 			}}}}
-			if s.TrafficRouted() {
+			if s.RouteWeighted() {
 				// A canary: every request to the stable Service until a
-				// setWeight step moves some to the canary one.
-				backends = []gatewayv1.HTTPBackendRef{weighted(StableService(s.Name), port, 100), weighted(CanaryService(s.Name), port, 0)}
+				// setWeight step moves some to the canary one. A
+				// blue-green: every request to the active Service, none
+				// to the preview but during a switch.
+				first, second := RouteBackends(s.Name, s.RouteSwitched())
+				backends = []gatewayv1.HTTPBackendRef{weighted(first, port, 100), weighted(second, port, 0)}
 			}
 			out = append(out, &gatewayv1.HTTPRoute{
 				TypeMeta: metav1.TypeMeta{APIVersion: gatewayv1.GroupVersion.String(), Kind: "HTTPRoute"},

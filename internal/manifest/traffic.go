@@ -35,9 +35,36 @@ func CanaryService(svc string) string { return svc + CanarySuffix }
 // TrafficRouted reports whether s's canary steps set route weights where
 // the operator routes through a Gateway: a canary with an HTTP hostname.
 func (s *Service) TrafficRouted() bool {
-	if s.Rollout == nil || s.Rollout.Strategy != StrategyCanary {
-		return false
+	return s.Rollout != nil && s.Rollout.Strategy == StrategyCanary && s.hasHostname()
+}
+
+// RouteSwitched reports whether s's blue-green switch is a change of its
+// routes' backends where the operator routes through a Gateway: a
+// blue-green service with an HTTP hostname. Its routes send every request
+// to its active Service (weight 100) and none to its preview Service
+// (weight 0); the switch moves them to the preview, once it selects the
+// new version, and back to the active one once that selects it too.
+func (s *Service) RouteSwitched() bool {
+	return s.Rollout != nil && s.Rollout.Strategy == StrategyBlueGreen && s.hasHostname()
+}
+
+// RouteWeighted reports whether the rollout of s sets its routes'
+// backend weights (TrafficRouted or RouteSwitched).
+func (s *Service) RouteWeighted() bool { return s.TrafficRouted() || s.RouteSwitched() }
+
+// RouteBackends are the two Services the routes of a RouteWeighted
+// service weigh, in order: the stable and the canary Service of a canary,
+// the active and the preview Service of a blue-green.
+func RouteBackends(svc string, blueGreen bool) (string, string) {
+	if blueGreen {
+		return svc, PreviewService(svc)
 	}
+	return StableService(svc), CanaryService(svc)
+}
+
+// hasHostname reports whether a port of s is exposed over HTTP with a
+// hostname.
+func (s *Service) hasHostname() bool {
 	for _, p := range s.Ports {
 		if p.Expose != nil && p.Expose.HTTP != nil && len(p.Expose.HTTP.Hostnames) > 0 {
 			return true

@@ -55,6 +55,28 @@ func TestACanarysRouteWeighsItsStableAndCanaryServices(t *testing.T) {
 	assert.Equal(t, gatewayv1.PortNumber(80), *b[1].Port)
 }
 
+// A blue-green with a hostname, where the operator routes through a
+// Gateway, has its route weigh its active Service (100) and its preview
+// Service (0): the preview takes no request for the hostname until the
+// switch moves the weights. It gets no stable or canary Service.
+func TestABlueGreensRouteWeighsItsActiveAndPreviewServices(t *testing.T) {
+	m := canaryShop()
+	m.Services[0].Rollout = &Rollout{Strategy: StrategyBlueGreen}
+	require.NoError(t, m.Validate())
+	assert.True(t, m.Services[0].RouteSwitched())
+	assert.False(t, m.Services[0].TrafficRouted())
+	assert.Empty(t, m.TrafficServices(), "no stable or canary Service for a blue-green")
+	routes := m.HTTPRoutes(GatewayRef{Namespace: "gw", Name: "public"}, nil)
+	require.Len(t, routes, 2)
+	b := routes[1].Spec.Rules[0].BackendRefs
+	require.Len(t, b, 2)
+	assert.Equal(t, gatewayv1.ObjectName("web"), b[0].Name)
+	assert.Equal(t, int32(100), *b[0].Weight)
+	assert.Equal(t, gatewayv1.ObjectName("web-preview"), b[1].Name)
+	assert.Equal(t, int32(0), *b[1].Weight)
+	assert.False(t, m.Services[1].RouteWeighted(), "a rolling update: one backend")
+}
+
 // Guards the canary's generated Services against a tenant's service of
 // the same name: refused, naming the field and the fix.
 func TestACanarysStableServiceMayNotTakeAServicesName(t *testing.T) {

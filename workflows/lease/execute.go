@@ -153,6 +153,10 @@ func (w *deployRun) apply(x *execution, step *planpkg.Node) error {
 					if b := s.Rollout.BlueGreen; b != nil {
 						in.BlueGreen = b
 					}
+					// Through a Gateway, the switch is a change of the
+					// routes' backends (the apply's result says which
+					// routes: none before it did).
+					in.TrafficRoutes = applied.TrafficRoutes[svc]
 				}
 			}
 			x.rollouts[svc] = in

@@ -137,8 +137,7 @@ func (r *rolloutRun) runBlueGreen() (continueAsNew bool, err error) {
 		case manifest.BlueGreenScaleUp:
 			done, err = r.scaleBlueGreen(*r.d.Spec.Replicas, false)
 		case manifest.BlueGreenSwitch:
-			hash := r.newHash()
-			done, err = true, r.pin(hash, hash)
+			done, err = true, r.switchTo(r.newHash())
 		}
 		if err != nil {
 			return false, err
@@ -153,10 +152,34 @@ func (r *rolloutRun) runBlueGreen() (continueAsNew bool, err error) {
 		// Abort or undo: the version they made the desired one again (the
 		// stable one) serves at once, with the pods it has; the ordinary
 		// syncs scale the other one down.
-		back := r.newHash()
-		return false, r.pin(back, back)
+		return false, r.switchTo(r.newHash())
 	}
 	return false, nil
+}
+
+// switchTo makes version hash the one the active Services select. Through
+// a Gateway (the lease's routes, r.in.TrafficRoutes), the routes first
+// send every request to the preview Service pinned to hash, and only once
+// the Gateway accepted that, the active Service is pinned to it too and
+// takes the requests back: the switch is known applied, and no request
+// meets a Service between two versions. Without routes it is one
+// selector change of the active Services (and the preview's).
+func (r *rolloutRun) switchTo(hash string) error {
+	if !r.routesTraffic() {
+		return r.pin(hash, hash)
+	}
+	b := r.blueGreen
+	if b.Active != hash { // (an abort before the switch has nothing to move)
+		if err := r.setTraffic(b.Active, hash, 100); err != nil {
+			return err
+		}
+		b.Preview = hash
+	}
+	if err := r.setTraffic(hash, hash, 0); err != nil {
+		return err
+	}
+	b.Active = hash
+	return nil
 }
 
 // scaleBlueGreen is one sync of a scaling step: the new version toward n

@@ -95,7 +95,7 @@ func RolloutWorkflow(ctx workflow.Context, start api.RolloutInput) (*api.Rollout
 	// Through a Gateway, a rollout without steps (a first deploy, a
 	// return to the last-known-good) routes to every pod of the service,
 	// as its Service does.
-	if r.canary == nil && r.routesTraffic() {
+	if r.canary == nil && r.in.BlueGreen == nil && r.routesTraffic() {
 		if err := r.trafficToEveryPod(); err != nil {
 			return nil, err
 		}

@@ -19,13 +19,16 @@ import (
 // done, every request goes to the new version before the old one scales
 // down; an abort sends every request back to the stable version before
 // anything else; a complete rollout leaves both Services on the version
-// it ended on, every request to the stable one.
+// it ended on, every request to the stable one. A blue-green's routes
+// weigh its active and preview Services the same way, and its switch
+// (switchTo) moves them.
 
 // routesTraffic reports whether this rollout's weights are route weights.
 func (r *rolloutRun) routesTraffic() bool { return len(r.in.TrafficRoutes) > 0 }
 
 // setTraffic sends weight percent of the routes' requests to version
-// canaryHash and the rest to stableHash, and returns once applied.
+// canaryHash and the rest to stableHash, and returns once applied (a
+// blue-green's: to its preview Service and its active one).
 func (r *rolloutRun) setTraffic(stableHash, canaryHash string, weight int32) error {
 	return r.setTrafficIn(r.ctx, stableHash, canaryHash, weight)
 }
@@ -40,7 +43,7 @@ func (r *rolloutRun) setTrafficIn(ctx workflow.Context, stableHash, canaryHash s
 	lctx := flow.TrafficCall(ctx, fmt.Sprintf("route %d%% of %s to %s, the rest to %s", weight, r.in.Service, orDash(canaryHash), orDash(stableHash)))
 	return workflow.ExecuteLocalActivity(lctx, a.SetTraffic, activities.TrafficInput{
 		Namespace: r.in.Namespace, Service: r.in.Service, Routes: r.in.TrafficRoutes,
-		StableHash: stableHash, CanaryHash: canaryHash, CanaryWeight: weight,
+		StableHash: stableHash, CanaryHash: canaryHash, CanaryWeight: weight, BlueGreen: r.in.BlueGreen != nil,
 	}).Get(ctx, nil)
 }
 
@@ -83,14 +86,16 @@ func (r *rolloutRun) trafficAfterSteps() error {
 }
 
 // trafficRolledOut leaves the routes on the version the rollout ended on:
-// both Services pinned to it, every request to the stable one.
+// both Services pinned to it, every request to the stable one (a
+// blue-green's active one).
 func (r *rolloutRun) trafficRolledOut() error {
 	h := r.newHash()
 	return r.setTraffic(h, h, 0)
 }
 
-// trafficToEveryPod unpins the stable and canary Services: each selects
-// every pod of the service while a rollout without steps replaces them.
+// trafficToEveryPod unpins a canary's stable and canary Services: each
+// selects every pod of the service while a rollout without steps replaces
+// them (a blue-green's are unpinned by startBlueGreen).
 func (r *rolloutRun) trafficToEveryPod() error {
 	_, err := r.pinServices(activities.PinInput{Unpin: true})
 	return err
