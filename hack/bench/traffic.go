@@ -5,7 +5,9 @@ package main
 // requests. For each weight step it reports the share of answers from the
 // new version, how long after the rollout wrote the weight the answers
 // showed it, and failed requests; for an abort, how long until every
-// answer came from the stable version again.
+// answer came from the stable version again; for a blue-green switch, how
+// long after the route moved the answers all came from the new version,
+// and failed requests.
 
 import (
 	"context"
@@ -26,6 +28,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/api"
@@ -116,6 +119,7 @@ func runTraffic(ctx context.Context, out io.Writer, rc *rest.Config, kc kubernet
 	for i := 0; i <= canaries; i++ {
 		allowed = append(allowed, fmt.Sprintf("bench-traffic-%d", i))
 	}
+	allowed = append(allowed, "bench-traffic-bg")
 	cache, stopCache, err := startCache(ctx, rc)
 	if err != nil {
 		return err
@@ -165,6 +169,14 @@ func runTraffic(ctx context.Context, out io.Writer, rc *rest.Config, kc kubernet
 		servings[len(servings)/2].Round(time.Millisecond), p99.Round(time.Millisecond), len(servings))
 	fmt.Fprintf(out, "failed requests: %d of %d (target 0)\n", failed, total)
 	fmt.Fprintf(out, "abort to every request on stable: %s (target < 2s)\n", abortToStable.Round(time.Millisecond))
+
+	// A blue-green switch, by the route's backends, under the stream.
+	serving, bgFailed, bgTotal, err := trafficBlueGreen(ctx, kc, dyn, tc, tq, "bench-traffic-bg", gw)
+	if err != nil {
+		return fmt.Errorf("blue-green: %w", err)
+	}
+	fmt.Fprintf(out, "\nblue-green through the Gateway: 4 replicas, promoted after 1s, a request every 2ms\n")
+	fmt.Fprintf(out, "switch write to serving: %s; failed requests: %d of %d (target 0)\n", serving.Round(time.Millisecond), bgFailed, bgTotal)
 	return nil
 }
 
@@ -173,6 +185,18 @@ func abs(f float64) float64 {
 		return -f
 	}
 	return f
+}
+
+// benchDeployment is the traffic benchmark's service web in ns: 4
+// replicas of image, port 80.
+func benchDeployment(ns, image string) appsv1.Deployment {
+	r := int32(4)
+	labels := map[string]string{"app": "web"}
+	return appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: appsv1.DeploymentSpec{
+		Replicas: &r, Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: image, Ports: []corev1.ContainerPort{{ContainerPort: 80}}}}}},
+	}}
 }
 
 // trafficCanary runs one canary in ns: 1.26 rolled out, then 1.27 through
@@ -186,15 +210,7 @@ func trafficCanary(ctx context.Context, kc kubernetes.Interface, dyn dynamic.Int
 		return nil, 0, 0, 0, err
 	}
 	host := ns + ".bench.example.com"
-	deployment := func(image string) appsv1.Deployment {
-		r := int32(4)
-		labels := map[string]string{"app": "web"}
-		return appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: appsv1.DeploymentSpec{
-			Replicas: &r, Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: image, Ports: []corev1.ContainerPort{{ContainerPort: 80}}}}}},
-		}}
-	}
+	deployment := func(image string) appsv1.Deployment { return benchDeployment(ns, image) }
 	start := func(in api.RolloutInput) (client.WorkflowRun, error) {
 		return tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: api.RolloutWorkflowID(ns, "web"), TaskQueue: tq}, api.RolloutWorkflow, in)
 	}
@@ -210,20 +226,8 @@ func trafficCanary(ctx context.Context, kc kubernetes.Interface, dyn dynamic.Int
 	m := manifest.Manifest{Lease: "bench", Services: []manifest.Service{{Name: "web", Image: "nginx:1.26",
 		Ports:   []manifest.Port{{Port: 80, Expose: &manifest.Expose{HTTP: &manifest.HTTPExpose{Hostnames: []string{host}}}}},
 		Rollout: &manifest.Rollout{Strategy: manifest.StrategyCanary, Steps: []manifest.CanaryStep{{Pause: &manifest.Pause{}}}}}}}
-	for _, svc := range m.TrafficServices() {
-		svc.Namespace = ns
-		if _, err := kc.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-			return nil, 0, 0, 0, err
-		}
-	}
-	route := m.HTTPRoutes(gw, nil)[0]
-	route.Namespace = ns
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(route)
+	route, routes, err := trafficObjects(ctx, kc, dyn, ns, m.TrafficServices(), m.HTTPRoutes(gw, nil)[0])
 	if err != nil {
-		return nil, 0, 0, 0, err
-	}
-	routes := dyn.Resource(activities.HTTPRouteResource).Namespace(ns)
-	if _, err := routes.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
 		return nil, 0, 0, 0, err
 	}
 	// The first rollout's end, as the rollout leaves it: both Services
@@ -238,25 +242,8 @@ func trafficCanary(ctx context.Context, kc kubernetes.Interface, dyn dynamic.Int
 		return nil, 0, 0, 0, err
 	}
 
-	// The route new to the Gateway is served moments after its acceptance
-	// (a lease's is, long before its next rollout): the stream starts once
-	// 20 requests in a row are answered.
-	warm := &trafficStream{}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		warmCtx, stop := context.WithTimeout(ctx, 200*time.Millisecond)
-		warm.run(warmCtx, host)
-		stop()
-		ok := len(warm.samples) >= 20
-		for _, s := range warm.samples {
-			ok = ok && s.image == "nginx:1.26"
-		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			return nil, 0, 0, 0, fmt.Errorf("the Gateway never served %s", host)
-		}
-		warm.samples = nil
+	if err := warmUp(ctx, host, "nginx:1.26"); err != nil {
+		return nil, 0, 0, 0, err
 	}
 
 	stream := &trafficStream{}
@@ -339,6 +326,117 @@ func trafficCanary(ctx context.Context, kc kubernetes.Interface, dyn dynamic.Int
 		toStable = lastCanary.Sub(abortedAt)
 	}
 	return rows, failed, len(all), toStable, nil
+}
+
+// trafficObjects creates a lease's Services (svcs) and its route in ns,
+// as ApplyObjects renders them with --routing gateway.
+func trafficObjects(ctx context.Context, kc kubernetes.Interface, dyn dynamic.Interface, ns string, svcs []*corev1.Service,
+	route *gatewayv1.HTTPRoute) (*gatewayv1.HTTPRoute, dynamic.ResourceInterface, error) {
+	for _, svc := range svcs {
+		svc.Namespace = ns
+		if _, err := kc.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			return nil, nil, err
+		}
+	}
+	route.Namespace = ns
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(route)
+	if err != nil {
+		return nil, nil, err
+	}
+	routes := dyn.Resource(activities.HTTPRouteResource).Namespace(ns)
+	if _, err := routes.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+		return nil, nil, err
+	}
+	return route, routes, nil
+}
+
+// warmUp waits until the Gateway serves host from image: a route new to
+// the Gateway is served moments after its acceptance (a lease's is, long
+// before its next rollout), so a stream starts once 20 requests in a row
+// are answered.
+func warmUp(ctx context.Context, host, image string) error {
+	warm := &trafficStream{}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		warmCtx, stop := context.WithTimeout(ctx, 200*time.Millisecond)
+		warm.run(warmCtx, host)
+		stop()
+		ok := len(warm.samples) >= 20
+		for _, s := range warm.samples {
+			ok = ok && s.image == image
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the Gateway never served %s from %s", host, image)
+		}
+		warm.samples = nil
+	}
+}
+
+// trafficBlueGreen runs one blue-green switch in ns through the Gateway
+// under the stream: 1.26 rolled out, then 1.27 previewed and promoted
+// (automatically after 1s), its switch a change of the route's backends.
+// It returns the time from the route's move to the preview to the
+// answers all from 1.27, and the failed and total requests.
+func trafficBlueGreen(ctx context.Context, kc kubernetes.Interface, dyn dynamic.Interface, tc client.Client, tq, ns string,
+	gw manifest.GatewayRef) (time.Duration, int, int, error) {
+	b := &bench{kube: kc}
+	if err := b.namespace(ctx, ns); err != nil {
+		return 0, 0, 0, err
+	}
+	host := ns + ".bench.example.com"
+	delay := int32(1)
+	bg := &manifest.BlueGreen{AutoPromotionSeconds: 1, ScaleDownDelaySeconds: &delay}
+	m := manifest.Manifest{Lease: "bench", Services: []manifest.Service{{Name: "web", Image: "nginx:1.26",
+		Ports:   []manifest.Port{{Port: 80, Expose: &manifest.Expose{HTTP: &manifest.HTTPExpose{Hostnames: []string{host}}}}},
+		Rollout: &manifest.Rollout{Strategy: manifest.StrategyBlueGreen, BlueGreen: bg}}}}
+	route, routes, err := trafficObjects(ctx, kc, dyn, ns, m.ClusterIPServices(), m.HTTPRoutes(gw, nil)[0])
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	rollOut := func(image string) error {
+		run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: api.RolloutWorkflowID(ns, "web"), TaskQueue: tq}, api.RolloutWorkflow,
+			api.RolloutInput{Namespace: ns, Service: "web", Deployment: benchDeployment(ns, image), BlueGreen: bg, TrafficRoutes: []string{route.Name}})
+		if err == nil {
+			err = run.Get(ctx, nil)
+		}
+		return err
+	}
+	if err := rollOut("nginx:1.26"); err != nil {
+		return 0, 0, 0, err
+	}
+	if err := warmUp(ctx, host, "nginx:1.26"); err != nil {
+		return 0, 0, 0, err
+	}
+	stream := &trafficStream{}
+	streamCtx, stopStream := context.WithCancel(ctx)
+	defer stopStream()
+	go stream.run(streamCtx, host)
+	began := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- rollOut("nginx:1.27") }()
+	written, err := waitWeight(ctx, routes, route.Name, 100)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if err := <-done; err != nil {
+		return 0, 0, 0, err
+	}
+	time.Sleep(500 * time.Millisecond)
+	stopStream()
+	served, ok := servedAt(stream.since(written), "nginx:1.27", 100, 40)
+	if !ok {
+		return 0, 0, 0, fmt.Errorf("the switch was never served")
+	}
+	all := stream.since(began)
+	failed := 0
+	for _, s := range all {
+		if s.image == "" {
+			failed++
+		}
+	}
+	return served.Sub(written), failed, len(all), nil
 }
 
 // waitWeight waits until the route sends weight percent to the canary

@@ -14,9 +14,10 @@ import (
 )
 
 // The reduced slice of make bench's traffic benchmark that make test runs:
-// one canary through the stack's Gateway, aborted at its second weight. It
-// checks the table: each weight's share within 5 points over 500
-// requests, no request failed, the abort on stable within 2s; the
+// one canary through the stack's Gateway, aborted at its second weight,
+// and one blue-green switch. It checks the table: each weight's share
+// within 5 points over 500 requests, no request failed, the abort on
+// stable within 2s, the switch without a failed request; the
 // decision-to-serving figures are the full run's (docs/performance.md).
 func TestTrafficBenchmarkSlice(t *testing.T) {
 	env := testenv.Get(t)
@@ -35,4 +36,5 @@ func TestTrafficBenchmarkSlice(t *testing.T) {
 	assert.Regexp(t, `failed requests: 0 of \d+`, table)
 	abort := regexp.MustCompile(`abort to every request on stable: (\S+)`).FindStringSubmatch(table)
 	require.NotNil(t, abort, table)
+	assert.Regexp(t, `switch write to serving: \S+; failed requests: 0 of \d+`, table, "a blue-green switch by the route loses no request")
 }
