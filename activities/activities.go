@@ -10,6 +10,7 @@
 package activities
 
 import (
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/deployflow/deployflow/internal/config"
@@ -81,10 +82,17 @@ type Activities struct {
 // reservations there; everything else is a's (the lease records, limits,
 // analyses' clients). The safety-net ticks and rollout waits read that
 // cluster's observer, set as Observer once it runs (nil: the API server).
+// Where a routes through a Gateway (--routing gateway), so do the
+// cluster's leases: their HTTPRoutes, written through dyn, are parented to
+// the Gateway of the same namespace and name in that cluster.
 // (A function, not a method: every method of Activities is an activity.)
-func OnCluster(a *Activities, kube kubernetes.Interface, hostnames *reserve.Hostnames, ips *reserve.IPs) *Activities {
+func OnCluster(a *Activities, kube kubernetes.Interface, dyn dynamic.Interface, hostnames *reserve.Hostnames, ips *reserve.IPs) *Activities {
+	var gw *GatewayRouting
+	if a.Gateway != nil {
+		gw = &GatewayRouting{Ref: a.Gateway.Ref, Dynamic: dyn, AcceptTimeout: a.Gateway.AcceptTimeout}
+	}
 	return &Activities{
-		Kube: kube, Hostnames: hostnames, IPs: ips, LeasesElsewhere: true,
+		Kube: kube, Hostnames: hostnames, IPs: ips, LeasesElsewhere: true, Gateway: gw,
 		Leases:                   a.Leases,
 		Metrics:                  a.Metrics,
 		RolloutNamespaces:        a.RolloutNamespaces,

@@ -23,8 +23,8 @@ type fakeProm struct{ PrometheusAPI }
 // left unset is the default, not the operator's). Every exported field is
 // either the cluster's own or a's.
 func TestOnClusterKeepsEveryOtherSetting(t *testing.T) {
-	// Gateway is the worker's own cluster's (its client writes there):
-	// another cluster's leases route through their Ingress.
+	// Gateway is the cluster's own (its client writes there), to a
+	// Gateway of the same name: checked below.
 	own := map[string]bool{"Kube": true, "Hostnames": true, "IPs": true, "Observer": true, "LeasesElsewhere": true, "Gateway": true}
 	a := &Activities{
 		Leases:                   lease.NewKubeStore(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())),
@@ -41,8 +41,8 @@ func TestOnClusterKeepsEveryOtherSetting(t *testing.T) {
 		Namespace:                config.NamespaceProfile{PodSecurity: "restricted"},
 		MountServiceAccountToken: true,
 	}
-	kube := fake.NewClientset()
-	c := OnCluster(a, kube, &reserve.Hostnames{}, &reserve.IPs{})
+	kube, dyn := fake.NewClientset(), dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+	c := OnCluster(a, kube, dyn, &reserve.Hostnames{}, &reserve.IPs{})
 	v, cv := reflect.ValueOf(a).Elem(), reflect.ValueOf(c).Elem()
 	for i := range v.NumField() {
 		f := v.Type().Field(i)
@@ -61,5 +61,17 @@ func TestOnClusterKeepsEveryOtherSetting(t *testing.T) {
 	}
 	if c.Kube != kube || c.Observer != nil {
 		t.Errorf("the cluster's activities use its own client and observer")
+	}
+	if c.Gateway != nil {
+		t.Errorf("a worker that routes through Ingresses routes its clusters' leases through theirs")
+	}
+
+	// Guards --routing gateway on the other clusters (before, their
+	// leases got an Ingress): the same Gateway, by name, in the cluster,
+	// written through the cluster's own client.
+	a.Gateway = &GatewayRouting{Ref: manifest.GatewayRef{Namespace: "gw", Name: "public", Section: "http"}, Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), AcceptTimeout: 7}
+	c = OnCluster(a, kube, dyn, &reserve.Hostnames{}, &reserve.IPs{})
+	if c.Gateway == nil || c.Gateway.Ref != a.Gateway.Ref || c.Gateway.Dynamic != dyn || c.Gateway.AcceptTimeout != 7 {
+		t.Errorf("a cluster's leases route through the Gateway of the same name there, written with its client: %+v", c.Gateway)
 	}
 }

@@ -20,11 +20,13 @@ import (
 	"go.temporal.io/sdk/temporal"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/config"
+	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/reserve"
 	"github.com/deployflow/deployflow/k8s/crds"
@@ -105,6 +107,48 @@ func TestAWorkerDeploysALeaseToAnotherClusterOnly(t *testing.T) {
 	assert.NoError(t, err, "the rollout is cluster it-eu's own workflow")
 	_, err = env.Temporal.DescribeWorkflowExecution(ctx, api.RolloutWorkflowID(ns, "web"), "")
 	assert.Error(t, err, "no rollout of the worker's own cluster")
+}
+
+// Issue 38.3 on another cluster: a worker started with --clusters and
+// --routing gateway routes the leases it deploys there through that
+// cluster's Gateway of the same name (the local stack's Traefik, started
+// in the extra cluster): the lease's hostname is an HTTPRoute in that
+// cluster, accepted by its Gateway for its generation before the deploy
+// ends, and it has no Ingress there (before, it did, and no route).
+func TestALeaseOnAnotherClusterRoutesThroughThatClustersGateway(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	eu := env.Cluster(t, "it-gw")
+	env.ClusterGateway(t, eu.Name)
+	tq := testenv.Name(t, "tq")
+	gw := manifest.GatewayRef{Namespace: devstack.GatewayNamespace, Name: devstack.GatewayName, Section: devstack.GatewayListener}
+	startWorker(t, env, tq, freeAddr(t), "--clusters", eu.Name,
+		"--routing", "gateway", "--gateway", gw.Namespace+"/"+gw.Name, "--gateway-listener", gw.Section)
+
+	id := testenv.ShortName("lease")
+	createLease(t, env, id)
+	ns := manifest.Namespace(id)
+	t.Cleanup(func() {
+		_ = env.Temporal.TerminateWorkflow(context.Background(), api.DeployWorkflowIDIn(id, eu.Name), "", "test over")
+		_ = eu.Activities.Hostnames.ReleaseAll(context.Background(), id)
+		_ = eu.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+	})
+	host := id + ".apps.example.com"
+	m := manifest.Manifest{Lease: id, Services: []manifest.Service{{Name: "web", Image: "nginx:1.27",
+		Ports: []manifest.Port{{Port: 80, Expose: &manifest.Expose{HTTP: &manifest.HTTPExpose{Hostnames: []string{host}}}}}}}}
+	st := deployIn(t, env, tq, eu.Name, m)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
+
+	route, err := eu.Dynamic.Resource(activities.HTTPRouteResource).Namespace(ns).Get(ctx, manifest.RouteName("web", 80), metav1.GetOptions{})
+	require.NoError(t, err, "the lease's hostname is an HTTPRoute in cluster %s", eu.Name)
+	ok, why := activities.RouteAccepted(route, gw)
+	assert.True(t, ok, "the deploy ended with its route accepted by %s's Gateway: %s", eu.Name, why)
+	hosts, _, _ := unstructured.NestedStringSlice(route.Object, "spec", "hostnames")
+	assert.Equal(t, []string{host}, hosts)
+	_, err = eu.Kube.NetworkingV1().Ingresses(ns).Get(ctx, manifest.IngressName, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "no Ingress with gateway routing: %v", err)
+	_, err = env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "nothing of the lease in the worker's own cluster: %v", err)
 }
 
 // Issue 23 "Done when": a worker SIGKILLed in the middle of a placement's

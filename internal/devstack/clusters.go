@@ -261,7 +261,7 @@ func (s *Stack) StopCluster(name string) error {
 		return err
 	}
 	defer unlock()
-	for _, comp := range []string{Kwok, Scheduler, ControllerManager, APIServer} {
+	for _, comp := range []string{Gateway, Kwok, Scheduler, ControllerManager, APIServer} {
 		if err := s.stop(clusterProcess(comp, name), 10*time.Second); err != nil {
 			return err
 		}

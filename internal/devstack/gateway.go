@@ -68,25 +68,74 @@ func (s *Stack) gatewayCRDDir() string {
 	return filepath.Join(s.CacheDir, "gateway-api-"+s.Versions["GATEWAY_API_VERSION"], "crds")
 }
 
-func (s *Stack) gatewayComponent() component {
-	dir := filepath.Join(s.RunDir, "gateway")
+// gatewaySite is where a Traefik serves a cluster's Gateway: the stack's
+// own cluster's, or an extra cluster's (ClusterGateway).
+type gatewaySite struct {
+	process    string // its recorded name
+	kubeconfig string // the cluster's admin kubeconfig
+	apiPort    string // the cluster's API server
+	port       string // the Gateway's HTTP listener, on 127.0.0.1
+	pingAddr   string // Traefik's own /ping
+	dir        string // its configuration
+}
+
+func (s *Stack) gatewaySite() gatewaySite {
+	return gatewaySite{process: Gateway, kubeconfig: s.Kubeconfig(), apiPort: apiServerPort, port: gatewayPort,
+		pingAddr: gatewayPingAddr, dir: filepath.Join(s.RunDir, "gateway")}
+}
+
+// clusterGatewaySite is extra cluster name's (number n): its listener on
+// 18000+n, its /ping on 18100+n.
+func (s *Stack) clusterGatewaySite(name string, n int) gatewaySite {
+	api, _, _ := clusterPorts(n)
+	return gatewaySite{process: clusterProcess(Gateway, name), kubeconfig: s.ClusterKubeconfig(name), apiPort: api,
+		port: strconv.Itoa(18000 + n), pingAddr: "127.0.0.1:" + strconv.Itoa(18100+n), dir: filepath.Join(s.clusterDir(name), "gateway")}
+}
+
+func (s *Stack) gatewayComponent() component { return s.gatewayComponentAt(s.gatewaySite()) }
+
+func (s *Stack) gatewayComponentAt(site gatewaySite) component {
 	return component{
 		// Its static configuration, with the token, is written by
 		// before (traefikConfig).
-		process: process{name: Gateway, bin: s.Bin(Gateway), args: []string{"--configFile=" + filepath.Join(dir, "traefik.yaml")}},
-		before:  func(ctx context.Context) error { return s.prepareGateway(ctx, dir) },
-		ready:   httpOK("http://"+gatewayPingAddr+"/ping", "OK"),
+		// KUBECONFIG emptied: Traefik's Gateway provider would take the
+		// cluster of the caller's KUBECONFIG over its configured endpoint
+		// (an extra cluster's Gateway served the stack's own Gateway).
+		process: process{name: site.process, bin: s.Bin(Gateway), args: []string{"--configFile=" + filepath.Join(site.dir, "traefik.yaml")},
+			env: []string{"KUBECONFIG="}},
+		before: func(ctx context.Context) error { return s.prepareGateway(ctx, site) },
+		ready:  httpOK("http://"+site.pingAddr+"/ping", "OK"),
 		// The first start reads every Gateway API object and programs
 		// the Gateway.
 		timeout: 60 * time.Second,
 	}
 }
 
+// ClusterGateway starts a Gateway in extra cluster name (number n, started
+// by StartCluster): the same Gateway API CRDs, GatewayClass and Gateway
+// (GatewayNamespace/GatewayName, listener GatewayListener) as the stack's
+// own cluster has, served by a Traefik of its own (stopped with the
+// cluster), listening on the address it returns. Requests through it reach
+// no pod: the data plane serves the stack's own cluster's.
+func (s *Stack) ClusterGateway(ctx context.Context, name string, n int) (string, error) {
+	site := s.clusterGatewaySite(name, n)
+	unlock, err := s.clusterLock(name)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if _, err := s.upComponent(ctx, s.gatewayComponentAt(site)); err != nil {
+		return "", fmt.Errorf("cluster %s: %w", name, err)
+	}
+	return "127.0.0.1:" + site.port, nil
+}
+
 // prepareGateway installs the Gateway API CRDs, Traefik's ServiceAccount,
-// its token and RBAC, the GatewayClass and the Gateway, and writes the
-// token where the process reads it.
-func (s *Stack) prepareGateway(ctx context.Context, dir string) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig())
+// its token and RBAC, the GatewayClass and the Gateway in site's cluster,
+// and writes the token where the process reads it.
+func (s *Stack) prepareGateway(ctx context.Context, site gatewaySite) error {
+	dir := site.dir
+	cfg, err := clientcmd.BuildConfigFromFlags("", site.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -158,7 +207,7 @@ func (s *Stack) prepareGateway(ctx context.Context, dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "traefik.yaml"), []byte(s.traefikConfig(string(token))), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "traefik.yaml"), []byte(s.traefikConfig(site, string(token))), 0o600); err != nil {
 		return err
 	}
 
@@ -170,7 +219,7 @@ func (s *Stack) prepareGateway(ctx context.Context, dir string) error {
 	if err := created("GatewayClass")(dyn.Resource(GatewayClasses).Create(ctx, class, metav1.CreateOptions{})); err != nil {
 		return err
 	}
-	port, _ := strconv.Atoi(gatewayPort)
+	port, _ := strconv.Atoi(site.port)
 	gw := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
 		"metadata": map[string]any{"name": GatewayName, "namespace": GatewayNamespace},
@@ -191,7 +240,7 @@ func (s *Stack) prepareGateway(ctx context.Context, dir string) error {
 // traefikConfig is Traefik's static configuration: the Gateway's listener
 // and Traefik's own (its /ping) on loopback, the Gateway API provider
 // against the stack's API server, no calls home.
-func (s *Stack) traefikConfig(token string) string {
+func (s *Stack) traefikConfig(site gatewaySite, token string) string {
 	return fmt.Sprintf(`entryPoints:
   web: {address: %q}
   traefik: {address: %q}
@@ -207,5 +256,5 @@ providers:
     statusAddress: {ip: "127.0.0.1"}
 global: {checkNewVersion: false, sendAnonymousUsage: false}
 log: {level: INFO, noColor: true}
-`, GatewayAddress, gatewayPingAddr, apiServerPort, filepath.Join(s.RunDir, "pki", "ca.crt"), token)
+`, "127.0.0.1:"+site.port, site.pingAddr, site.apiPort, filepath.Join(s.RunDir, "pki", "ca.crt"), token)
 }

@@ -99,7 +99,7 @@ func ClusterOn(ref config.ClusterRef, rc *rest.Config, base *activities.Activiti
 	if base.IPs != nil && base.IPs.IsShared() {
 		ips = base.IPs.SharedWith(ref.Name) // --global-ips: the worker's own cluster's pool and store
 	}
-	acts := activities.OnCluster(base, kc, hostnames, ips)
+	acts := activities.OnCluster(base, kc, dyn, hostnames, ips)
 	return &Cluster{ClusterRef: ref, REST: rc, Kube: kc, Dynamic: dyn, Activities: acts}, nil
 }
 

@@ -63,6 +63,25 @@ func (e *Env) StartClusterAgain(t testing.TB, name string) {
 	}
 }
 
+// ClusterGateway starts a Gateway in the test's extra cluster name
+// (Cluster), as the stack's own cluster has one (devstack's
+// ClusterGateway; stopped with the cluster), and returns its listener's
+// address.
+func (e *Env) ClusterGateway(t testing.TB, name string) string {
+	t.Helper()
+	n, ok := clusterNumbers.Load(name)
+	if !ok {
+		t.Fatalf("extra cluster %s: not one of the test's", name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	addr, err := e.Stack.ClusterGateway(ctx, name, n.(int))
+	if err != nil {
+		t.Fatalf("extra cluster %s's Gateway: %v", name, err)
+	}
+	return addr
+}
+
 // SharedCluster is Cluster left running when the test ends, for tests
 // that use one cluster side by side (make chaos's runs); make dev-down
 // stops it.
