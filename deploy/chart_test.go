@@ -356,6 +356,10 @@ func TestChartRoutesThroughTheGatewayItNames(t *testing.T) {
 	assert.Equal(t, "gateway-system/public", env["DEPLOYFLOW_GATEWAY"])
 	assert.Equal(t, "http", env["DEPLOYFLOW_GATEWAY_LISTENER"])
 	assert.True(t, grantsRoutes(objs), "the worker may write HTTPRoutes")
+	var role rbacv1.ClusterRole
+	into(t, objs["ClusterRole/df-deployflow-worker"], &role)
+	assert.Contains(t, role.Rules, rbacv1.PolicyRule{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"gateways"},
+		Verbs: []string{"get"}, ResourceNames: []string{"public"}}, "the worker may read its Gateway, and no other, to check it at start")
 
 	objs = render(t)
 	assert.Equal(t, "ingress", envOf(objs)["DEPLOYFLOW_ROUTING"])

@@ -56,7 +56,7 @@ func Module(cfg config.Config) fx.Option {
 			l.UseLogLevel(slog.LevelDebug)
 			return l
 		}),
-		fx.Invoke(InstallCRDs, CheckSearchAttributes, RegisterLeasesCollector, StartObserver, StartClusterObservers, StartClusters, StartWorker, ServeHTTP),
+		fx.Invoke(InstallCRDs, StartGatewayCheck, CheckSearchAttributes, RegisterLeasesCollector, StartObserver, StartClusterObservers, StartClusters, StartWorker, ServeHTTP),
 	)
 }
 

@@ -104,8 +104,9 @@ func ClusterOn(ref config.ClusterRef, rc *rest.Config, base *activities.Activiti
 }
 
 // CheckClusters checks at start that each cluster serves deployflow's
-// CRDs (or installs them, --install-crds). A cluster that lacks them stops
-// the worker, named with the fix; one that does not answer is reported and
+// CRDs (or installs them, --install-crds) and, with --routing gateway,
+// has the Gateway (CheckGateway). A cluster that lacks them stops the
+// worker, named with the fix; one that does not answer is reported and
 // waited for: its deploys wait until it answers (issue 23.5), and the
 // other clusters' are not held up by it.
 func CheckClusters(cfg config.Config, cls Clusters, log *slog.Logger) error {
@@ -121,7 +122,7 @@ func CheckClusters(cfg config.Config, cls Clusters, log *slog.Logger) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := checkCluster(cfg, cl)
+			err := checkCluster(cfg, cl, log)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -140,16 +141,23 @@ func CheckClusters(cfg config.Config, cls Clusters, log *slog.Logger) error {
 
 var errUnreachable = errors.New("unreachable")
 
-func checkCluster(cfg config.Config, cl *Cluster) error {
+func checkCluster(cfg config.Config, cl *Cluster, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := cl.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil && !strings.Contains(err.Error(), "forbidden") {
 		return fmt.Errorf("%w: %v", errUnreachable, err)
 	}
 	if cfg.InstallCRDs {
-		return crds.Install(ctx, cl.Dynamic)
+		if err := crds.Install(ctx, cl.Dynamic); err != nil {
+			return err
+		}
+	} else if err := crds.Check(cl.Kube.Discovery()); err != nil {
+		return err
 	}
-	return crds.Check(cl.Kube.Discovery())
+	if gw := cl.Activities.Gateway; gw != nil {
+		return gatewayChecked(CheckGateway(ctx, gw.Dynamic, gw.Ref), log, cl.Name)
+	}
+	return nil
 }
 
 // StartClusters checks the clusters, then starts their Temporal workers
