@@ -56,8 +56,9 @@ type ApplyDeployResult struct {
 	Hostnames *HostnamesResult    `json:"hostnames"`
 	Applied   *ApplyObjectsResult `json:"applied"`
 	Classes   []Classification    `json:"classes"`
-	// TrafficRoutes are, per canary service whose steps set route weights
-	// (--routing gateway, manifest.Service.TrafficRouted), its HTTPRoutes.
+	// TrafficRoutes are, per service whose rollout sets route weights
+	// (--routing gateway, manifest.Service.RouteWeighted: a canary's
+	// steps, a blue-green's switch), its HTTPRoutes.
 	TrafficRoutes map[string][]string `json:"trafficRoutes,omitempty"`
 }
 

@@ -38,6 +38,9 @@ type TrafficInput struct {
 	CanaryHash   string   `json:"canaryHash"`
 	CanaryWeight int32    `json:"canaryWeight"`
 	BlueGreen    bool     `json:"blueGreen,omitempty"`
+	// ScaledToZero: the service runs no pod (replicas 0), so no Service
+	// has endpoints to wait for; the weights are written as asked.
+	ScaledToZero bool `json:"scaledToZero,omitempty"`
 }
 
 // TrafficResult is what SetTraffic changed ("Service/web-canary → 5d4f…",
@@ -81,7 +84,7 @@ func (a *Activities) SetTraffic(ctx context.Context, in TrafficInput) (*TrafficR
 		svc, hash string
 		weight    int32
 	}{{stable, in.StableHash, 100 - in.CanaryWeight}, {canary, in.CanaryHash, in.CanaryWeight}} {
-		if side.weight > 0 {
+		if side.weight > 0 && !in.ScaledToZero {
 			if err := a.waitEndpoints(ctx, in.Namespace, in.Service, side.svc, side.hash); err != nil {
 				return nil, err
 			}

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -129,6 +130,27 @@ func TestSetTrafficSwitchesABlueGreensRouteThroughItsPreview(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, s.Spec.Selector[manifest.PodTemplateHashLabel], "%s untouched", name)
 	}
+}
+
+// Found in review: a service scaled to 0 has no Ready pod, so waiting for
+// its Services' endpoints never ended, and its rollout (a blue-green's
+// switch, or the pins at a rollout's end) failed after the call's time
+// limit. With no pod to wait for, the weights are written at once.
+func TestSetTrafficOfAServiceScaledToZeroWaitsForNoEndpoints(t *testing.T) {
+	a, dyn := trafficCluster(t, backend("web", 100), backend("web-preview", 0))
+	a.Gateway.AcceptTimeout = 200 * time.Millisecond
+	ctx := context.Background()
+	in := TrafficInput{Namespace: "lease-shop", Service: "web", Routes: []string{"web-80"}, StableHash: "old", CanaryHash: "gone", CanaryWeight: 100, BlueGreen: true}
+	_, err := a.SetTraffic(ctx, in)
+	require.Error(t, err, "a version with no Ready pod, and replicas: its endpoints are waited for")
+	in.ScaledToZero = true
+	_, err = a.SetTraffic(ctx, in)
+	require.NoError(t, err)
+	r, err := dyn.Resource(HTTPRouteResource).Namespace("lease-shop").Get(ctx, "web-80", metav1.GetOptions{})
+	require.NoError(t, err)
+	w, err := backendWeights(r, "web", "web-preview")
+	require.NoError(t, err)
+	assert.Equal(t, [2]int32{0, 100}, w)
 }
 
 // Guards the routes' other owners: a route whose backends are not the

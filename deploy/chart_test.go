@@ -172,7 +172,7 @@ func TestChartRendersTheWorkerAsDocumented(t *testing.T) {
 func TestChartWiresTheClustersFromTheirSecrets(t *testing.T) {
 	objs := render(t, "--set", "clusterName=home",
 		"--set", "clusters[0].name=eu-1,clusters[0].secretName=deployflow-eu-1",
-		"--set", "clusters[1].name=us-1,clusters[1].secretName=deployflow-us-1,clusters[1].key=config,clusters[1].context=prod-us")
+		"--set", "clusters[1].name=us-1,clusters[1].secretName=deployflow-us-1,clusters[1].key=config,clusters[1].context=prod-us,clusters[1].routing=ingress")
 	var d appsv1.Deployment
 	into(t, objs["Deployment/df-deployflow-worker"], &d)
 	pod := d.Spec.Template.Spec
@@ -206,11 +206,12 @@ func TestChartWiresTheClustersFromTheirSecrets(t *testing.T) {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, name), 0o700))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name, "kubeconfig"), []byte("apiVersion: v1\nkind: Config\n"), 0o600))
 	}
-	refs, err := config.Clusters{ClusterName: env["DEPLOYFLOW_CLUSTER_NAME"], ClustersList: env["DEPLOYFLOW_CLUSTERS_CONFIG"], ClusterKubeconfigs: kubeconfigs}.Refs()
+	refs, err := config.Clusters{ClusterName: env["DEPLOYFLOW_CLUSTER_NAME"], ClustersList: env["DEPLOYFLOW_CLUSTERS_CONFIG"], ClusterKubeconfigs: kubeconfigs,
+		ClusterRouting: env["DEPLOYFLOW_CLUSTER_ROUTING"]}.Refs()
 	require.NoError(t, err)
 	assert.Equal(t, []config.ClusterRef{
 		{Name: "eu-1", Kubeconfig: filepath.Join(dir, "eu-1", "kubeconfig")},
-		{Name: "us-1", Context: "prod-us", Kubeconfig: filepath.Join(dir, "us-1", "kubeconfig")},
+		{Name: "us-1", Context: "prod-us", Kubeconfig: filepath.Join(dir, "us-1", "kubeconfig"), Routing: config.RoutingIngress},
 	}, refs)
 
 	var rbac, none rbacv1.ClusterRole

@@ -33,10 +33,11 @@ hack/install-crds.sh "$(kubectl config current-context)" demo-eu
 # Hostnames as HTTPRoutes on the stack's Gateway (Traefik), whose requests
 # reach the fake pods through the data plane; where the data plane is off
 # (it needs root for its route: docs/local-stack.md), the lease's Ingress.
+# demo-eu runs no Gateway: its leases keep their Ingress (--cluster-routing).
 routing=()
 gateway=false
 if [ "$(curl -fsS http://127.0.0.1:16480/healthz 2>/dev/null)" = on ]; then
-  routing=(--routing gateway --gateway deployflow-gateway/deployflow --gateway-listener http)
+  routing=(--routing gateway --gateway deployflow-gateway/deployflow --gateway-listener http --cluster-routing demo-eu=ingress)
   gateway=true
 fi
 setsid "$worker_bin" --kubeconfig "$KUBECONFIG" --clusters demo-eu "${routing[@]}" >"$run/logs/worker.log" 2>&1 < /dev/null &

@@ -26,6 +26,12 @@ type Clusters struct {
 	// chart mounts one Secret per cluster); its current context, unless
 	// --clusters says NAME=CONTEXT. Other clusters use --kubeconfig.
 	ClusterKubeconfigs string
+	// ClusterRouting is --cluster-routing (DEPLOYFLOW_CLUSTER_ROUTING):
+	// NAME=ingress or NAME=gateway, comma-separated, where a cluster of
+	// --clusters routes its leases' hostnames; the others route as the
+	// worker does (--routing: through a Gateway of the same name in each
+	// cluster, or through their Ingresses).
+	ClusterRouting string
 	// GlobalHostnames is --global-hostnames (DEPLOYFLOW_GLOBAL_HOSTNAMES):
 	// every cluster reserves hostnames in the worker's own cluster's store,
 	// so a hostname belongs to one lease across all clusters (for an
@@ -48,6 +54,9 @@ type ClusterRef struct {
 	// Kubeconfig is its own kubeconfig file (--cluster-kubeconfigs); ""
 	// for the worker's --kubeconfig.
 	Kubeconfig string
+	// Routing is where its leases' hostnames go (--cluster-routing):
+	// RoutingIngress or RoutingGateway; "" as the worker's --routing.
+	Routing string
 }
 
 // RegisterFlags binds s to fs.
@@ -56,6 +65,7 @@ func (s *Clusters) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&s.GlobalHostnames, "global-hostnames", os.Getenv("DEPLOYFLOW_GLOBAL_HOSTNAMES") == "true", "worker: hostnames are reserved across all clusters (in the worker's own cluster), one lease's in every cluster, instead of per cluster (env DEPLOYFLOW_GLOBAL_HOSTNAMES=true)")
 	fs.BoolVar(&s.GlobalIPs, "global-ips", os.Getenv("DEPLOYFLOW_GLOBAL_IPS") == "true", "worker: declared IPs are allocated across all clusters (from the worker's own cluster's pool and store), a lease's endpoint having the same address in every cluster, instead of per cluster (env DEPLOYFLOW_GLOBAL_IPS=true)")
 	fs.StringVar(&s.ClusterKubeconfigs, "cluster-kubeconfigs", os.Getenv("DEPLOYFLOW_CLUSTER_KUBECONFIGS"), "worker: a kubeconfig file of its own for clusters of --clusters, NAME=PATH, comma-separated (its current context, unless --clusters says NAME=CONTEXT); the others use --kubeconfig (env DEPLOYFLOW_CLUSTER_KUBECONFIGS)")
+	fs.StringVar(&s.ClusterRouting, "cluster-routing", os.Getenv("DEPLOYFLOW_CLUSTER_ROUTING"), "worker: where a cluster of --clusters routes its leases' hostnames, NAME=ingress or NAME=gateway, comma-separated; the others as --routing (env DEPLOYFLOW_CLUSTER_ROUTING)")
 	fs.StringVar(&s.ClustersList, "clusters", os.Getenv("DEPLOYFLOW_CLUSTERS_CONFIG"), "worker: the clusters it deploys to besides its own, NAME or NAME=CONTEXT (a context of the kubeconfig), comma-separated, e.g. staging,eu-1=prod-eu; a placement names them (env DEPLOYFLOW_CLUSTERS_CONFIG)")
 }
 
@@ -74,6 +84,10 @@ func CheckClusterName(name string) error {
 // Refs parses ClustersList.
 func (s Clusters) Refs() ([]ClusterRef, error) {
 	files, err := s.kubeconfigs()
+	if err != nil {
+		return nil, err
+	}
+	routing, err := s.routing()
 	if err != nil {
 		return nil, err
 	}
@@ -99,12 +113,34 @@ func (s Clusters) Refs() ([]ClusterRef, error) {
 			return nil, fmt.Errorf("--clusters: cluster %s named twice: give each cluster once", name)
 		}
 		seen[name] = true
-		out = append(out, ClusterRef{Name: name, Context: ctx, Kubeconfig: file})
+		out = append(out, ClusterRef{Name: name, Context: ctx, Kubeconfig: file, Routing: routing[name]})
 	}
 	for name := range files {
 		if !seen[name] {
 			return nil, fmt.Errorf("--cluster-kubeconfigs: cluster %s is not in --clusters (%s): add it there, or drop its kubeconfig", name, s.ClustersList)
 		}
+	}
+	for name := range routing {
+		if !seen[name] {
+			return nil, fmt.Errorf("--cluster-routing: cluster %s is not in --clusters (%s): add it there, or drop its routing", name, s.ClustersList)
+		}
+	}
+	return out, nil
+}
+
+// routing is --cluster-routing by cluster name.
+func (s Clusters) routing() (map[string]string, error) {
+	out := map[string]string{}
+	for _, item := range list(s.ClusterRouting) {
+		name, mode, _ := strings.Cut(item, "=")
+		name, mode = strings.TrimSpace(name), strings.TrimSpace(mode)
+		if name == "" || mode != RoutingIngress && mode != RoutingGateway {
+			return nil, fmt.Errorf("--cluster-routing: %q: write NAME=ingress or NAME=gateway, e.g. eu-1=ingress", item)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("--cluster-routing: cluster %s given twice: give each cluster one routing", name)
+		}
+		out[name] = mode
 	}
 	return out, nil
 }

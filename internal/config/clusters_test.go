@@ -56,6 +56,34 @@ func TestClusterKubeconfigsFlag(t *testing.T) {
 	}
 }
 
+// A cluster may route its leases' hostnames its own way
+// (--cluster-routing NAME=ingress|gateway: one cluster has no Gateway);
+// the others route as the worker does. A cluster not in --clusters, a
+// mode other than the two, or a cluster given twice is refused, and so is
+// a cluster through a Gateway where the worker names none.
+func TestClusterRoutingFlag(t *testing.T) {
+	refs, err := Clusters{ClustersList: "eu-1,us-1", ClusterRouting: "eu-1=ingress"}.Refs()
+	require.NoError(t, err)
+	assert.Equal(t, []ClusterRef{{Name: "eu-1", Context: "eu-1", Routing: RoutingIngress}, {Name: "us-1", Context: "us-1"}}, refs)
+
+	for routing, want := range map[string]string{
+		"ap-1=ingress":              "--cluster-routing: cluster ap-1 is not in --clusters",
+		"eu-1=nginx":                `--cluster-routing: "eu-1=nginx": write NAME=ingress or NAME=gateway`,
+		"eu-1":                      `--cluster-routing: "eu-1": write NAME=ingress or NAME=gateway`,
+		"eu-1=ingress,eu-1=gateway": "--cluster-routing: cluster eu-1 given twice",
+	} {
+		_, err := Clusters{ClustersList: "eu-1", ClusterRouting: routing}.Refs()
+		require.Error(t, err, routing)
+		assert.Contains(t, err.Error(), want, routing)
+	}
+
+	c := FromEnv()
+	c.ClustersList, c.ClusterRouting = "eu-1", "eu-1=gateway"
+	assert.ErrorContains(t, c.Validate(), "--cluster-routing: cluster eu-1 routes through a Gateway only where the worker does: add --routing gateway --gateway NAMESPACE/NAME")
+	c.RoutingMode, c.GatewayName = RoutingGateway, "gateway-system/public"
+	assert.NoError(t, c.Validate())
+}
+
 // Found in review: '@' in the worker's own task queue would read as a
 // cluster's queue (<queue>@<cluster>); it is refused at start.
 func TestATaskQueueWithAnAtIsRefused(t *testing.T) {

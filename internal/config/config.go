@@ -216,6 +216,13 @@ func (c Config) Validate() error {
 	errs = append(errs, c.ObserverSharing.validate()...)
 	errs = append(errs, c.Clusters.validate()...)
 	errs = append(errs, c.Routing.validate()...)
+	if refs, err := c.Clusters.Refs(); err == nil && c.Routing.RoutingMode != RoutingGateway {
+		for _, ref := range refs {
+			if ref.Routing == RoutingGateway {
+				errs = append(errs, fmt.Errorf("--cluster-routing: cluster %s routes through a Gateway only where the worker does: add --routing gateway --gateway NAMESPACE/NAME (the Gateway of that name in each cluster), or route %s through its Ingress", ref.Name, ref.Name))
+			}
+		}
+	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
 	}

@@ -69,6 +69,7 @@ func NewClusters(cfg config.Config, c client.Client, base *activities.Activities
 		if err != nil {
 			return nil, err
 		}
+
 		cl.Worker = worker.New(c, config.ClusterTaskQueue(cfg.TaskQueue, ref.Name), workerOptions(cfg, m))
 		Register(cl.Worker, cl.Activities)
 		out = append(out, cl)
@@ -100,6 +101,9 @@ func ClusterOn(ref config.ClusterRef, rc *rest.Config, base *activities.Activiti
 		ips = base.IPs.SharedWith(ref.Name) // --global-ips: the worker's own cluster's pool and store
 	}
 	acts := activities.OnCluster(base, kc, dyn, hostnames, ips)
+	if ref.Routing == config.RoutingIngress {
+		acts.Gateway = nil // --cluster-routing NAME=ingress: its leases' Ingresses
+	}
 	return &Cluster{ClusterRef: ref, REST: rc, Kube: kc, Dynamic: dyn, Activities: acts}, nil
 }
 

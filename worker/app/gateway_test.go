@@ -14,8 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/manifest"
 )
 
@@ -64,4 +67,22 @@ func TestCheckGatewayNamesTheFlagToFix(t *testing.T) {
 	err := CheckGateway(ctx, forbidden, manifest.GatewayRef{Namespace: "gateway-system", Name: "public"})
 	assert.ErrorIs(t, err, errGatewayUnchecked)
 	assert.NoError(t, gatewayChecked(err, slog.New(slog.DiscardHandler), ""), "not readable: logged, not refused")
+}
+
+// Guards --cluster-routing: a cluster routed through its Ingresses gets no
+// Gateway routing, though the worker routes through one; a cluster routed
+// as the worker gets the worker's Gateway by name, written with its own
+// client.
+func TestAClusterRoutesAsItsRoutingSays(t *testing.T) {
+	base := &activities.Activities{Gateway: &activities.GatewayRouting{Ref: manifest.GatewayRef{Namespace: "gateway-system", Name: "public"}}}
+	rc := &rest.Config{Host: "https://127.0.0.1:1"}
+	cl, err := ClusterOn(config.ClusterRef{Name: "eu-1", Routing: config.RoutingIngress}, rc, base, "10.200.0.0/24", nil)
+	require.NoError(t, err)
+	assert.Nil(t, cl.Activities.Gateway, "eu-1=ingress: its leases' hostnames are their Ingresses")
+
+	cl, err = ClusterOn(config.ClusterRef{Name: "us-1"}, rc, base, "10.200.0.0/24", nil)
+	require.NoError(t, err)
+	require.NotNil(t, cl.Activities.Gateway, "as the worker: through the Gateway")
+	assert.Equal(t, base.Gateway.Ref, cl.Activities.Gateway.Ref)
+	assert.Same(t, cl.Dynamic, cl.Activities.Gateway.Dynamic, "written with the cluster's client")
 }

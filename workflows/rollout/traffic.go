@@ -44,6 +44,7 @@ func (r *rolloutRun) setTrafficIn(ctx workflow.Context, stableHash, canaryHash s
 	return workflow.ExecuteLocalActivity(lctx, a.SetTraffic, activities.TrafficInput{
 		Namespace: r.in.Namespace, Service: r.in.Service, Routes: r.in.TrafficRoutes,
 		StableHash: stableHash, CanaryHash: canaryHash, CanaryWeight: weight, BlueGreen: r.in.BlueGreen != nil,
+		ScaledToZero: *r.d.Spec.Replicas == 0,
 	}).Get(ctx, nil)
 }
 
