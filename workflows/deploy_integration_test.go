@@ -110,25 +110,40 @@ func (dt *deployTest) deploy(m manifest.Manifest) client.WorkflowRun {
 
 // tryDeploy is deploy without assertions, for the test's goroutines (which
 // must not call require): the caller checks the error.
+//
+// A workflow task timed out on a loaded machine (CI run 57, on PostgreSQL)
+// leaves the run refusing updates until its next task ("Workflow Task in
+// failed state": Temporal's WorkflowNotReady, which the CLI retries as
+// transient); so does this, for up to two minutes, with a new start
+// operation each time (one is used once).
 func (dt *deployTest) tryDeploy(m manifest.Manifest) (client.WorkflowRun, error) {
 	ctx := context.Background()
-	start := dt.env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID: api.DeployWorkflowID(m.Lease), TaskQueue: dt.tq,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, api.DeployWorkflow, api.DeployInput{Manifest: m, Trigger: "test", HealthIntervalSeconds: dt.healthInterval, DegradedAfterSeconds: 3,
-		ApprovalTimeoutSeconds: dt.approvalTimeout})
-	h, err := dt.env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: start,
-		UpdateOptions: client.UpdateWorkflowOptions{
-			WorkflowID: api.DeployWorkflowID(m.Lease), UpdateName: api.UpdateDeploy,
-			Args: []any{api.DeployRequest{Manifest: m, Trigger: "test"}}, WaitForStage: client.WorkflowUpdateStageCompleted,
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("deploy %s: %w", m.Lease, err)
+	var start client.WithStartWorkflowOperation
+	var err error
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		start = dt.env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+			ID: api.DeployWorkflowID(m.Lease), TaskQueue: dt.tq,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		}, api.DeployWorkflow, api.DeployInput{Manifest: m, Trigger: "test", HealthIntervalSeconds: dt.healthInterval, DegradedAfterSeconds: 3,
+			ApprovalTimeoutSeconds: dt.approvalTimeout})
+		var h client.WorkflowUpdateHandle
+		h, err = dt.env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: start,
+			UpdateOptions: client.UpdateWorkflowOptions{
+				WorkflowID: api.DeployWorkflowID(m.Lease), UpdateName: api.UpdateDeploy,
+				Args: []any{api.DeployRequest{Manifest: m, Trigger: "test"}}, WaitForStage: client.WorkflowUpdateStageCompleted,
+			},
+		})
+		if err == nil {
+			var st api.DeployStatus
+			err = h.Get(ctx, &st)
+		}
+		var notReady *serviceerror.WorkflowNotReady
+		if err == nil || !(errors.As(err, &notReady) || strings.Contains(err.Error(), "Workflow Task in failed state")) || time.Now().After(deadline) {
+			break
+		}
 	}
-	var st api.DeployStatus
-	if err := h.Get(ctx, &st); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("deploy %s: %w", m.Lease, err)
 	}
 	run, err := start.Get(ctx)
