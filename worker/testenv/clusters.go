@@ -48,17 +48,24 @@ func (e *Env) Cluster(t testing.TB, prefix string) *app.Cluster {
 // clusterNumbers are the numbers of the clusters Cluster started.
 var clusterNumbers sync.Map // name -> int
 
-// StartClusterAgain starts the processes of a cluster of the test's
-// (Cluster) again, after the test stopped some of them.
-func (e *Env) StartClusterAgain(t testing.TB, name string) {
+// clusterNumber is the number of the test's extra cluster name (Cluster).
+func clusterNumber(t testing.TB, name string) int {
 	t.Helper()
 	n, ok := clusterNumbers.Load(name)
 	if !ok {
 		t.Fatalf("extra cluster %s: not one of the test's", name)
 	}
+	return n.(int)
+}
+
+// StartClusterAgain starts the processes of a cluster of the test's
+// (Cluster) again, after the test stopped some of them.
+func (e *Env) StartClusterAgain(t testing.TB, name string) {
+	t.Helper()
+	n := clusterNumber(t, name)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if _, err := e.Stack.StartCluster(ctx, name, n.(int)); err != nil {
+	if _, err := e.Stack.StartCluster(ctx, name, n); err != nil {
 		t.Fatalf("extra cluster %s: %v", name, err)
 	}
 }
@@ -69,13 +76,10 @@ func (e *Env) StartClusterAgain(t testing.TB, name string) {
 // address.
 func (e *Env) ClusterGateway(t testing.TB, name string) string {
 	t.Helper()
-	n, ok := clusterNumbers.Load(name)
-	if !ok {
-		t.Fatalf("extra cluster %s: not one of the test's", name)
-	}
+	n := clusterNumber(t, name)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	addr, err := e.Stack.ClusterGateway(ctx, name, n.(int))
+	addr, err := e.Stack.ClusterGateway(ctx, name, n)
 	if err != nil {
 		t.Fatalf("extra cluster %s's Gateway: %v", name, err)
 	}
