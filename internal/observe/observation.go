@@ -77,7 +77,10 @@ func (o *Observation) Healthy() bool {
 // is the desired-replicas annotation of its newest revision (the rollout
 // engine writes the Deployment's replicas there, and a hand-made scale of
 // spec.replicas does not change it), or the spec's sum where it has none;
-// available is the sum of available replicas.
+// available is the sum of available replicas, each ReplicaSet's at most its
+// spec's replicas while its status predates its spec (observedGeneration
+// behind generation: its controller has not acted on a scale down yet, and
+// the pods it counts are going).
 func ObserveReplicaSets(rsList []*appsv1.ReplicaSet) map[string]ServiceHealth {
 	out := map[string]ServiceHealth{}
 	newest := map[string]*appsv1.ReplicaSet{}
@@ -88,7 +91,11 @@ func ObserveReplicaSets(rsList []*appsv1.ReplicaSet) map[string]ServiceHealth {
 		}
 		h := out[svc]
 		h.Service = svc
-		h.Available += rs.Status.AvailableReplicas
+		available := rs.Status.AvailableReplicas
+		if r := rs.Spec.Replicas; r != nil && rs.Status.ObservedGeneration < rs.Generation && *r < available {
+			available = *r
+		}
+		h.Available += available
 		if rs.Spec.Replicas != nil {
 			h.Desired += *rs.Spec.Replicas
 		}

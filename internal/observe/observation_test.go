@@ -24,6 +24,12 @@ func rs(service, revision, desired string, spec, available int32) *appsv1.Replic
 	return r
 }
 
+// generation sets r's generation and its status's observed generation.
+func generation(r *appsv1.ReplicaSet, gen, observed int64) *appsv1.ReplicaSet {
+	r.Generation, r.Status.ObservedGeneration = gen, observed
+	return r
+}
+
 // What a lease's services look like to the health verdict: desired comes
 // from the newest revision's desired-replicas annotation, which a scale by
 // hand does not touch (issue 11.1: a ReplicaSet scaled to 0 by hand read
@@ -48,6 +54,17 @@ func TestObserveReplicaSets(t *testing.T) {
 			map[string]ServiceHealth{"api": {Service: "api", Desired: 2, Available: 1}}, false},
 		{"two services", []*appsv1.ReplicaSet{rs("web", "1", "1", 1, 1), rs("api", "1", "2", 2, 2)},
 			map[string]ServiceHealth{"web": {Service: "web", Desired: 1, Available: 1}, "api": {Service: "api", Desired: 2, Available: 2}}, true},
+		// Guards against an observer whose cache has a scale to 0 by hand
+		// before the ReplicaSet controller's status: it read 3 available
+		// and told the workflow "healthy" between two "below" of another
+		// observer (CI run 58: three observations taken where two were
+		// the change).
+		{"scaled to 0, the status not caught up", []*appsv1.ReplicaSet{generation(rs("web", "1", "3", 0, 3), 2, 1)},
+			map[string]ServiceHealth{"web": {Service: "web", Desired: 3, Available: 0}}, false},
+		{"scaled up, the status not caught up", []*appsv1.ReplicaSet{generation(rs("web", "1", "5", 5, 3), 2, 1)},
+			map[string]ServiceHealth{"web": {Service: "web", Desired: 5, Available: 3}}, false},
+		{"scaled down, the status caught up", []*appsv1.ReplicaSet{generation(rs("web", "1", "2", 2, 2), 2, 2)},
+			map[string]ServiceHealth{"web": {Service: "web", Desired: 2, Available: 2}}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
