@@ -90,6 +90,9 @@ func (s *Stack) component(name string) component {
 				"--authentication-kubeconfig=" + kubeconfig,
 				"--authorization-kubeconfig=" + kubeconfig,
 				"--controllers=" + Controllers,
+				// The StorageClass's provisioner: a directory under
+				// /tmp/hostpath_pv per claim (StorageClass).
+				"--enable-hostpath-provisioner=true",
 				"--leader-elect=false",
 				"--bind-address=127.0.0.1",
 				"--secure-port=" + kcmPort,

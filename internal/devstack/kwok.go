@@ -77,11 +77,15 @@ func (s *Stack) bootstrapWithKwok(ctx context.Context, cs kubernetes.Interface, 
 	}
 }
 
-// bootstrap registers the kwok nodes of a cluster (kwok is the process
-// that manages them) and waits until it runs pods: the nodes are Ready,
-// the default ServiceAccount exists, and a probe pod turned Ready. It
-// returns errKwokExited if kwok is gone meanwhile.
+// bootstrap creates the stack's StorageClass and registers the kwok nodes
+// of a cluster (kwok is the process that manages them) and waits until it
+// runs pods: the nodes are Ready, the default ServiceAccount exists, and a
+// probe pod turned Ready. It returns errKwokExited if kwok is gone
+// meanwhile.
 func (s *Stack) bootstrap(ctx context.Context, cs kubernetes.Interface, kwok string) error {
+	if err := ensureStorageClass(ctx, cs); err != nil {
+		return err
+	}
 	for _, name := range FakeNodes {
 		want := fakeNode(name)
 		_, err := cs.CoreV1().Nodes().Create(ctx, want, metav1.CreateOptions{})

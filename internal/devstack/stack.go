@@ -58,12 +58,15 @@ var Components = []string{Etcd, APIServer, ControllerManager, Scheduler, Kwok, D
 // Controllers run by our kube-controller-manager: everything a ReplicaSet
 // needs, the Job controller (an analysis's smoke-test Job), the
 // EndpointSlice controller (a Service's endpoints, which the data plane
-// and a Gateway route to), and
-// deliberately not the deployment controller — deployflow's rollout engine
-// does its job.
+// and a Gateway route to), the StatefulSet controller and what binds and
+// protects its claims (issue 39.4: the stack's StorageClass, StorageClass),
+// and deliberately not the deployment controller — deployflow's rollout
+// engine does its job.
 const Controllers = "replicaset-controller,garbage-collector-controller,namespace-controller," +
 	"serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller," +
-	"job-controller,ttl-after-finished-controller,resourcequota-controller,endpointslice-controller"
+	"job-controller,ttl-after-finished-controller,resourcequota-controller,endpointslice-controller," +
+	"statefulset-controller,persistentvolume-binder-controller,persistentvolume-protection-controller," +
+	"persistentvolumeclaim-protection-controller"
 
 // KwokKnobs are the pod labels and annotations the local stack's fake
 // pods obey (k8s/kwok/stages.yaml): reserved deployflow.dev keys its
