@@ -78,9 +78,10 @@ func (o *Observation) Healthy() bool {
 // engine writes the Deployment's replicas there, and a hand-made scale of
 // spec.replicas does not change it), or the spec's sum where it has none;
 // available is the sum of available replicas, each ReplicaSet's at most its
-// spec's replicas while its status predates its spec (observedGeneration
-// behind generation: its controller has not acted on a scale down yet, and
-// the pods it counts are going).
+// spec's replicas: a ReplicaSet scaled down counts the pods it is deleting
+// as available until its controller's cache has their deletion (its status,
+// observedGeneration current, says 3 available for a spec of 0), and those
+// pods are going.
 func ObserveReplicaSets(rsList []*appsv1.ReplicaSet) map[string]ServiceHealth {
 	out := map[string]ServiceHealth{}
 	newest := map[string]*appsv1.ReplicaSet{}
@@ -92,7 +93,7 @@ func ObserveReplicaSets(rsList []*appsv1.ReplicaSet) map[string]ServiceHealth {
 		h := out[svc]
 		h.Service = svc
 		available := rs.Status.AvailableReplicas
-		if r := rs.Spec.Replicas; r != nil && rs.Status.ObservedGeneration < rs.Generation && *r < available {
+		if r := rs.Spec.Replicas; r != nil && *r < available {
 			available = *r
 		}
 		h.Available += available
