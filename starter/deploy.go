@@ -73,13 +73,17 @@ func runDeploy(g *globals, fs *flag.FlagSet) runner {
 		}
 
 		id := api.DeployWorkflowID(m.Lease)
-		start := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-			ID: id, TaskQueue: g.cfg.TaskQueue,
-			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-			StaticSummary:            "deploy lease " + m.Lease,
-		}, api.DeployWorkflow, api.DeployInput{Manifest: *m, Trigger: "cli"})
+		var start client.WithStartWorkflowOperation
 		var h client.WorkflowUpdateHandle
 		err = retryTemporal(ctx, "deploy lease "+m.Lease, func() error {
+			// A start operation is used once: each attempt has its own (a
+			// retry of the first failed with "was already executed" when
+			// Temporal answered WorkflowNotReady: CI run 62).
+			start = c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+				ID: id, TaskQueue: g.cfg.TaskQueue,
+				WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+				StaticSummary:            "deploy lease " + m.Lease,
+			}, api.DeployWorkflow, api.DeployInput{Manifest: *m, Trigger: "cli"})
 			var err error
 			h, err = c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 				StartWorkflowOperation: start,

@@ -60,6 +60,24 @@ func TestTheCLIRetriesTransientTemporalErrors(t *testing.T) {
 	assert.Contains(t, stderr, "gave up after 2s")
 }
 
+// Guards the deploy's retries: each attempt of the Update-with-Start had
+// reused the first attempt's start operation, which Temporal's client uses
+// once, so a deploy whose first attempt met a transient error (CI run 62:
+// WorkflowNotReady, a workflow task timed out on a loaded machine) failed
+// at once with "was already executed" instead of trying again. Here the
+// transient error is a namespace that never appears: the deploy retries
+// until --temporal-retry, and says so.
+func TestADeployRetriesItsUpdateWithStart(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "m.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("lease: retry\nservices:\n  - name: web\n    image: nginx:1.27\n"), 0o644))
+	code, _, stderr := runCLI("deploy", "-f", file, "--temporal-address", devstack.TemporalAddress,
+		"--temporal-namespace", testenv.ShortName("never"), "--temporal-retry", "3s")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "deployflow: waiting for Temporal to deploy lease retry (attempt 2)")
+	assert.Contains(t, stderr, "gave up after 3s")
+	assert.NotContains(t, stderr, "already executed")
+}
+
 // Guards 8.4: `deployflow rollout` with a new image for a service whose
 // rollout was running attached to it and reported success for the old
 // desired state.
