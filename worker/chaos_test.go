@@ -229,7 +229,9 @@ func scenarios() []scenario {
 
 // place starts the lease's placement.
 func (r *chaosRun) place(m manifest.Manifest) {
-	_, err := r.env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: api.PlacementWorkflowID(r.lease), TaskQueue: r.tq},
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	defer cancel()
+	_, err := r.env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: api.PlacementWorkflowID(r.lease), TaskQueue: r.tq},
 		api.PlacementWorkflow, api.PlacementInput{Manifest: m, Trigger: "chaos"})
 	require.NoError(r.t, err)
 }
@@ -648,39 +650,86 @@ func (r *chaosRun) close() {
 	_ = r.env.Dynamic.Resource(crds.Leases).Delete(ctx, r.lease, metav1.DeleteOptions{})
 }
 
+// sendTimeout bounds what the harness sends a workflow. The SDK waits for
+// an update's acceptance as long as its context lets it: a workflow whose
+// tasks no worker takes held a run, then the whole suite, until go test's
+// own timeout, with no word of why (CI: 39 minutes on a canary's deploy).
+// Now such a run fails in 3 minutes and says where the workflow stands.
+const sendTimeout = 3 * time.Minute
+
 // deploy sends the lease's workflow a manifest (starting it if need be).
 func (r *chaosRun) deploy(m manifest.Manifest) {
-	ctx := context.Background()
-	start := r.env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID: api.DeployWorkflowID(r.lease), TaskQueue: r.tq,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, api.DeployWorkflow, api.DeployInput{Manifest: m, Trigger: "chaos", DegradedAfterSeconds: 30})
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	defer cancel()
+	withStart := func() client.WithStartWorkflowOperation {
+		return r.env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+			ID: api.DeployWorkflowID(r.lease), TaskQueue: r.tq,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		}, api.DeployWorkflow, api.DeployInput{Manifest: m, Trigger: "chaos", DegradedAfterSeconds: 30})
+	}
 	// Sent again while the server does not answer in time: with twelve
 	// runs side by side and a fault, one attempt timed out waiting for the
 	// update (CI). The same manifest sent again joins its deploy
 	// (join-same-manifest): it deploys nothing twice.
 	var err error
-	for deadline := time.Now().Add(2 * time.Minute); ; {
+	for {
 		_, err = r.env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-			StartWorkflowOperation: start,
+			StartWorkflowOperation: withStart(), // one per attempt: the SDK runs each once
 			UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: api.DeployWorkflowID(r.lease), UpdateName: api.UpdateDeploy,
 				Args: []any{api.DeployRequest{Manifest: m, Trigger: "chaos"}}, WaitForStage: client.WorkflowUpdateStageAccepted},
 		})
-		if err == nil || !strings.Contains(err.Error(), "context deadline exceeded") || time.Now().After(deadline) {
+		if err == nil || !strings.Contains(err.Error(), "context deadline exceeded") || ctx.Err() != nil {
 			break
 		}
-		start = r.env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-			ID: api.DeployWorkflowID(r.lease), TaskQueue: r.tq,
-			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		}, api.DeployWorkflow, api.DeployInput{Manifest: m, Trigger: "chaos", DegradedAfterSeconds: 30})
 	}
-	require.NoError(r.t, err)
+	if err != nil {
+		r.t.Logf("the deploy was not accepted: %s", r.whereItStands(api.DeployWorkflowID(r.lease)))
+	}
+	require.NoError(r.t, err, "deploy of lease %s", r.lease)
 }
 
 func (r *chaosRun) teardown() {
-	_, err := r.env.Temporal.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	defer cancel()
+	_, err := r.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: api.DeployWorkflowID(r.lease), UpdateName: api.UpdateTeardown, WaitForStage: client.WorkflowUpdateStageAccepted})
-	require.NoError(r.t, err)
+	if err != nil {
+		r.t.Logf("the teardown was not accepted: %s", r.whereItStands(api.DeployWorkflowID(r.lease)))
+	}
+	require.NoError(r.t, err, "teardown of lease %s", r.lease)
+}
+
+// whereItStands says why a workflow may not take what it is sent: its
+// status, its pending workflow task (a task that fails again and again
+// waits longer each time) and activities, and whether the run's workers
+// (the only ones on its task queue) still run.
+func (r *chaosRun) whereItStands(id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var b strings.Builder
+	d, err := r.env.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		fmt.Fprintf(&b, "describe %s: %v", id, err)
+	} else {
+		fmt.Fprintf(&b, "%s is %s, %d events", id, d.GetWorkflowExecutionInfo().GetStatus(), d.GetWorkflowExecutionInfo().GetHistoryLength())
+		if wt := d.GetPendingWorkflowTask(); wt != nil {
+			fmt.Fprintf(&b, "; workflow task %s, attempt %d, scheduled %s, started %s", wt.GetState(), wt.GetAttempt(),
+				wt.GetScheduledTime().AsTime().Format(time.RFC3339Nano), wt.GetStartedTime().AsTime().Format(time.RFC3339Nano))
+		}
+		for _, a := range d.GetPendingActivities() {
+			fmt.Fprintf(&b, "; activity %s %s, attempt %d, last failure %q", a.GetActivityType().GetName(), a.GetState(), a.GetAttempt(), a.GetLastFailure().GetMessage())
+		}
+	}
+	for i, w := range r.workers {
+		select {
+		case err := <-w.exited:
+			w.exited <- err // read again by stop
+			fmt.Fprintf(&b, "; worker %d (pid %d) exited: %v", i, w.cmd.Process.Pid, err)
+		default:
+			fmt.Fprintf(&b, "; worker %d (pid %d) runs", i, w.cmd.Process.Pid)
+		}
+	}
+	return b.String()
 }
 
 func (r *chaosRun) status() (api.DeployStatus, error) {
