@@ -667,20 +667,26 @@ func (r *chaosRun) deploy(m manifest.Manifest) {
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		}, api.DeployWorkflow, api.DeployInput{Manifest: m, Trigger: "chaos", DegradedAfterSeconds: 30})
 	}
-	// Sent again while the server does not answer in time: with twelve
-	// runs side by side and a fault, one attempt timed out waiting for the
-	// update (CI). The same manifest sent again joins its deploy
+	// Sent again, as a new update, while it is not accepted within a
+	// minute, as the CLI would be: with twelve runs side by side and a
+	// fault, one attempt timed out waiting for the update (CI), and an
+	// update sent as its workflow continues as new can be lost between
+	// the two runs. The same manifest sent again joins its deploy
 	// (join-same-manifest): it deploys nothing twice.
 	var err error
 	for {
-		_, err = r.env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		attempt, cancelAttempt := context.WithTimeout(ctx, time.Minute)
+		_, err = r.env.Temporal.UpdateWithStartWorkflow(attempt, client.UpdateWithStartWorkflowOptions{
 			StartWorkflowOperation: withStart(), // one per attempt: the SDK runs each once
 			UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: api.DeployWorkflowID(r.lease), UpdateName: api.UpdateDeploy,
 				Args: []any{api.DeployRequest{Manifest: m, Trigger: "chaos"}}, WaitForStage: client.WorkflowUpdateStageAccepted},
 		})
-		if err == nil || !strings.Contains(err.Error(), "context deadline exceeded") || ctx.Err() != nil {
+		timedOut := attempt.Err() != nil || (err != nil && strings.Contains(err.Error(), "context deadline exceeded"))
+		cancelAttempt()
+		if err == nil || !timedOut || ctx.Err() != nil {
 			break
 		}
+		r.t.Logf("the deploy was not accepted within a minute; sending it again: %s", r.whereItStands(api.DeployWorkflowID(r.lease)))
 	}
 	if err != nil {
 		r.t.Logf("the deploy was not accepted: %s", r.whereItStands(api.DeployWorkflowID(r.lease)))
