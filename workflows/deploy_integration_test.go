@@ -115,7 +115,9 @@ func (dt *deployTest) deploy(m manifest.Manifest) client.WorkflowRun {
 // leaves the run refusing updates until its next task ("Workflow Task in
 // failed state": Temporal's WorkflowNotReady, which the CLI retries as
 // transient); so does this, for up to two minutes, with a new start
-// operation each time (one is used once).
+// operation each time (one is used once). So is "Namespace default is not
+// found", which the loaded dev server answered a start with once (CI run
+// 64) and the CLI retries too (starter/client.go, transient).
 func (dt *deployTest) tryDeploy(m manifest.Manifest) (client.WorkflowRun, error) {
 	ctx := context.Background()
 	var start client.WithStartWorkflowOperation
@@ -139,7 +141,10 @@ func (dt *deployTest) tryDeploy(m manifest.Manifest) (client.WorkflowRun, error)
 			err = h.Get(ctx, &st)
 		}
 		var notReady *serviceerror.WorkflowNotReady
-		if err == nil || !(errors.As(err, &notReady) || strings.Contains(err.Error(), "Workflow Task in failed state")) || time.Now().After(deadline) {
+		var nsNotFound *serviceerror.NamespaceNotFound
+		transient := err != nil && (errors.As(err, &notReady) || errors.As(err, &nsNotFound) ||
+			strings.Contains(err.Error(), "Workflow Task in failed state") || strings.Contains(err.Error(), "Namespace default is not found"))
+		if err == nil || !transient || time.Now().After(deadline) {
 			break
 		}
 	}
