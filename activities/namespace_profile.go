@@ -37,6 +37,7 @@ func (a *Activities) profile() config.NamespaceProfile {
 		{&p.QuotaEphemeralStorage, d.QuotaEphemeralStorage}, {&p.QuotaNodePorts, d.QuotaNodePorts},
 		{&p.QuotaLoadBalancers, d.QuotaLoadBalancers}, {&p.QuotaJobs, d.QuotaJobs},
 		{&p.QuotaServices, d.QuotaServices}, {&p.QuotaReplicaSets, d.QuotaReplicaSets}, {&p.QuotaGPUs, d.QuotaGPUs},
+		{&p.QuotaStorage, d.QuotaStorage}, {&p.QuotaClaims, d.QuotaClaims},
 		{&p.DefaultLimitEphemeralStorage, d.DefaultLimitEphemeralStorage},
 		{&p.DefaultRequestCPU, d.DefaultRequestCPU}, {&p.DefaultRequestMemory, d.DefaultRequestMemory},
 		{&p.DefaultLimitCPU, d.DefaultLimitCPU}, {&p.DefaultLimitMemory, d.DefaultLimitMemory},
@@ -87,6 +88,13 @@ func (a *Activities) applyLeaseProfile(ctx context.Context, ns *corev1.Namespace
 	for _, r := range manifest.GPUVendors {
 		hard[corev1.ResourceName("requests."+string(r))] = q(gpus)
 	}
+	// Persistent storage likewise (issue 39.1): the operator's quota where
+	// it offers storage classes, none elsewhere.
+	storage, claims := p.QuotaStorage, p.QuotaClaims
+	if len(a.Limits.StorageClasses) == 0 {
+		storage, claims = "0", "0"
+	}
+	hard[corev1.ResourceRequestsStorage], hard[corev1.ResourcePersistentVolumeClaims] = q(storage), q(claims)
 	quota := corev1ac.ResourceQuota(ProfileName, ns.Name).
 		WithLabels(map[string]string{"app.kubernetes.io/managed-by": "deployflow"}).
 		WithSpec(corev1ac.ResourceQuotaSpec().WithHard(hard))

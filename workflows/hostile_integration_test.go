@@ -249,6 +249,8 @@ func TestHostileTenants(t *testing.T) {
 		corev1.ResourceRequestsEphemeralStorage: "100Gi", corev1.ResourceServices: "64", "count/replicasets.apps": "1024",
 		// and no GPUs where the provider offers none (issue 37.2)
 		"requests.nvidia.com/gpu": "0", "requests.amd.com/gpu": "0",
+		// nor persistent storage (issue 39.1)
+		corev1.ResourceRequestsStorage: "0", corev1.ResourcePersistentVolumeClaims: "0",
 	} {
 		got := quota.Spec.Hard[res]
 		assert.Equal(t, want, got.String(), "the lease's quota on %s", res)

@@ -161,6 +161,9 @@ func printEnv(s *devstack.Stack) {
 	// Its GPU node's model, and one no node has (a deploy asking for it
 	// is accepted and never schedules; one asking for another is refused).
 	fmt.Printf("export DEPLOYFLOW_GPU_MODELS=%s\n", devstack.GPUModels)
+	// Its StorageClass (internal/devstack/storage.go): persistent volumes
+	// of that class bind on the stack.
+	fmt.Printf("export DEPLOYFLOW_STORAGE_CLASSES=%s\n", devstack.StorageClass)
 	fmt.Printf("export PATH=%s:$PATH\n", filepath.Dir(s.Bin("kubectl")))
 }
 

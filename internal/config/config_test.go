@@ -179,6 +179,36 @@ func TestGPUFlagsAreValidatedAndReachTheManifestLimits(t *testing.T) {
 	assert.NoError(t, c.Validate())
 }
 
+// Issue 39.1: the storage a provider offers is a flag (--storage-classes,
+// --max-storage), validated at start, and the namespace's storage quota
+// must hold what a lease within --max-storage claims.
+func TestStorageFlagsAreValidatedAndReachTheManifestLimits(t *testing.T) {
+	c := FromEnv()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	c.LeaseLimits.RegisterFlags(fs)
+	require.NoError(t, fs.Parse(nil))
+	require.NoError(t, c.Validate())
+	m := c.LeaseLimits.ManifestLimits()
+	assert.Empty(t, m.StorageClasses, "none unless the operator lists some")
+	assert.Equal(t, "100Gi", m.Storage)
+
+	require.NoError(t, fs.Parse([]string{"--storage-classes", "local, fast-ssd", "--max-storage", "50Gi"}))
+	require.NoError(t, c.Validate())
+	m = c.LeaseLimits.ManifestLimits()
+	assert.Equal(t, []string{"local", "fast-ssd"}, m.StorageClasses)
+	assert.Equal(t, "50Gi", m.Storage)
+
+	c.LeaseLimits.StorageClasses = "Fast_SSD"
+	assert.ErrorContains(t, c.Validate(), `--storage-classes "Fast_SSD": want StorageClass names`)
+	c.LeaseLimits.StorageClasses = "local"
+	c.LeaseLimits.Manifest.Storage = "lots"
+	assert.ErrorContains(t, c.Validate(), `--max-storage "lots": want a Kubernetes quantity`)
+	c.LeaseLimits.Manifest.Storage = "1Ti"
+	assert.ErrorContains(t, c.Validate(), "--lease-quota-storage 100Gi: a lease within --max-storage 1Ti could not claim its volumes")
+	c.LeaseLimits.Namespace.QuotaStorage = "1Ti"
+	assert.NoError(t, c.Validate())
+}
+
 // Issue 37.3: a worker keeps secrets only with the codec's keys, and
 // says so to every check of a manifest (the deploy's plan and a
 // placement's), from one place.

@@ -36,6 +36,9 @@ type LeaseLimits struct {
 	// GPUModels (--gpu-models) are the GPUs this provider offers,
 	// comma-separated vendor/model or vendor/* (manifest.ParseGPUModels).
 	GPUModels string
+	// StorageClasses (--storage-classes) are the storage classes a
+	// persistent volume may name, comma-separated (issue 39.1).
+	StorageClasses string
 }
 
 // NamespaceProfile is what a lease namespace enforces, whatever its
@@ -65,6 +68,12 @@ type NamespaceProfile struct {
 	// any (0 where it offers none): room for --max-gpus and a rolling
 	// update's surge.
 	QuotaGPUs string `json:"quotaGPUs"`
+	// QuotaStorage and QuotaClaims are the persistent storage
+	// (requests.storage) and the PersistentVolumeClaims one lease
+	// namespace may hold where --storage-classes offers any (0 where it
+	// offers none): room for --max-storage.
+	QuotaStorage string `json:"quotaStorage"`
+	QuotaClaims  string `json:"quotaClaims"`
 	// DefaultRequestCPU/Memory and DefaultLimitCPU/Memory are the
 	// LimitRange's per-container defaults (a pod that sets none gets them,
 	// so the quota can count it).
@@ -135,7 +144,7 @@ func DefaultNamespaceProfile() NamespaceProfile {
 	return NamespaceProfile{
 		PodSecurity: "baseline", QuotaCPU: "16", QuotaMemory: "32Gi", QuotaPods: "200",
 		QuotaEphemeralStorage: "100Gi", QuotaNodePorts: "16", QuotaLoadBalancers: "4", QuotaJobs: "100",
-		QuotaServices: "64", QuotaReplicaSets: "1024", QuotaGPUs: "16",
+		QuotaServices: "64", QuotaReplicaSets: "1024", QuotaGPUs: "16", QuotaStorage: "100Gi", QuotaClaims: "64",
 		DefaultRequestCPU: "100m", DefaultRequestMemory: "128Mi", DefaultLimitCPU: "1", DefaultLimitMemory: "512Mi",
 		DefaultLimitEphemeralStorage: "1Gi",
 		IngressFrom:                  "ingress-nginx", EgressDeny: DefaultEgressDeny, DNS: "kube-system/k8s-app=kube-dns",
@@ -189,6 +198,8 @@ func (l *LeaseLimits) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&l.MountServiceAccountToken, "mount-service-account-token", os.Getenv("DEPLOYFLOW_MOUNT_SERVICE_ACCOUNT_TOKEN") == "true", "worker: let lease pods mount their namespace's service account token (default off: a lease namespace's default ServiceAccount mounts none) (env DEPLOYFLOW_MOUNT_SERVICE_ACCOUNT_TOKEN)")
 	fs.BoolVar(&l.Namespace.LoadBalancersWithoutNodePorts, "lease-loadbalancers-without-nodeports", os.Getenv("DEPLOYFLOW_LEASE_LOADBALANCERS_WITHOUT_NODEPORTS") == "true", "worker: a declared IP endpoint's LoadBalancer Service allocates no NodePorts (allocateLoadBalancerNodePorts: false), where the cluster's load balancer reaches pods directly; its ports then count against no NodePort quota (env DEPLOYFLOW_LEASE_LOADBALANCERS_WITHOUT_NODEPORTS)")
 	fs.StringVar(&l.GPUModels, "gpu-models", os.Getenv("DEPLOYFLOW_GPU_MODELS"), "worker: comma-separated GPUs this provider offers, vendor/model or vendor/* (nvidia/a100,nvidia/h100,amd/*; nodes labelled "+manifest.GPUModelLabel+"=<model>); empty: none (env DEPLOYFLOW_GPU_MODELS)")
+	fs.StringVar(&l.StorageClasses, "storage-classes", os.Getenv("DEPLOYFLOW_STORAGE_CLASSES"), "worker: comma-separated storage classes a service's persistent volume may name (each a StorageClass of the cluster); empty: no persistent volumes (env DEPLOYFLOW_STORAGE_CLASSES)")
+	fs.StringVar(&l.Manifest.Storage, "max-storage", env("DEPLOYFLOW_MAX_STORAGE", manifest.DefaultMaxStorage), "worker: at most this much storage for one lease's volumes, each times its service's replicas, a quantity (env DEPLOYFLOW_MAX_STORAGE)")
 	fs.StringVar(&l.AllowCapabilities, "allow-capabilities", env("DEPLOYFLOW_ALLOW_CAPABILITIES", strings.Join(manifest.DefaultAllowedCapabilities, ",")), "worker: comma-separated Linux capabilities a manifest's security section may add back to a container (all are dropped), within --pod-security's; none for none (env DEPLOYFLOW_ALLOW_CAPABILITIES)")
 	p := DefaultNamespaceProfile()
 	for _, k := range []struct {
@@ -206,6 +217,8 @@ func (l *LeaseLimits) RegisterFlags(fs *flag.FlagSet) {
 		{&l.Namespace.QuotaJobs, "lease-quota-jobs", "DEPLOYFLOW_LEASE_QUOTA_JOBS", p.QuotaJobs, "Jobs (analysis checks) one lease namespace may hold at once"},
 		{&l.Namespace.QuotaServices, "lease-quota-services", "DEPLOYFLOW_LEASE_QUOTA_SERVICES", p.QuotaServices, "Services one lease namespace may hold (its services, blue-green previews and declared IP endpoints)"},
 		{&l.Namespace.QuotaReplicaSets, "lease-quota-replicasets", "DEPLOYFLOW_LEASE_QUOTA_REPLICASETS", p.QuotaReplicaSets, "ReplicaSets one lease namespace may hold (each service's current ones and its revision history)"},
+		{&l.Namespace.QuotaStorage, "lease-quota-storage", "DEPLOYFLOW_LEASE_QUOTA_STORAGE", p.QuotaStorage, "persistent storage (requests.storage) one lease namespace may claim where --storage-classes offers any (room for --max-storage; 0 where none are offered)"},
+		{&l.Namespace.QuotaClaims, "lease-quota-persistentvolumeclaims", "DEPLOYFLOW_LEASE_QUOTA_PERSISTENTVOLUMECLAIMS", p.QuotaClaims, "PersistentVolumeClaims one lease namespace may hold where --storage-classes offers any (one per persistent volume and pod; 0 where none are offered)"},
 		{&l.Namespace.QuotaGPUs, "lease-quota-gpus", "DEPLOYFLOW_LEASE_QUOTA_GPUS", p.QuotaGPUs, "GPUs of each vendor one lease namespace may request where --gpu-models offers any (room for --max-gpus and a rolling update's surge; 0 where none are offered)"},
 		{&l.Namespace.DefaultLimitEphemeralStorage, "lease-default-limit-ephemeral-storage", "DEPLOYFLOW_LEASE_DEFAULT_LIMIT_EPHEMERAL_STORAGE", p.DefaultLimitEphemeralStorage, "a container's ephemeral-storage limit when its manifest sets none"},
 		{&l.Namespace.DefaultRequestCPU, "lease-default-request-cpu", "DEPLOYFLOW_LEASE_DEFAULT_REQUEST_CPU", p.DefaultRequestCPU, "a container's CPU request when its manifest sets none (the namespace's LimitRange)"},
@@ -248,6 +261,7 @@ func (l LeaseLimits) validate() []error {
 		{"--lease-quota-ephemeral-storage", n.QuotaEphemeralStorage}, {"--lease-quota-nodeports", n.QuotaNodePorts},
 		{"--lease-quota-loadbalancers", n.QuotaLoadBalancers}, {"--lease-quota-jobs", n.QuotaJobs},
 		{"--lease-quota-services", n.QuotaServices}, {"--lease-quota-replicasets", n.QuotaReplicaSets}, {"--lease-quota-gpus", n.QuotaGPUs},
+		{"--lease-quota-storage", n.QuotaStorage}, {"--lease-quota-persistentvolumeclaims", n.QuotaClaims}, {"--max-storage", m.Storage},
 		{"--lease-default-limit-ephemeral-storage", n.DefaultLimitEphemeralStorage},
 		{"--lease-default-request-cpu", n.DefaultRequestCPU}, {"--lease-default-request-memory", n.DefaultRequestMemory},
 		{"--lease-default-limit-cpu", n.DefaultLimitCPU}, {"--lease-default-limit-memory", n.DefaultLimitMemory},
@@ -299,6 +313,16 @@ func (l LeaseLimits) validate() []error {
 	} else if q, err := resource.ParseQuantity(n.QuotaGPUs); err == nil && len(models) > 0 && q.Value() < int64(l.Manifest.GPUs) {
 		errs = append(errs, fmt.Errorf("--lease-quota-gpus %s: a lease within --max-gpus %d could not run its pods: raise it (leave room for a rolling update's surge), or lower --max-gpus", n.QuotaGPUs, l.Manifest.GPUs))
 	}
+	for _, c := range list(l.StorageClasses) {
+		if msgs := validation.IsDNS1123Subdomain(c); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--storage-classes %q: want StorageClass names: %s", c, strings.Join(msgs, "; ")))
+		}
+	}
+	if max, err := resource.ParseQuantity(m.Storage); err == nil && len(list(l.StorageClasses)) > 0 {
+		if q, err := resource.ParseQuantity(n.QuotaStorage); err == nil && q.Cmp(max) < 0 {
+			errs = append(errs, fmt.Errorf("--lease-quota-storage %s: a lease within --max-storage %s could not claim its volumes: raise it, or lower --max-storage", n.QuotaStorage, m.Storage))
+		}
+	}
 	return errs
 }
 
@@ -339,6 +363,7 @@ func (l LeaseLimits) ManifestLimits() manifest.Limits {
 	}
 	m.PodSecurity = l.Namespace.PodSecurity
 	m.GPUModels, _ = manifest.ParseGPUModels(l.GPUModels) // validated
+	m.StorageClasses = list(l.StorageClasses)
 	m.Capabilities = listOrNone(l.AllowCapabilities)
 	if m.Capabilities == nil {
 		m.Capabilities = []string{} // none: not the default

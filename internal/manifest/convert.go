@@ -113,6 +113,9 @@ func (m *Manifest) Deployment(svc string) (*appsv1.Deployment, error) {
 
 	podSpec := corev1.PodSpec{Containers: []corev1.Container{container}, SecurityContext: podSecurity, Affinity: affinity, Tolerations: tolerations}
 	s.podSecrets(m.Lease, &podSpec)
+	if err := s.podVolumes(&podSpec); err != nil {
+		return nil, err
+	}
 
 	return &appsv1.Deployment{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
@@ -142,10 +145,21 @@ func (m *Manifest) Deployment(svc string) (*appsv1.Deployment, error) {
 // resourceRequirements sets requests and limits to the service's resources.
 func (s *Service) resourceRequirements() (corev1.ResourceRequirements, error) {
 	var req corev1.ResourceRequirements
-	if s.Resources == nil {
+	scratch, err := s.ephemeralVolumes()
+	if err != nil {
+		return req, err
+	}
+	if s.Resources == nil && scratch.IsZero() {
 		return req, nil
 	}
 	list := corev1.ResourceList{}
+	if !scratch.IsZero() {
+		list[corev1.ResourceEphemeralStorage] = scratch
+	}
+	if s.Resources == nil {
+		req.Requests, req.Limits = list, list.DeepCopy()
+		return req, nil
+	}
 	for _, r := range []struct {
 		name  corev1.ResourceName
 		value string
@@ -156,6 +170,9 @@ func (s *Service) resourceRequirements() (corev1.ResourceRequirements, error) {
 		q, err := resource.ParseQuantity(r.value)
 		if err != nil {
 			return req, fmt.Errorf("manifest: service %s: %s %q: %w", s.Name, r.name, r.value, err)
+		}
+		if r.name == corev1.ResourceEphemeralStorage && !scratch.IsZero() {
+			q.Add(scratch) // the ephemeral volumes' beside the logs' and the writable layer's
 		}
 		list[r.name] = q
 	}

@@ -85,6 +85,7 @@ func (s *Service) withDefaults() Service {
 		StartupProbe:   s.StartupProbe.clone(),
 		Credentials:    s.Credentials.clone(),
 		SecretEnv:      cloneMap(s.SecretEnv),
+		Volumes:        cloneSlice(s.Volumes),
 	}
 	if r := s.Resources; r != nil && (r.CPU != "" || r.Memory != "" || r.EphemeralStorage != "" || r.GPU != nil) {
 		out.Resources = &Resources{CPU: r.CPU, Memory: r.Memory, EphemeralStorage: r.EphemeralStorage, GPU: r.GPU.clone()}

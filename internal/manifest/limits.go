@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/deployflow/deployflow/internal/promscope"
 )
 
@@ -55,7 +57,17 @@ type Limits struct {
 	// workers encrypt what they write into Temporal (--codec-keys-file).
 	// Without, a manifest with a secret is refused.
 	Secrets bool `json:"secrets,omitempty"`
+	// StorageClasses are the storage classes a persistent volume may name
+	// (--storage-classes; none: no persistent volume). Storage is the most
+	// a lease's volumes may take together, each times its service's
+	// replicas, a quantity (--max-storage; "" is DefaultMaxStorage).
+	StorageClasses []string `json:"storageClasses,omitempty"`
+	Storage        string   `json:"storage,omitempty"`
 }
+
+// DefaultMaxStorage is the storage a lease's volumes may take unless the
+// operator sets --max-storage.
+const DefaultMaxStorage = "100Gi"
 
 // DefaultLimits are the limits a worker enforces unless its operator sets
 // others: room for an ordinary multi-service app, none for taking a
@@ -86,6 +98,9 @@ func (l Limits) OrDefaults() Limits {
 		l.NodePorts = d.NodePorts
 	}
 	l.NodePorts = max(l.NodePorts, 0) // NoNodePorts
+	if q, err := resource.ParseQuantity(l.Storage); err != nil || q.Sign() < 0 {
+		l.Storage = DefaultMaxStorage
+	}
 	return l
 }
 
@@ -194,6 +209,7 @@ func (m *Manifest) CheckLimits(l Limits) error {
 	m.checkSecurity(&v, l.PodSecurity, l.Capabilities)
 	m.checkProbes(&v, l.MinProbePeriod)
 	m.checkGPUs(&v, l.GPUModels, l.GPUs)
+	m.checkStorage(&v, l.StorageClasses, resource.MustParse(l.Storage))
 	if !l.Secrets {
 		for i := range m.Services {
 			s := &m.Services[i]
@@ -240,6 +256,10 @@ func (l Limits) String() string {
 	if len(l.GPUModels) > 0 {
 		gpus = fmt.Sprintf("%d of %s", l.GPUs, strings.Join(l.GPUModels, ","))
 	}
-	return fmt.Sprintf("services %d, ports %d, IP endpoints %d, hostnames %d, replicas %d, canary steps %d, analysis interval ≥%s, count ≤%d, job ≤%ds, probe period ≥%s, GPUs %s",
-		l.Services, l.PortsPerService, l.IPEndpoints, l.Hostnames, l.TotalReplicas, l.CanarySteps, l.MinInterval, l.MaxCount, l.MaxJobSeconds, l.MinProbePeriod, gpus)
+	storage := "none"
+	if len(l.StorageClasses) > 0 {
+		storage = fmt.Sprintf("%s of %s", l.Storage, strings.Join(l.StorageClasses, ","))
+	}
+	return fmt.Sprintf("services %d, ports %d, IP endpoints %d, hostnames %d, replicas %d, canary steps %d, analysis interval ≥%s, count ≤%d, job ≤%ds, probe period ≥%s, GPUs %s, persistent storage %s",
+		l.Services, l.PortsPerService, l.IPEndpoints, l.Hostnames, l.TotalReplicas, l.CanarySteps, l.MinInterval, l.MaxCount, l.MaxJobSeconds, l.MinProbePeriod, gpus, storage)
 }

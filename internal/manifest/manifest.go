@@ -153,6 +153,9 @@ type Service struct {
 	// Redacted.
 	Credentials *Credentials      `json:"credentials,omitempty"`
 	SecretEnv   map[string]string `json:"secretEnv,omitempty"`
+	// Volumes are the disks the container mounts (storage.go): ephemeral,
+	// or persistent, which makes the service a StatefulSet.
+	Volumes []Volume `json:"volumes,omitempty"`
 }
 
 // Resources are a container's CPU, memory and ephemeral storage (the

@@ -237,6 +237,7 @@ func (v *validator) service(path string, i int, s *Service) {
 	v.security(field(path, "security"), s.Security)
 	v.probes(path, s)
 	v.secrets(path, s)
+	v.volumes(path, s)
 }
 
 func validServiceName(s string) bool { return len(validation.IsDNS1035Label(s)) == 0 }
