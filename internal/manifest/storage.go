@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	kptr "k8s.io/utils/ptr"
 )
 
 // What disks a service's container mounts (issue 39.1), as an Akash SDL
@@ -295,7 +296,7 @@ func (m *Manifest) StatefulSet(svc string) (*appsv1.StatefulSet, error) {
 			Spec: corev1.PersistentVolumeClaimSpec{
 				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				StorageClassName: &class,
-				VolumeMode:       ptrTo(corev1.PersistentVolumeFilesystem),
+				VolumeMode:       kptr.To(corev1.PersistentVolumeFilesystem),
 				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: q}},
 			},
 		})

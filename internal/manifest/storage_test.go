@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	kptr "k8s.io/utils/ptr"
 )
 
 func storageManifest(replicas int32, vols ...Volume) *Manifest {
@@ -35,16 +36,16 @@ func TestAnEphemeralVolumeIsAnEmptyDirOfItsSize(t *testing.T) {
 	// The container's ephemeral storage holds the volume: the kubelet
 	// counts an emptyDir against its pod's limit.
 	r := pod.Containers[0].Resources
-	assert.Equal(t, "1Gi", ptrTo(r.Limits[corev1.ResourceEphemeralStorage]).String())
-	assert.Equal(t, "1Gi", ptrTo(r.Requests[corev1.ResourceEphemeralStorage]).String())
+	assert.Equal(t, "1Gi", kptr.To(r.Limits[corev1.ResourceEphemeralStorage]).String())
+	assert.Equal(t, "1Gi", kptr.To(r.Requests[corev1.ResourceEphemeralStorage]).String())
 	// Beside what the manifest gives for logs and the writable layer.
 	withDisk := storageManifest(2, cacheVolume, Volume{Name: "tmp", Size: "512Mi", MountPath: "/tmp"})
 	withDisk.Services[0].Resources = &Resources{CPU: "1", EphemeralStorage: "500Mi"}
 	d, err = withDisk.WithDefaults().Deployment("db")
 	require.NoError(t, err)
 	r = d.Spec.Template.Spec.Containers[0].Resources
-	assert.Equal(t, "2036Mi", ptrTo(r.Limits[corev1.ResourceEphemeralStorage]).String(), "500Mi + 1Gi + 512Mi")
-	assert.Equal(t, "1", ptrTo(r.Limits[corev1.ResourceCPU]).String())
+	assert.Equal(t, "2036Mi", kptr.To(r.Limits[corev1.ResourceEphemeralStorage]).String(), "500Mi + 1Gi + 512Mi")
+	assert.Equal(t, "1", kptr.To(r.Limits[corev1.ResourceCPU]).String())
 	_, err = m.WithDefaults().StatefulSet("db")
 	require.ErrorContains(t, err, "has no persistent volume: it runs as ReplicaSets")
 
