@@ -183,6 +183,10 @@ func TestGPUFlagsAreValidatedAndReachTheManifestLimits(t *testing.T) {
 // --max-storage), validated at start, and the namespace's storage quota
 // must hold what a lease within --max-storage claims.
 func TestStorageFlagsAreValidatedAndReachTheManifestLimits(t *testing.T) {
+	// The flags' defaults, whatever the environment says (the local
+	// stack's offers its StorageClass: CI run 65).
+	t.Setenv("DEPLOYFLOW_STORAGE_CLASSES", "")
+	t.Setenv("DEPLOYFLOW_MAX_STORAGE", "")
 	c := FromEnv()
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	c.LeaseLimits.RegisterFlags(fs)
