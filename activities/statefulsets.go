@@ -1,0 +1,276 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/k8s/rollout"
+	"github.com/deployflow/deployflow/k8s/statefulset"
+)
+
+// Where a stateful service's rollout touches the cluster (issue 39.2):
+// its StatefulSet, applied with the partition holding every pod at the
+// running revision; the state a step decides on (k8s/statefulset.Next);
+// the partition a step writes; and the pods a return to the previous
+// revision deletes itself. Each is safe to retry.
+
+// TemplateHashAnnotation records on a StatefulSet the hash of the pod
+// template deployflow applied (rollout.ComputeHash): the API server
+// defaults a template's fields, so the live template is compared with the
+// desired one by this, not field by field.
+const TemplateHashAnnotation = "deployflow.dev/template-hash"
+
+// ApplyStatefulSetInput is a stateful service's StatefulSet as its
+// manifest renders it (manifest.StatefulSet).
+type ApplyStatefulSetInput struct {
+	StatefulSet appsv1.StatefulSet `json:"statefulSet"`
+}
+
+// StatefulSetState is what a rollout step reads of a StatefulSet.
+type StatefulSetState struct {
+	statefulset.Observed
+	// Stale: the StatefulSet controller has not yet observed the spec's
+	// generation, so its update revision is not the spec's: read again.
+	Stale bool `json:"stale,omitempty"`
+	// CurrentRevision is the revision the pods below the partition run.
+	CurrentRevision string `json:"currentRevision,omitempty"`
+	// Claims are the StatefulSet's PersistentVolumeClaims by name, each
+	// with its volume: what no step may lose.
+	Claims map[string]string `json:"claims,omitempty"`
+}
+
+// ApplyStatefulSet creates in's StatefulSet, or brings the live one to
+// it. A new pod template is written with the partition at the replicas,
+// so that no pod is replaced until the rollout lowers it; an unchanged
+// template keeps the live partition (a retry, or a scale, does not undo
+// the rollout's steps). A StatefulSet that is not the lease's, or whose
+// claim templates differ (they are fixed once created), is a
+// non-retryable error.
+func (a *Activities) ApplyStatefulSet(ctx context.Context, in ApplyStatefulSetInput) (*StatefulSetState, error) {
+	want := in.StatefulSet.DeepCopy()
+	if want.Name == "" || want.Namespace == "" || want.Spec.Replicas == nil {
+		return nil, invalidInput("statefulset: name, namespace and replicas are required")
+	}
+	hash := rollout.ComputeHash(&want.Spec.Template, nil)
+	if want.Annotations == nil {
+		want.Annotations = map[string]string{}
+	}
+	want.Annotations[TemplateHashAnnotation] = hash
+	sets := a.Kube.AppsV1().StatefulSets(want.Namespace)
+	live, err := sets.Get(ctx, want.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		want.Spec.UpdateStrategy = holdAt(*want.Spec.Replicas)
+		_, err = sets.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
+		if !apierrors.IsAlreadyExists(err) {
+			if err != nil {
+				return nil, fmt.Errorf("create statefulset %s/%s: %w", want.Namespace, want.Name, err)
+			}
+			return a.ReadStatefulSet(ctx, StatefulSetRef{Namespace: want.Namespace, Name: want.Name})
+		}
+		live, err = sets.Get(ctx, want.Name, metav1.GetOptions{})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get statefulset %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	if live.Labels[manifest.ServiceLabel] != want.Labels[manifest.ServiceLabel] || live.Labels[manifest.LeaseLabel] != want.Labels[manifest.LeaseLabel] {
+		return nil, notAllowed(want.Namespace, fmt.Sprintf("has a StatefulSet %s that is not service %s's", want.Name, want.Labels[manifest.ServiceLabel]))
+	}
+	if !sameClaims(live.Spec.VolumeClaimTemplates, want.Spec.VolumeClaimTemplates) {
+		return nil, invalidInput("statefulset %s/%s: its claim templates are fixed once created, and the manifest's differ: deploy the new volumes under a new service name", want.Namespace, want.Name)
+	}
+	next := live.DeepCopy()
+	next.Spec.Replicas = want.Spec.Replicas
+	next.Spec.MinReadySeconds = want.Spec.MinReadySeconds
+	next.Spec.RevisionHistoryLimit = want.Spec.RevisionHistoryLimit
+	next.Spec.PersistentVolumeClaimRetentionPolicy = want.Spec.PersistentVolumeClaimRetentionPolicy
+	if live.Annotations[TemplateHashAnnotation] != hash {
+		next.Spec.Template = want.Spec.Template
+		next.Spec.UpdateStrategy = holdAt(*want.Spec.Replicas)
+		if next.Annotations == nil {
+			next.Annotations = map[string]string{}
+		}
+		next.Annotations[TemplateHashAnnotation] = hash
+	}
+	if !equality.Semantic.DeepEqual(live.Spec, next.Spec) || live.Annotations[TemplateHashAnnotation] != hash {
+		if _, err := sets.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+			return nil, fmt.Errorf("update statefulset %s/%s: %w", want.Namespace, want.Name, err)
+		}
+	}
+	return a.ReadStatefulSet(ctx, StatefulSetRef{Namespace: want.Namespace, Name: want.Name})
+}
+
+// holdAt is a RollingUpdate whose partition holds every ordinal below p.
+func holdAt(p int32) appsv1.StatefulSetUpdateStrategy {
+	return appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: &p}}
+}
+
+// sameClaims reports whether two lists of claim templates ask for the same
+// claims: names, classes and sizes.
+func sameClaims(a, b []corev1.PersistentVolumeClaim) bool {
+	key := func(l []corev1.PersistentVolumeClaim) string {
+		var out []string
+		for _, c := range l {
+			class := ""
+			if c.Spec.StorageClassName != nil {
+				class = *c.Spec.StorageClassName
+			}
+			size := c.Spec.Resources.Requests[corev1.ResourceStorage]
+			out = append(out, c.Name+" "+class+" "+size.String())
+		}
+		return strings.Join(out, ";")
+	}
+	return key(a) == key(b)
+}
+
+// StatefulSetRef names a StatefulSet.
+type StatefulSetRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// ReadStatefulSet reads what a rollout step decides on: the StatefulSet's
+// replicas, partition and revisions, its pods (ordinal, revision, Ready,
+// available for minReadySeconds, terminating) and its claims.
+func (a *Activities) ReadStatefulSet(ctx context.Context, ref StatefulSetRef) (*StatefulSetState, error) {
+	sts, err := a.Kube.AppsV1().StatefulSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get statefulset %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	st := &StatefulSetState{
+		Observed: statefulset.Observed{Name: sts.Name, Replicas: *sts.Spec.Replicas, Partition: *sts.Spec.Replicas,
+			UpdateRevision: sts.Status.UpdateRevision},
+		Stale:           sts.Status.ObservedGeneration < sts.Generation,
+		CurrentRevision: sts.Status.CurrentRevision,
+	}
+	if ru := sts.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.Partition != nil {
+		st.Partition = *ru.Partition
+	}
+	sel, err := metav1.LabelSelectorAsSelector(sts.Spec.Selector)
+	if err != nil {
+		return nil, invalidInput("statefulset %s/%s: selector: %v", ref.Namespace, ref.Name, err)
+	}
+	pods, err := a.Kube.CoreV1().Pods(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("list pods of statefulset %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	now := time.Now()
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		ord, ok := ordinalOf(sts, p)
+		if !ok {
+			continue
+		}
+		ready, since := podReady(p)
+		st.Pods = append(st.Pods, statefulset.Pod{Ordinal: ord, Revision: p.Labels[appsv1.ControllerRevisionHashLabelKey],
+			Ready: ready, Available: ready && !since.Add(time.Duration(sts.Spec.MinReadySeconds)*time.Second).After(now),
+			Terminating: p.DeletionTimestamp != nil})
+	}
+	claims, err := a.Kube.CoreV1().PersistentVolumeClaims(ref.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{manifest.ServiceLabel: sts.Labels[manifest.ServiceLabel]}).String()})
+	if err != nil {
+		return nil, fmt.Errorf("list claims of statefulset %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	for _, c := range claims.Items {
+		if st.Claims == nil {
+			st.Claims = map[string]string{}
+		}
+		st.Claims[c.Name] = c.Spec.VolumeName
+	}
+	return st, nil
+}
+
+// ordinalOf is pod p's ordinal in StatefulSet sts (its name is
+// <sts>-<ordinal>), if sts owns it.
+func ordinalOf(sts *appsv1.StatefulSet, p *corev1.Pod) (int32, bool) {
+	owned := false
+	for _, o := range p.OwnerReferences {
+		owned = owned || (o.UID == sts.UID && o.Controller != nil && *o.Controller)
+	}
+	suffix, found := strings.CutPrefix(p.Name, sts.Name+"-")
+	if !owned || !found {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(suffix, 10, 32)
+	return int32(n), err == nil && n >= 0
+}
+
+// podReady is whether p is Ready, and since when.
+func podReady(p *corev1.Pod) (bool, time.Time) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue, c.LastTransitionTime.Time
+		}
+	}
+	return false, time.Time{}
+}
+
+// SetPartitionInput is the partition a rollout step writes.
+type SetPartitionInput struct {
+	StatefulSetRef
+	Partition int32 `json:"partition"`
+}
+
+// SetPartition writes a StatefulSet's partition (the StatefulSet
+// controller then replaces the ordinals at or above it that do not run its
+// update revision, highest first). Writing the same partition again
+// changes nothing.
+func (a *Activities) SetPartition(ctx context.Context, in SetPartitionInput) error {
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"updateStrategy": map[string]any{
+		"type": appsv1.RollingUpdateStatefulSetStrategyType, "rollingUpdate": map[string]any{"partition": in.Partition}}}})
+	if err != nil {
+		return err
+	}
+	if _, err := a.Kube.AppsV1().StatefulSets(in.Namespace).Patch(ctx, in.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return fmt.Errorf("set the partition of statefulset %s/%s to %d: %w", in.Namespace, in.Name, in.Partition, err)
+	}
+	return nil
+}
+
+// DeleteStuckPodsInput names pods a return to Revision deletes: ordinals
+// of the StatefulSet that run another revision and are not Ready.
+type DeleteStuckPodsInput struct {
+	StatefulSetRef
+	Revision string  `json:"revision"`
+	Ordinals []int32 `json:"ordinals"`
+}
+
+// DeleteStuckPods deletes the pods a return to the previous revision would
+// otherwise wait on forever (statefulset.Stuck): each only if, read again,
+// it still runs another revision and is not Ready, and with its UID as a
+// precondition (never a pod created since). Its claim stays: the
+// controller recreates the pod at the update revision with the same claim.
+func (a *Activities) DeleteStuckPods(ctx context.Context, in DeleteStuckPodsInput) error {
+	pods := a.Kube.CoreV1().Pods(in.Namespace)
+	for _, ord := range in.Ordinals {
+		name := fmt.Sprintf("%s-%d", in.Name, ord)
+		p, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("get pod %s/%s: %w", in.Namespace, name, err)
+		}
+		if ready, _ := podReady(p); ready || p.DeletionTimestamp != nil || p.Labels[appsv1.ControllerRevisionHashLabelKey] == in.Revision {
+			continue
+		}
+		err = pods.Delete(ctx, name, uidPrecondition(p.UID))
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete pod %s/%s: %w", in.Namespace, name, err)
+		}
+	}
+	return nil
+}

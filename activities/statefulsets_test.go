@@ -1,0 +1,193 @@
+package activities
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/deployflow/deployflow/internal/manifest"
+)
+
+func dbStatefulSet(t *testing.T, image string, replicas int32, size string) ApplyStatefulSetInput {
+	t.Helper()
+	m := manifest.Manifest{Lease: "shop", Services: []manifest.Service{{Name: "db", Image: image, Replicas: &replicas,
+		Volumes: []manifest.Volume{{Name: "data", Size: size, MountPath: "/data", Persistent: true, Class: "local"}}}}}
+	sts, err := m.WithDefaults().StatefulSet("db")
+	require.NoError(t, err)
+	return ApplyStatefulSetInput{StatefulSet: *sts}
+}
+
+func partitionOf(t *testing.T, kc *fake.Clientset) int32 {
+	t.Helper()
+	sts, err := kc.AppsV1().StatefulSets("lease-shop").Get(context.Background(), "db", metav1.GetOptions{})
+	require.NoError(t, err)
+	return *sts.Spec.UpdateStrategy.RollingUpdate.Partition
+}
+
+// Issue 39.2: a StatefulSet is created, and a new template applied, with
+// the partition holding every ordinal, so the StatefulSet controller
+// replaces no pod until the rollout lowers it; the same template applied
+// again (a retry, a scale) keeps the rollout's partition.
+func TestApplyStatefulSetHoldsEveryPodUntilTheRolloutReleasesThem(t *testing.T) {
+	ctx := context.Background()
+	kc := fake.NewClientset()
+	a := &Activities{Kube: kc}
+	_, err := a.ApplyStatefulSet(ctx, dbStatefulSet(t, "postgres:16", 3, "1Gi"))
+	require.NoError(t, err)
+	assert.Equal(t, int32(3), partitionOf(t, kc), "created holding every ordinal")
+
+	require.NoError(t, a.SetPartition(ctx, SetPartitionInput{StatefulSetRef: StatefulSetRef{Namespace: "lease-shop", Name: "db"}, Partition: 0}))
+	assert.Equal(t, int32(0), partitionOf(t, kc))
+	_, err = a.ApplyStatefulSet(ctx, dbStatefulSet(t, "postgres:16", 3, "1Gi"))
+	require.NoError(t, err)
+	assert.Equal(t, int32(0), partitionOf(t, kc), "the same template again: the rollout's partition stays")
+	_, err = a.ApplyStatefulSet(ctx, dbStatefulSet(t, "postgres:16", 4, "1Gi"))
+	require.NoError(t, err)
+	assert.Equal(t, int32(0), partitionOf(t, kc), "a scale: the partition stays")
+
+	_, err = a.ApplyStatefulSet(ctx, dbStatefulSet(t, "postgres:17", 4, "1Gi"))
+	require.NoError(t, err)
+	assert.Equal(t, int32(4), partitionOf(t, kc), "a new template: held at the replicas")
+	sts, err := kc.AppsV1().StatefulSets("lease-shop").Get(ctx, "db", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "postgres:17", sts.Spec.Template.Spec.Containers[0].Image)
+	assert.Equal(t, int32(4), *sts.Spec.Replicas)
+}
+
+// A StatefulSet's claim templates are fixed once created, and one that is
+// not the service's is not deployflow's to write: both are refused
+// without a write, non-retryable.
+func TestApplyStatefulSetRefusesOtherClaimsAndAnotherOwnersStatefulSet(t *testing.T) {
+	ctx := context.Background()
+	kc := fake.NewClientset()
+	a := &Activities{Kube: kc}
+	_, err := a.ApplyStatefulSet(ctx, dbStatefulSet(t, "postgres:16", 3, "1Gi"))
+	require.NoError(t, err)
+	writes := len(kc.Actions())
+	_, err = a.ApplyStatefulSet(ctx, dbStatefulSet(t, "postgres:16", 3, "2Gi"))
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.True(t, appErr.NonRetryable())
+	assert.Contains(t, err.Error(), "its claim templates are fixed once created")
+	for _, act := range kc.Actions()[writes:] {
+		assert.Contains(t, []string{"get", "list"}, act.GetVerb(), "nothing written: %v", act)
+	}
+
+	foreign := dbStatefulSet(t, "postgres:16", 3, "1Gi")
+	other := foreign.StatefulSet.DeepCopy()
+	other.Namespace, other.Labels = "lease-other", map[string]string{manifest.ServiceLabel: "db", manifest.LeaseLabel: "intruder"}
+	_, err = kc.AppsV1().StatefulSets("lease-other").Create(ctx, other, metav1.CreateOptions{})
+	require.NoError(t, err)
+	foreign.StatefulSet.Namespace = "lease-other"
+	writes = len(kc.Actions())
+	_, err = a.ApplyStatefulSet(ctx, foreign)
+	require.ErrorAs(t, err, &appErr)
+	assert.Contains(t, err.Error(), "has a StatefulSet db that is not service db's")
+	for _, act := range kc.Actions()[writes:] {
+		assert.Contains(t, []string{"get", "list"}, act.GetVerb(), "nothing written: %v", act)
+	}
+}
+
+// ReadStatefulSet reads each pod's ordinal and revision, Ready and
+// available (Ready for minReadySeconds) as a step decides on them, only
+// the StatefulSet's own pods, and its claims with their volumes.
+func TestReadStatefulSetReadsWhatAStepDecidesOn(t *testing.T) {
+	ctx := context.Background()
+	kc := fake.NewClientset()
+	a := &Activities{Kube: kc}
+	in := dbStatefulSet(t, "postgres:16", 3, "1Gi")
+	in.StatefulSet.Spec.MinReadySeconds = 3600
+	_, err := a.ApplyStatefulSet(ctx, in)
+	require.NoError(t, err)
+	sts, err := kc.AppsV1().StatefulSets("lease-shop").Get(ctx, "db", metav1.GetOptions{})
+	require.NoError(t, err)
+	sts.UID = "sts-uid"
+	sts.Generation, sts.Status = 2, appsv1.StatefulSetStatus{ObservedGeneration: 1, UpdateRevision: "db-new", CurrentRevision: "db-old"}
+	_, err = kc.AppsV1().StatefulSets("lease-shop").Update(ctx, sts, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	pod := func(name, rev string, ready bool, readySince metav1.Time, owner string) *corev1.Pod {
+		status := corev1.ConditionFalse
+		if ready {
+			status = corev1.ConditionTrue
+		}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "lease-shop",
+			Labels:          map[string]string{manifest.AppLabel: "db", appsv1.ControllerRevisionHashLabelKey: rev},
+			OwnerReferences: []metav1.OwnerReference{{UID: "sts-uid", Controller: ptr.To(owner == "sts-uid")}}},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: readySince}}}}
+	}
+	long, now := metav1.Unix(0, 0), metav1.Now()
+	for _, p := range []*corev1.Pod{
+		pod("db-0", "db-old", true, long, "sts-uid"), pod("db-1", "db-old", true, now, "sts-uid"),
+		pod("db-2", "db-new", false, now, "sts-uid"), pod("db-backup", "x", true, long, "sts-uid"), pod("db-9", "db-new", true, long, "other"),
+	} {
+		_, err := kc.CoreV1().Pods("lease-shop").Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	_, err = kc.CoreV1().PersistentVolumeClaims("lease-shop").Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{
+		Name: "data-db-0", Namespace: "lease-shop", Labels: map[string]string{manifest.ServiceLabel: "db"}}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-1"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	st, err := a.ReadStatefulSet(ctx, StatefulSetRef{Namespace: "lease-shop", Name: "db"})
+	require.NoError(t, err)
+	assert.True(t, st.Stale, "the controller has not observed generation 2")
+	assert.Equal(t, "db-new", st.UpdateRevision)
+	assert.Equal(t, "db-old", st.CurrentRevision)
+	assert.Equal(t, int32(3), st.Partition)
+	assert.ElementsMatch(t, []struct {
+		Ordinal                       int32
+		Revision                      string
+		Ready, Available, Terminating bool
+	}{
+		{0, "db-old", true, true, false}, {1, "db-old", true, false, false}, {2, "db-new", false, false, false},
+	}, func() (out []struct {
+		Ordinal                       int32
+		Revision                      string
+		Ready, Available, Terminating bool
+	}) {
+		for _, p := range st.Pods {
+			out = append(out, struct {
+				Ordinal                       int32
+				Revision                      string
+				Ready, Available, Terminating bool
+			}{p.Ordinal, p.Revision, p.Ready, p.Available, p.Terminating})
+		}
+		return out
+	}(), "its own pods only (not db-backup, not another owner's db-9); db-1 Ready within minReadySeconds")
+	assert.Equal(t, map[string]string{"data-db-0": "pv-1"}, st.Claims)
+}
+
+// DeleteStuckPods deletes, of the ordinals it is given, only the pods that
+// still run another revision and are not Ready: never a Ready pod, nor one
+// of the revision returned to.
+func TestDeleteStuckPodsDeletesOnlyPodsOfAnotherRevisionThatAreNotReady(t *testing.T) {
+	ctx := context.Background()
+	mk := func(name, rev string, ready bool) *corev1.Pod {
+		status := corev1.ConditionFalse
+		if ready {
+			status = corev1.ConditionTrue
+		}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "lease-shop", UID: types.UID("uid-" + name),
+			Labels: map[string]string{appsv1.ControllerRevisionHashLabelKey: rev}},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}}}
+	}
+	kc := fake.NewClientset(mk("db-3", "db-bad", false), mk("db-2", "db-bad", true), mk("db-1", "db-good", false))
+	a := &Activities{Kube: kc}
+	require.NoError(t, a.DeleteStuckPods(ctx, DeleteStuckPodsInput{StatefulSetRef: StatefulSetRef{Namespace: "lease-shop", Name: "db"},
+		Revision: "db-good", Ordinals: []int32{3, 2, 1, 0}}))
+	pods, err := kc.CoreV1().Pods("lease-shop").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	var left []string
+	for _, p := range pods.Items {
+		left = append(left, p.Name)
+	}
+	assert.ElementsMatch(t, []string{"db-2", "db-1"}, left, "db-3 (bad, not Ready) deleted; db-2 Ready and db-1 of the good revision kept; db-0 absent")
+}
