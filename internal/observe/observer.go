@@ -39,6 +39,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/google/uuid"
+
 	"github.com/deployflow/deployflow/internal/lease"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/crds"
@@ -101,8 +103,12 @@ const recheckMargin = 500 * time.Millisecond
 // ErrDeferred is sent again when the deferring run ends (a DeferredError
 // to a RunWaiter) or after deferredRetry; any other error than
 // ErrNoWorkflow and ErrKnown (Temporal unreachable) with backoff.
+//
+// updateID names the update: a send that was not answered is sent again
+// under the same ID (see sync), which Temporal joins to the update it
+// already holds rather than admitting another.
 type Sender interface {
-	Send(ctx context.Context, o *Observation) (*ObserveResult, error)
+	Send(ctx context.Context, o *Observation, updateID string) (*ObserveResult, error)
 }
 
 // Options tune an Observer.
@@ -161,6 +167,11 @@ type leaseState struct {
 	recheckAt time.Time // send again then, even if unchanged
 	retryAt   time.Time // deferred by a deploy: nothing is sent before then
 	awaiting  string    // the deploying run whose close is awaited, if any
+	// An update sent and not answered (Temporal may hold it, admitted,
+	// until the workflow's next task): its ID and observation, sent
+	// again as they are until answered.
+	unansweredID string
+	unanswered   *Observation
 }
 
 // New builds an Observer of the cluster rc reaches; Run runs it.
@@ -612,7 +623,7 @@ func (o *Observer) sync(ctx context.Context, id string) error {
 		o.queue.AddAfter(id, wait) // deferred by a deploy: try again then
 		return nil
 	}
-	if key == st.sent && !due {
+	if key == st.sent && !due && st.unansweredID == "" {
 		if wait := st.recheckAt.Sub(now); wait > 0 {
 			o.queue.AddAfter(id, wait) // woken early: keep the recheck
 		}
@@ -622,12 +633,40 @@ func (o *Observer) sync(ctx context.Context, id string) error {
 	st.recheckAt = time.Time{}
 	o.mu.Unlock()
 
-	// A lease's workflow continuing as new holds an update until its next
-	// run takes it; bound the wait and retry.
+	// One update in flight per lease. A send the workflow does not answer
+	// within its 10 s (its task not taken: the workflow continuing as new,
+	// a loaded worker) stays admitted on the Temporal server, and each
+	// new update takes another of the workflow's ten in-flight update
+	// slots, its deploys' too: the official CI once saw "limit on number
+	// of concurrent in-flight updates has been reached (10)" for a
+	// lease's deploy. So an unanswered send goes again under its own ID,
+	// which joins it, and a newer observation waits for its answer.
+	o.mu.Lock()
+	send, updateID := obs, st.unansweredID
+	switch {
+	case updateID == "":
+		updateID = uuid.NewString()
+	case st.unanswered.Key() != key:
+		send = st.unanswered // answered first; obs right after
+	}
+	o.mu.Unlock()
 	sendCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	res, err := o.send.Send(sendCtx, obs)
+	res, err := o.send.Send(sendCtx, send, updateID)
 	o.metrics.sends.WithLabelValues(sendResult(err)).Inc()
+	answered := err == nil || errors.Is(err, ErrNoWorkflow) || errors.Is(err, ErrDeferred) || errors.Is(err, ErrKnown)
+	o.mu.Lock()
+	if answered {
+		st.unansweredID, st.unanswered = "", nil
+	} else {
+		st.unansweredID, st.unanswered = updateID, send
+	}
+	o.mu.Unlock()
+	if answered && send != obs {
+		// The older observation is answered; the newer one goes next.
+		defer o.queue.Add(id)
+		key = send.Key()
+	}
 	switch {
 	case errors.Is(err, ErrNoWorkflow):
 		o.mu.Lock()

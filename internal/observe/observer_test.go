@@ -30,12 +30,14 @@ import (
 type fakeSender struct {
 	mu     sync.Mutex
 	sent   []string // Observation.Key of each send
+	ids    []string // the update ID of each send
 	answer func(o *Observation) (*ObserveResult, error)
 }
 
-func (f *fakeSender) Send(_ context.Context, o *Observation) (*ObserveResult, error) {
+func (f *fakeSender) Send(_ context.Context, o *Observation, updateID string) (*ObserveResult, error) {
 	f.mu.Lock()
 	f.sent = append(f.sent, o.Key())
+	f.ids = append(f.ids, updateID)
 	answer := f.answer
 	f.mu.Unlock()
 	if answer == nil {
@@ -162,6 +164,61 @@ func TestObserverHonoursTheWorkflowsAnswers(t *testing.T) {
 	_, tracked := ot.o.state["a"]
 	ot.o.mu.Unlock()
 	assert.False(t, tracked, "a lease with no workflow is forgotten")
+}
+
+func (f *fakeSender) updateIDs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.ids...)
+}
+
+// Issue 40: one update in flight per lease. A send the workflow does not
+// answer (its task not taken within the send's time) stays admitted on
+// the Temporal server; before, each retry was a new update, and a lease
+// whose workflow was slow filled the workflow's ten in-flight update
+// slots, its deploys' too ("limit on number of concurrent in-flight
+// updates has been reached (10)", official CI). Now it goes again under
+// its own ID, which Temporal joins to the one it holds; a newer
+// observation waits for that answer, then goes under a new ID.
+func TestObserverSendsAnUnansweredUpdateAgainUnderItsOwnID(t *testing.T) {
+	var mu sync.Mutex
+	unanswered := 3
+	ot := newObserverTest(t, func(o *Observation) (*ObserveResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if unanswered > 0 {
+			unanswered--
+			return nil, context.DeadlineExceeded
+		}
+		return &ObserveResult{}, nil
+	})
+	ot.waitSent(t, healthy, healthy, healthy, healthy)
+	ids := ot.send.updateIDs()
+	assert.Equal(t, []string{ids[0], ids[0], ids[0], ids[0]}, ids, "one update, sent until answered")
+
+	// Unanswered while the lease changes: the older observation is
+	// answered first, under its ID, then the newer under a new one.
+	mu.Lock()
+	unanswered = 1
+	mu.Unlock()
+	ot.scale(t, 0, 0)
+	require.Eventually(t, func() bool { return len(ot.send.keys()) >= 5 }, 10*time.Second, 10*time.Millisecond)
+	ot.scale(t, 3, 3)
+	ot.scale(t, 0, 0)
+	ot.scale(t, 3, 2)
+	require.Eventually(t, func() bool {
+		k := ot.send.keys()
+		return len(k) >= 7 && k[len(k)-1] == unhealthy
+	}, 10*time.Second, 10*time.Millisecond, "sent %q", ot.send.keys())
+	time.Sleep(200 * time.Millisecond)
+	keys, ids := ot.send.keys(), ot.send.updateIDs()
+	assert.Equal(t, unhealthy, keys[4], "the first unhealthy, unanswered")
+	assert.Equal(t, unhealthy, keys[5], "sent again as it was, whatever was seen meanwhile")
+	assert.Equal(t, ids[4], ids[5], "under the same ID")
+	for i := 6; i < len(ids); i++ {
+		assert.NotEqual(t, ids[4], ids[i], "once answered, what follows is a new update")
+	}
+	assert.Equal(t, unhealthy, keys[len(keys)-1], "the lease's latest state is what the workflow has")
 }
 
 // A deploy in progress defers the observation: it is sent again, later.

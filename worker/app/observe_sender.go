@@ -22,8 +22,9 @@ type TemporalSender struct {
 }
 
 // Send implements Sender.
-func (s TemporalSender) Send(ctx context.Context, o *observe.Observation) (*observe.ObserveResult, error) {
+func (s TemporalSender) Send(ctx context.Context, o *observe.Observation, updateID string) (*observe.ObserveResult, error) {
 	h, err := s.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		UpdateID:     updateID,
 		WorkflowID:   api.DeployWorkflowIDIn(o.Lease, s.Cluster),
 		UpdateName:   api.UpdateObserve,
 		Args:         []any{o},
