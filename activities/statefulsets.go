@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -92,6 +93,16 @@ func (a *Activities) ApplyStatefulSet(ctx context.Context, in ApplyStatefulSetIn
 		return nil, invalidInput("statefulset %s/%s: its claim templates are fixed once created, and the manifest's differ: deploy the new volumes under a new service name", want.Namespace, want.Name)
 	}
 	next := live.DeepCopy()
+	if grow := *want.Spec.Replicas - *live.Spec.Replicas; grow > 0 && live.Status.UpdateRevision != live.Status.CurrentRevision {
+		// A rollout is under way: the new ordinals would be at or above
+		// its partition, made at the update revision outside its steps (a
+		// canary past its share). The partition rises with them, so they
+		// are made at the current revision.
+		if ru := next.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.Partition != nil {
+			p := *ru.Partition + grow
+			ru.Partition = &p
+		}
+	}
 	next.Spec.Replicas = want.Spec.Replicas
 	next.Spec.MinReadySeconds = want.Spec.MinReadySeconds
 	next.Spec.RevisionHistoryLimit = want.Spec.RevisionHistoryLimit
@@ -131,6 +142,7 @@ func sameClaims(a, b []corev1.PersistentVolumeClaim) bool {
 			size := c.Spec.Resources.Requests[corev1.ResourceStorage]
 			out = append(out, c.Name+" "+class+" "+size.String())
 		}
+		slices.Sort(out) // the manifest's order of volumes is not the claims'
 		return strings.Join(out, ";")
 	}
 	return key(a) == key(b)

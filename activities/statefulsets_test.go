@@ -61,6 +61,19 @@ func TestApplyStatefulSetHoldsEveryPodUntilTheRolloutReleasesThem(t *testing.T) 
 	require.NoError(t, err)
 	assert.Equal(t, "postgres:17", sts.Spec.Template.Spec.Containers[0].Image)
 	assert.Equal(t, int32(4), *sts.Spec.Replicas)
+
+	// Scaled up while that rollout is under way (its step at partition
+	// 3): the new ordinals must not come at the update revision outside
+	// its steps, so the partition rises with them (review).
+	require.NoError(t, a.SetPartition(ctx, SetPartitionInput{StatefulSetRef: StatefulSetRef{Namespace: "lease-shop", Name: "db"}, Partition: 3}))
+	sts, err = kc.AppsV1().StatefulSets("lease-shop").Get(ctx, "db", metav1.GetOptions{})
+	require.NoError(t, err)
+	sts.Status = appsv1.StatefulSetStatus{UpdateRevision: "db-17", CurrentRevision: "db-16"}
+	_, err = kc.AppsV1().StatefulSets("lease-shop").UpdateStatus(ctx, sts, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = a.ApplyStatefulSet(ctx, dbStatefulSet(t, "postgres:17", 6, "1Gi"))
+	require.NoError(t, err)
+	assert.Equal(t, int32(5), partitionOf(t, kc), "3 + the 2 new ordinals")
 }
 
 // A StatefulSet's claim templates are fixed once created, and one that is
@@ -73,6 +86,9 @@ func TestApplyStatefulSetRefusesOtherClaimsAndAnotherOwnersStatefulSet(t *testin
 	_, err := a.ApplyStatefulSet(ctx, dbStatefulSet(t, "postgres:16", 3, "1Gi"))
 	require.NoError(t, err)
 	writes := len(kc.Actions())
+	reordered := dbStatefulSet(t, "postgres:16", 3, "1024Mi")
+	_, err = a.ApplyStatefulSet(ctx, reordered)
+	require.NoError(t, err, "the same size written another way is the same claim")
 	_, err = a.ApplyStatefulSet(ctx, dbStatefulSet(t, "postgres:16", 3, "2Gi"))
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)

@@ -727,6 +727,10 @@ func (r *chaosRun) whereItStands(id string) string {
 		}
 	}
 	for i, w := range r.workers {
+		if r.gone[w] {
+			fmt.Fprintf(&b, "; worker %d (pid %d) stopped by the fault", i, w.cmd.Process.Pid)
+			continue
+		}
 		select {
 		case err := <-w.exited:
 			w.exited <- err // read again by stop

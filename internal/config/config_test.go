@@ -207,6 +207,8 @@ func TestStorageFlagsAreValidatedAndReachTheManifestLimits(t *testing.T) {
 	c.LeaseLimits.StorageClasses = "local"
 	c.LeaseLimits.Manifest.Storage = "lots"
 	assert.ErrorContains(t, c.Validate(), `--max-storage "lots": want a Kubernetes quantity`)
+	c.LeaseLimits.Manifest.Storage = "-1Gi"
+	assert.ErrorContains(t, c.Validate(), "--max-storage -1Gi: want 0 or more")
 	c.LeaseLimits.Manifest.Storage = "1Ti"
 	assert.ErrorContains(t, c.Validate(), "--lease-quota-storage 100Gi: a lease within --max-storage 1Ti could not claim its volumes")
 	c.LeaseLimits.Namespace.QuotaStorage = "1Ti"

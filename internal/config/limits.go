@@ -318,6 +318,9 @@ func (l LeaseLimits) validate() []error {
 			errs = append(errs, fmt.Errorf("--storage-classes %q: want StorageClass names: %s", c, strings.Join(msgs, "; ")))
 		}
 	}
+	if q, err := resource.ParseQuantity(m.Storage); err == nil && q.Sign() < 0 {
+		errs = append(errs, fmt.Errorf("--max-storage %s: want 0 or more", m.Storage))
+	}
 	if max, err := resource.ParseQuantity(m.Storage); err == nil && len(list(l.StorageClasses)) > 0 {
 		if q, err := resource.ParseQuantity(n.QuotaStorage); err == nil && q.Cmp(max) < 0 {
 			errs = append(errs, fmt.Errorf("--lease-quota-storage %s: a lease within --max-storage %s could not claim its volumes: raise it, or lower --max-storage", n.QuotaStorage, m.Storage))

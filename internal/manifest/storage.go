@@ -148,6 +148,13 @@ func (v *validator) volumes(p string, s *Service) {
 			v.add(field(ip, "readOnly"), "an ephemeral volume starts empty: mounted read-only, it would stay empty; leave readOnly out, or make the volume persistent")
 		}
 	}
+	if slices.ContainsFunc(s.Volumes, func(v Volume) bool { return !v.Persistent }) && (s.Resources == nil || s.Resources.EphemeralStorage == "") {
+		// The volumes' sizes are added to it: without it, the container's
+		// limit would be the volumes' alone, nothing left for its logs
+		// and writable layer, and the kubelet would evict a pod whose
+		// volume is full.
+		v.add(field(p, "resources.ephemeralStorage"), "is required with an ephemeral volume: give the disk the container's logs and writable layer take beside its volumes, e.g. 256Mi (the volumes' sizes are added to it)")
+	}
 	if s.Stateful() {
 		if r := s.Rollout; r != nil && r.Strategy != "" && r.Strategy != StrategyRollingUpdate {
 			v.add(field(p, "rollout.strategy"), "%s: a service with a persistent volume is a StatefulSet, which rolls out pod by pod (RollingUpdate); leave strategy out", r.Strategy)
@@ -167,7 +174,7 @@ func mountPathProblem(p string) string {
 		return fmt.Sprintf("%q is not an absolute path: start it with '/', e.g. /data", p)
 	case len(p) > 256:
 		return fmt.Sprintf("%q is %d characters long: a mount path has at most 256", truncate(p, 40), len(p))
-	case path.Clean(p) != p || strings.Contains(p, ".."):
+	case path.Clean(p) != p || slices.Contains(strings.Split(p, "/"), ".."):
 		return fmt.Sprintf("%q is not a clean path: write it as %q", p, path.Clean(p))
 	case p == "/":
 		return "\"/\" would hide the image's whole file system: mount the volume at a directory, e.g. /data"
@@ -379,7 +386,11 @@ func claimsOf(s *Service) []string {
 	var out []string
 	for _, vol := range s.Volumes {
 		if vol.Persistent {
-			out = append(out, vol.Name+" "+vol.Size+" "+vol.Class)
+			size := vol.Size
+			if q, err := resource.ParseQuantity(vol.Size); err == nil {
+				size = q.String() // 10240Mi is 10Gi
+			}
+			out = append(out, vol.Name+" "+size+" "+vol.Class)
 		}
 	}
 	slices.Sort(out)

@@ -13,7 +13,7 @@ import (
 
 func storageManifest(replicas int32, vols ...Volume) *Manifest {
 	return &Manifest{Lease: "shop", Services: []Service{{Name: "db", Image: "postgres:16", Replicas: &replicas,
-		Ports: []Port{{Port: 5432}}, Volumes: vols}}}
+		Ports: []Port{{Port: 5432}}, Volumes: vols, Resources: &Resources{EphemeralStorage: "256Mi"}}}}
 }
 
 var (
@@ -36,8 +36,8 @@ func TestAnEphemeralVolumeIsAnEmptyDirOfItsSize(t *testing.T) {
 	// The container's ephemeral storage holds the volume: the kubelet
 	// counts an emptyDir against its pod's limit.
 	r := pod.Containers[0].Resources
-	assert.Equal(t, "1Gi", kptr.To(r.Limits[corev1.ResourceEphemeralStorage]).String())
-	assert.Equal(t, "1Gi", kptr.To(r.Requests[corev1.ResourceEphemeralStorage]).String())
+	assert.Equal(t, "1280Mi", kptr.To(r.Limits[corev1.ResourceEphemeralStorage]).String(), "256Mi and the volume's 1Gi")
+	assert.Equal(t, "1280Mi", kptr.To(r.Requests[corev1.ResourceEphemeralStorage]).String())
 	// Beside what the manifest gives for logs and the writable layer.
 	withDisk := storageManifest(2, cacheVolume, Volume{Name: "tmp", Size: "512Mi", MountPath: "/tmp"})
 	withDisk.Services[0].Resources = &Resources{CPU: "1", EphemeralStorage: "500Mi"}
@@ -55,6 +55,24 @@ func TestAnEphemeralVolumeIsAnEmptyDirOfItsSize(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, plain.Spec.Template.Spec.Volumes)
 	assert.Nil(t, plain.Spec.Template.Spec.Containers[0].VolumeMounts)
+	assert.Equal(t, "256Mi", kptr.To(plain.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceEphemeralStorage]).String())
+
+	// Without resources.ephemeralStorage, the container's limit would be
+	// the volume's alone, nothing left for its logs and writable layer
+	// (review): refused, naming the field.
+	bare := storageManifest(2, cacheVolume)
+	bare.Services[0].Resources = &Resources{CPU: "1"}
+	var v *ValidationError
+	require.ErrorAs(t, bare.Validate(), &v)
+	require.Len(t, v.Problems, 1)
+	assert.Equal(t, "services[0].resources.ephemeralStorage", v.Problems[0].Path)
+	assert.Contains(t, v.Problems[0].Message, "is required with an ephemeral volume")
+	bare.Services[0].Volumes = []Volume{dataVolume}
+	require.NoError(t, bare.Validate(), "a persistent volume alone needs none")
+
+	// ".." is refused as a path segment, not inside a name.
+	dots := storageManifest(1, Volume{Name: "old", Size: "1Gi", MountPath: "/data..old"})
+	require.NoError(t, dots.Validate())
 }
 
 // A persistent volume makes the service a StatefulSet: a claim template of
@@ -195,6 +213,7 @@ func TestAStorageChangeAStatefulSetCannotFollowIsRefused(t *testing.T) {
 		{"stateless to stateful", stateless, stateful, "db runs as ReplicaSets, and this manifest gives it a persistent volume"},
 		{"stateful to stateless", stateful, stateless, "db runs as a StatefulSet with persistent volumes, and this manifest has none: its data is yours"},
 		{"a claim resized", stateful, storageManifest(2, bigger), "db's persistent volumes were [data 10Gi local] and would be [data 20Gi local]"},
+		{"a size written another way", stateful, storageManifest(2, func() Volume { v := dataVolume; v.Size = "10240Mi"; return v }()), ""},
 		{"a service removed", stateful, &Manifest{Lease: "shop", Services: []Service{{Name: "web", Image: "nginx:1.27"}}}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

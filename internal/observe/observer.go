@@ -54,6 +54,10 @@ var (
 	ErrKnown = errors.New("the workflow knows this already")
 	// ErrDeferred: the workflow is deploying; send it again a little later.
 	ErrDeferred = errors.New("the workflow is deploying")
+	// ErrRejected: the workflow answered with another refusal (a run
+	// without the update, an observation of another lease): not sent
+	// again until the lease changes.
+	ErrRejected = errors.New("the workflow refused the observation")
 )
 
 // deferredRetry is how soon an observation deferred by a deploy in
@@ -654,7 +658,7 @@ func (o *Observer) sync(ctx context.Context, id string) error {
 	defer cancel()
 	res, err := o.send.Send(sendCtx, send, updateID)
 	o.metrics.sends.WithLabelValues(sendResult(err)).Inc()
-	answered := err == nil || errors.Is(err, ErrNoWorkflow) || errors.Is(err, ErrDeferred) || errors.Is(err, ErrKnown)
+	answered := err == nil || errors.Is(err, ErrNoWorkflow) || errors.Is(err, ErrDeferred) || errors.Is(err, ErrKnown) || errors.Is(err, ErrRejected)
 	o.mu.Lock()
 	if answered {
 		st.unansweredID, st.unanswered = "", nil
@@ -676,6 +680,8 @@ func (o *Observer) sync(ctx context.Context, id string) error {
 	case errors.Is(err, ErrDeferred):
 		o.deferred(ctx, id, st, err, now) // ctx: the wait outlives the send
 		return nil
+	case errors.Is(err, ErrRejected):
+		o.log.Warn("the lease's workflow refused an observation; sent again when the lease changes", "lease", id, "error", err)
 	case err != nil && !errors.Is(err, ErrKnown):
 		return err
 	}

@@ -221,6 +221,30 @@ func TestObserverSendsAnUnansweredUpdateAgainUnderItsOwnID(t *testing.T) {
 	assert.Equal(t, unhealthy, keys[len(keys)-1], "the lease's latest state is what the workflow has")
 }
 
+// An observation the workflow refuses outright (ErrRejected: a run
+// without the update, say) is answered: not sent again, so it does not
+// hold the lease's one update; the next change goes (review).
+func TestObserverDoesNotResendARefusedObservation(t *testing.T) {
+	var mu sync.Mutex
+	refuse := true
+	ot := newObserverTest(t, func(o *Observation) (*ObserveResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if refuse {
+			return nil, ErrRejected
+		}
+		return &ObserveResult{}, nil
+	})
+	ot.waitSent(t, healthy)
+	mu.Lock()
+	refuse = false
+	mu.Unlock()
+	ot.scale(t, 0, 0)
+	ot.waitSent(t, healthy, unhealthy)
+	ids := ot.send.updateIDs()
+	assert.NotEqual(t, ids[0], ids[1])
+}
+
 // A deploy in progress defers the observation: it is sent again, later.
 func TestObserverRetriesADeferredObservation(t *testing.T) {
 	var mu sync.Mutex

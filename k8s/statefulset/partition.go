@@ -139,12 +139,14 @@ func PartitionFor(weight, replicas int32) int32 {
 // controller replaces a rolling update's pods one at a time and waits for
 // each to be Ready first, so a version whose pods never start would hold
 // the way back (upstream documents deleting such pods by hand as the
-// "forced rollback"); deployflow does it, only for ordinals the return
-// releases (at or above partition).
+// "forced rollback"); deployflow does it, whatever the pod's ordinal:
+// with OrderedReady, one pod not Ready below the partition holds the
+// replacements above it too. A pod deleted below the partition is made
+// again at the current revision, which after a return is rev.
 func Stuck(o Observed, rev string) []int32 {
 	var out []int32
 	for _, p := range o.Pods {
-		if p.Ordinal >= clamp(o.Partition, 0, o.Replicas) && p.Revision != rev && !p.Ready && !p.Terminating {
+		if p.Revision != rev && !p.Ready && !p.Terminating {
 			out = append(out, p.Ordinal)
 		}
 	}

@@ -105,16 +105,17 @@ func TestPartitionForIsTheShareOfPodsReleased(t *testing.T) {
 	}
 }
 
-// A return to the previous revision deletes the released pods of another
-// revision that never turned Ready, highest first: the controller waits
-// for each pod it replaced to be Ready before the next, so a version whose
-// pods never start would hold the way back.
+// A return to the previous revision deletes the pods of another revision
+// that never turned Ready, highest first: the controller waits for each
+// pod it replaced to be Ready before the next, so a version whose pods
+// never start would hold the way back (review: a pod not Ready below the
+// partition held it too).
 func TestStuckAreTheReleasedPodsOfAnotherRevisionThatNeverTurnedReady(t *testing.T) {
 	o := Observed{Name: "db", Replicas: 4, Partition: 1, Pods: pods(4, 1, 2, 3)} // 1-3 "new", 2 and 3 not Ready
 	assert.Equal(t, []int32{3, 2}, Stuck(o, "old"))
 	assert.Empty(t, Stuck(o, "new"), "pods of the revision returned to are never deleted")
 	o.Partition = 3
-	assert.Equal(t, []int32{3}, Stuck(o, "old"), "only ordinals the return releases")
+	assert.Equal(t, []int32{3, 2}, Stuck(o, "old"), "below the partition too: with OrderedReady, db-2 not Ready holds db-3's replacement")
 	o.Pods[3].Terminating = true
-	assert.Empty(t, Stuck(o, "old"), "one already going is not deleted again")
+	assert.Equal(t, []int32{2}, Stuck(o, "old"), "one already going is not deleted again")
 }

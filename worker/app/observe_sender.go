@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -52,6 +53,10 @@ func (s TemporalSender) Send(ctx context.Context, o *observe.Observation, update
 			d.Run = h.RunID() // the run deploying
 		}
 		return nil, d
+	case errors.As(err, &appErr):
+		// Answered, with another refusal: sending it again would not
+		// change the answer (and would hold the lease's one update).
+		return nil, fmt.Errorf("%w: %w", observe.ErrRejected, err)
 	}
 	return nil, err
 }
