@@ -94,9 +94,7 @@ func TestApplyStatefulSetRefusesOtherClaimsAndAnotherOwnersStatefulSet(t *testin
 	require.ErrorAs(t, err, &appErr)
 	assert.True(t, appErr.NonRetryable())
 	assert.Contains(t, err.Error(), "its claim templates are fixed once created")
-	for _, act := range kc.Actions()[writes:] {
-		assert.Contains(t, []string{"get", "list"}, act.GetVerb(), "nothing written: %v", act)
-	}
+	readOnly(t, kc, writes)
 
 	foreign := dbStatefulSet(t, "postgres:16", 3, "1Gi")
 	other := foreign.StatefulSet.DeepCopy()
@@ -108,9 +106,7 @@ func TestApplyStatefulSetRefusesOtherClaimsAndAnotherOwnersStatefulSet(t *testin
 	_, err = a.ApplyStatefulSet(ctx, foreign)
 	require.ErrorAs(t, err, &appErr)
 	assert.Contains(t, err.Error(), "has a StatefulSet db that is not service db's")
-	for _, act := range kc.Actions()[writes:] {
-		assert.Contains(t, []string{"get", "list"}, act.GetVerb(), "nothing written: %v", act)
-	}
+	readOnly(t, kc, writes)
 }
 
 // ReadStatefulSet reads each pod's ordinal and revision, Ready and
@@ -206,4 +202,12 @@ func TestDeleteStuckPodsDeletesOnlyPodsOfAnotherRevisionThatAreNotReady(t *testi
 		left = append(left, p.Name)
 	}
 	assert.ElementsMatch(t, []string{"db-2", "db-1"}, left, "db-3 (bad, not Ready) deleted; db-2 Ready and db-1 of the good revision kept; db-0 absent")
+}
+
+// readOnly checks that kc's actions since the first n read only.
+func readOnly(t *testing.T, kc *fake.Clientset, n int) {
+	t.Helper()
+	for _, act := range kc.Actions()[n:] {
+		assert.Contains(t, []string{"get", "list"}, act.GetVerb(), "nothing written: %v", act)
+	}
 }

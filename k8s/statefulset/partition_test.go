@@ -1,6 +1,7 @@
 package statefulset
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,19 +16,10 @@ func pods(n, from int32, notReady ...int32) []Pod {
 		if ord >= from {
 			rev = "new"
 		}
-		ok := !contains(notReady, ord)
+		ok := !slices.Contains(notReady, ord)
 		out = append(out, Pod{Ordinal: ord, Revision: rev, Ready: ok, Available: ok})
 	}
 	return out
-}
-
-func contains(s []int32, v int32) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // Issue 39.2: a rolling update through the partition goes from the highest
