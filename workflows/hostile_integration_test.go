@@ -157,6 +157,13 @@ func TestHostileTenants(t *testing.T) {
 		})}, "services[0].rollout.steps: 33 steps"},
 		{"an analysis every nanosecond", []manifest.Service{svc(canaryWith(manifest.Analysis{Interval: "1ns"}))}, "services[0].rollout.steps[1].analysis.interval: 1ns"},
 		{"a million measurements", []manifest.Service{svc(canaryWith(manifest.Analysis{Count: 1000000}))}, "services[0].rollout.steps[1].analysis.count: 1000000"},
+		{"a petabyte of scratch disk", []manifest.Service{svc(func(s *manifest.Service) {
+			s.Resources = &manifest.Resources{EphemeralStorage: "256Mi"}
+			s.Volumes = []manifest.Volume{{Name: "scratch", Size: "1Pi", MountPath: "/scratch"}}
+		})}, "services[0].volumes[0].size: the lease's volumes take"},
+		{"a persistent volume where the provider offers none", []manifest.Service{svc(func(s *manifest.Service) {
+			s.Volumes = []manifest.Volume{{Name: "data", Size: "1Gi", MountPath: "/data", Persistent: true, Class: "standard"}}
+		})}, "services[0].volumes[0].persistent: this provider offers no persistent storage"},
 		{"a Job running for a day", []manifest.Service{svc(canaryWith(manifest.Analysis{Job: &manifest.JobCheck{Image: "busybox:1.36", ActiveDeadlineSeconds: &long}}))}, "services[0].rollout.steps[1].analysis.job.activeDeadlineSeconds: 100000"},
 	} {
 		t.Run("refused/"+c.name, func(t *testing.T) {
