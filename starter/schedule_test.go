@@ -50,10 +50,22 @@ func cli(t *testing.T, env *testenv.Env, tq string, args ...string) (string, str
 // leaseStatus is `deployflow status <lease> -o json`, decoded.
 func leaseStatus(t *testing.T, env *testenv.Env, tq, lease string) api.DeployStatus {
 	t.Helper()
-	out, _ := cli(t, env, tq, "status", lease, "-o", "json")
-	var st api.DeployStatus
-	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	st, _ := tryLeaseStatus(t, env, tq, lease)
 	return st
+}
+
+// tryLeaseStatus is leaseStatus, or ok false if the CLI gave up on an
+// unanswered query; any other failure fails the test.
+func tryLeaseStatus(t *testing.T, env *testenv.Env, tq, lease string) (st api.DeployStatus, ok bool) {
+	t.Helper()
+	args := []string{"status", lease, "-o", "json", "--temporal-address", devstack.TemporalAddress, "--task-queue", tq, "--kubeconfig", env.Stack.Kubeconfig()}
+	code, out, stderr := runCLI(args...)
+	if code != 0 && strings.Contains(stderr, "query timed out") {
+		return st, false
+	}
+	require.Equal(t, 0, code, "deployflow %v\nstdout: %s\nstderr: %s", args, out, stderr)
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	return st, true
 }
 
 // waitLease asks the lease's status until cond holds, within three
@@ -71,14 +83,10 @@ func waitLease(t *testing.T, env *testenv.Env, tq, lease, what string, cond func
 	t.Helper()
 	var st api.DeployStatus
 	testenv.Eventually(t, 3*time.Minute, 200*time.Millisecond, "never "+what, func() (bool, string) {
-		args := []string{"status", lease, "-o", "json", "--temporal-address", devstack.TemporalAddress, "--task-queue", tq, "--kubeconfig", env.Stack.Kubeconfig()}
-		code, out, stderr := runCLI(args...)
-		if code != 0 && strings.Contains(stderr, "query timed out") {
-			return false, "status not answered: " + stderr
+		var ok bool
+		if st, ok = tryLeaseStatus(t, env, tq, lease); !ok {
+			return false, "status not answered: the CLI's query timed out"
 		}
-		require.Equal(t, 0, code, "deployflow %v\nstdout: %s\nstderr: %s", args, out, stderr)
-		st = api.DeployStatus{}
-		require.NoError(t, json.Unmarshal([]byte(out), &st))
 		return cond(st), fmt.Sprintf("revision %d, %s, pending %v, classes %v", st.Revision, st.Phase, st.Pending, st.Classes)
 	})
 	return st

@@ -3,6 +3,8 @@ package workflows_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -89,7 +91,7 @@ func TestAStatefulSetRollsOutByPartitionFromTheHighestOrdinal(t *testing.T) {
 		}
 		return bound == 3, fmt.Sprint(before)
 	})
-	assert.ElementsMatch(t, []string{"data-db-0", "data-db-1", "data-db-2"}, keys(before))
+	assert.ElementsMatch(t, []string{"data-db-0", "data-db-1", "data-db-2"}, slices.Collect(maps.Keys(before)))
 
 	// The new image: applied holding every pod, nothing replaced.
 	st, err = acts.ApplyStatefulSet(ctx, app("postgres:17"))
@@ -114,12 +116,4 @@ func TestAStatefulSetRollsOutByPartitionFromTheHighestOrdinal(t *testing.T) {
 	st, err = acts.ApplyStatefulSet(ctx, app("postgres:17"))
 	require.NoError(t, err)
 	assert.Equal(t, int32(0), st.Partition)
-}
-
-func keys(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
