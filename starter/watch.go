@@ -82,6 +82,9 @@ func queryDeploy(ctx context.Context, c client.Client, lease, cluster string) (a
 		return err
 	})
 	if err != nil {
+		if why := explainNotReady(ctx, c, api.DeployWorkflowIDIn(lease, cluster), err); why != err {
+			return st, fmt.Errorf("lease %s%s: %w", lease, inCluster(cluster), why)
+		}
 		return st, fmt.Errorf("lease %s%s: %w (is it deployed? 'deployflow deploy -f manifest.yaml')", lease, inCluster(cluster), err)
 	}
 	return st, v.Get(&st)

@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -263,6 +264,11 @@ func (e *Env) worker(t testing.TB, configure func(*activities.Activities), more 
 	if !e.noRecord {
 		e.recordHistories(t, tq)
 	}
+	stickyOnce.Do(func() {
+		if n, err := strconv.Atoi(os.Getenv(StickyCacheEnv)); err == nil {
+			worker.SetStickyWorkflowCacheSize(n) // process-wide, before the first worker starts
+		}
+	})
 	w := worker.New(e.Temporal, tq, worker.Options{WorkerStopTimeout: 2 * time.Second})
 	acts := e.Activities()
 	acts.Observer = e.cache(t)
@@ -279,6 +285,15 @@ func (e *Env) worker(t testing.TB, configure func(*activities.Activities), more 
 	t.Cleanup(w.Stop)
 	return tq
 }
+
+// StickyCacheEnv sets the in-process workers' workflow cache size (the
+// SDK's default: 10,000). 0 keeps no workflow cached, so every workflow
+// task replays its workflow from the whole history: a decision that is not
+// deterministic fails its test there instead of at a worker's restart
+// (docs/testing.md).
+const StickyCacheEnv = "DEPLOYFLOW_TEST_STICKY_CACHE"
+
+var stickyOnce sync.Once
 
 var (
 	cacheOnce sync.Once
