@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -197,28 +198,43 @@ func TestObserverSendsAnUnansweredUpdateAgainUnderItsOwnID(t *testing.T) {
 	assert.Equal(t, []string{ids[0], ids[0], ids[0], ids[0]}, ids, "one update, sent until answered")
 
 	// Unanswered while the lease changes: the older observation is
-	// answered first, under its ID, then the newer under a new one.
+	// answered first, under its ID, then the newer under a new one. The
+	// workflow answers nothing until the cache has the change (a retry's
+	// timing decided before whether it saw the change: the test failed
+	// when the resend came after the lease was unhealthy again).
 	mu.Lock()
-	unanswered = 1
+	unanswered = 1 << 30
 	mu.Unlock()
 	ot.scale(t, 0, 0)
 	require.Eventually(t, func() bool { return len(ot.send.keys()) >= 5 }, 10*time.Second, 10*time.Millisecond)
 	ot.scale(t, 3, 3)
-	ot.scale(t, 0, 0)
+	require.Eventually(t, func() bool { return len(ot.send.keys()) >= 6 }, 10*time.Second, 10*time.Millisecond, "never sent again")
+	mu.Lock()
+	unanswered = 0
+	mu.Unlock()
+	require.Eventually(t, func() bool {
+		k := ot.send.keys()
+		return k[len(k)-1] == healthy
+	}, 10*time.Second, 10*time.Millisecond, "the newer observation never went: sent %q", ot.send.keys())
 	ot.scale(t, 3, 2)
 	require.Eventually(t, func() bool {
 		k := ot.send.keys()
-		return len(k) >= 7 && k[len(k)-1] == unhealthy
+		return k[len(k)-1] == unhealthy
 	}, 10*time.Second, 10*time.Millisecond, "sent %q", ot.send.keys())
 	time.Sleep(200 * time.Millisecond)
 	keys, ids := ot.send.keys(), ot.send.updateIDs()
-	assert.Equal(t, unhealthy, keys[4], "the first unhealthy, unanswered")
-	assert.Equal(t, unhealthy, keys[5], "sent again as it was, whatever was seen meanwhile")
-	assert.Equal(t, ids[4], ids[5], "under the same ID")
-	for i := 6; i < len(ids); i++ {
+	last := len(keys) - 1
+	newer := slices.Index(keys[4:], healthy) + 4
+	require.Greater(t, newer, 5, "sent %q", keys)
+	for i := 4; i < newer; i++ {
+		assert.Equal(t, unhealthy, keys[i], "send %d: the first unhealthy, sent again as it was, whatever was seen meanwhile", i)
+		assert.Equal(t, ids[4], ids[i], "send %d: under the same ID", i)
+	}
+	for i := newer; i <= last; i++ {
 		assert.NotEqual(t, ids[4], ids[i], "once answered, what follows is a new update")
 	}
-	assert.Equal(t, unhealthy, keys[len(keys)-1], "the lease's latest state is what the workflow has")
+	assert.NotEqual(t, ids[newer], ids[last], "each newer observation is its own update")
+	assert.Equal(t, unhealthy, keys[last], "the lease's latest state is what the workflow has")
 }
 
 // An observation the workflow refuses outright (ErrRejected: a run
