@@ -132,7 +132,7 @@ func TestOnlyTheWiringImportsTheWorkflows(t *testing.T) {
 // into the lease's carry codec). A package's own tests may run another
 // workflow (a lease's child rollouts); its code may not import it.
 func TestNoWorkflowImportsAnothers(t *testing.T) {
-	workflows := []string{"workflows/lease", "workflows/rollout", "workflows/placement"}
+	workflows := []string{"workflows/lease", "workflows/rollout", "workflows/stateful", "workflows/placement"}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, "./workflows/...").Output()
 	require.NoError(t, err, "go list")
 	seen := 0

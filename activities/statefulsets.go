@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -16,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/rollout"
@@ -64,6 +67,10 @@ func (a *Activities) ApplyStatefulSet(ctx context.Context, in ApplyStatefulSetIn
 	want := in.StatefulSet.DeepCopy()
 	if want.Name == "" || want.Namespace == "" || want.Spec.Replicas == nil {
 		return nil, invalidInput("statefulset: name, namespace and replicas are required")
+	}
+	// The pod policy first, as for a Deployment's template (issue 20.5).
+	if problems := podPolicyProblems("statefulSet.spec.template.spec", &want.Spec.Template.Spec, a.allowedCapabilities()); len(problems) > 0 {
+		return nil, temporal.NewNonRetryableApplicationError(strings.Join(problems, "\n"), ErrPodPolicy, nil)
 	}
 	hash := rollout.ComputeHash(&want.Spec.Template, nil)
 	if want.Annotations == nil {
@@ -285,4 +292,114 @@ func (a *Activities) DeleteStuckPods(ctx context.Context, in DeleteStuckPodsInpu
 		}
 	}
 	return nil
+}
+
+// RevertStatefulSetInput names the revision a return writes back.
+type RevertStatefulSetInput struct {
+	StatefulSetRef
+	// Revision is the ControllerRevision whose template the StatefulSet
+	// runs again (the revision its pods ran before the rollout).
+	Revision string `json:"revision"`
+}
+
+// RevertStatefulSet writes the pod template of ControllerRevision
+// in.Revision back onto the StatefulSet (kubectl rollout undo of a
+// StatefulSet), keeping its partition: the controller's update revision
+// becomes that revision again, and the ordinals the rollout released go
+// back to it as the steps lower the partition. The claims are untouched.
+// Writing it again changes nothing.
+func (a *Activities) RevertStatefulSet(ctx context.Context, in RevertStatefulSetInput) (*StatefulSetState, error) {
+	if in.Revision == "" {
+		return nil, invalidInput("revertStatefulSet: revision is required")
+	}
+	rev, err := a.Kube.AppsV1().ControllerRevisions(in.Namespace).Get(ctx, in.Revision, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get controllerrevision %s/%s: %w", in.Namespace, in.Revision, err)
+	}
+	sets := a.Kube.AppsV1().StatefulSets(in.Namespace)
+	sts, err := sets.Get(ctx, in.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get statefulset %s/%s: %w", in.Namespace, in.Name, err)
+	}
+	if !metav1.IsControlledBy(rev, sts) {
+		return nil, notAllowed(in.Namespace, fmt.Sprintf("has a ControllerRevision %s that is not StatefulSet %s's", in.Revision, in.Name))
+	}
+	// The StatefulSet controller records a revision as a patch of the
+	// StatefulSet that carries its whole pod template.
+	var data struct {
+		Spec struct {
+			Template *corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(rev.Data.Raw, &data); err != nil || data.Spec.Template == nil {
+		return nil, invalidInput("controllerrevision %s/%s holds no pod template (%v)", in.Namespace, in.Revision, err)
+	}
+	hash := rollout.ComputeHash(data.Spec.Template, nil)
+	if sts.Annotations[TemplateHashAnnotation] != hash || !equality.Semantic.DeepEqual(sts.Spec.Template, *data.Spec.Template) {
+		next := sts.DeepCopy()
+		next.Spec.Template = *data.Spec.Template
+		if next.Annotations == nil {
+			next.Annotations = map[string]string{}
+		}
+		next.Annotations[TemplateHashAnnotation] = hash
+		if _, err := sets.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+			return nil, fmt.Errorf("write revision %s back onto statefulset %s/%s: %w", in.Revision, in.Namespace, in.Name, err)
+		}
+	}
+	return a.ReadStatefulSet(ctx, in.StatefulSetRef)
+}
+
+// WaitStatefulSetStepInput is what a stateful rollout last decided, and
+// how long it waits for the cluster to change that decision.
+type WaitStatefulSetStepInput struct {
+	StatefulSetRef
+	Target         int32            `json:"target"`
+	MaxUnavailable int32            `json:"maxUnavailable"`
+	Last           statefulset.Step `json:"last"`
+	Partition      int32            `json:"partition"`
+	Timeout        time.Duration    `json:"timeout"`
+	Revert         string           `json:"revert,omitempty"` // a return to this revision: stuck pods end the wait too
+}
+
+// statefulSetPoll is how often a wait reads the StatefulSet and its pods.
+var statefulSetPoll = time.Second
+
+// WaitStatefulSetStep reads the StatefulSet every second until the step
+// statefulset.Next decides differs from in.Last (a pod turned Ready, one
+// was replaced, the partition moved), a return finds pods to delete, or
+// in.Timeout passes; it returns what it read last (a fresh status: never
+// a state the controller has not yet observed, unless the timeout passed).
+// It heartbeats, so a worker's death moves it to another within seconds.
+func (a *Activities) WaitStatefulSetStep(ctx context.Context, in WaitStatefulSetStepInput) (*StatefulSetState, error) {
+	if in.Timeout <= 0 {
+		return nil, invalidInput("waitStatefulSetStep: timeout must be positive")
+	}
+	var last *StatefulSetState
+	err := wait.PollUntilContextTimeout(ctx, statefulSetPoll, in.Timeout, true, func(ctx context.Context) (bool, error) {
+		if activity.IsActivity(ctx) {
+			activity.RecordHeartbeat(ctx)
+		}
+		st, err := a.ReadStatefulSet(ctx, in.StatefulSetRef)
+		if err != nil {
+			return false, nil // the next poll reads again; the timeout bounds it
+		}
+		last = st
+		if st.Stale {
+			return false, nil
+		}
+		if in.Revert != "" && len(statefulset.Stuck(st.Observed, in.Revert)) > 0 {
+			return true, nil
+		}
+		return st.Partition != in.Partition || statefulset.Next(st.Observed, in.Target, in.MaxUnavailable) != in.Last, nil
+	})
+	if last == nil {
+		if err == nil || wait.Interrupted(err) {
+			return a.ReadStatefulSet(ctx, in.StatefulSetRef)
+		}
+		return nil, err
+	}
+	if err != nil && !wait.Interrupted(err) {
+		return nil, err
+	}
+	return last, nil
 }

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,7 +10,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
@@ -210,4 +213,72 @@ func readOnly(t *testing.T, kc *fake.Clientset, n int) {
 	for _, act := range kc.Actions()[n:] {
 		assert.Contains(t, []string{"get", "list"}, act.GetVerb(), "nothing written: %v", act)
 	}
+}
+
+// An abort writes the previous revision's template back from its
+// ControllerRevision (kubectl rollout undo of a StatefulSet), keeping the
+// partition and every claim; written again it changes nothing; a
+// revision another StatefulSet owns is refused.
+func TestRevertStatefulSetWritesThePreviousRevisionsTemplateBack(t *testing.T) {
+	ctx := context.Background()
+	kc := fake.NewClientset()
+	a := &Activities{Kube: kc}
+	_, err := a.ApplyStatefulSet(ctx, dbStatefulSet(t, "postgres:16", 2, "1Gi"))
+	require.NoError(t, err)
+	sts, err := kc.AppsV1().StatefulSets("lease-shop").Get(ctx, "db", metav1.GetOptions{})
+	require.NoError(t, err)
+	sts.UID = "sts-uid"
+	_, err = kc.AppsV1().StatefulSets("lease-shop").Update(ctx, sts, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	// The controller's record of revision db-16: a patch carrying the template.
+	data, err := json.Marshal(map[string]any{"spec": map[string]any{"template": sts.Spec.Template, "$patch": "replace"}})
+	require.NoError(t, err)
+	owner := metav1.NewControllerRef(sts, appsv1.SchemeGroupVersion.WithKind("StatefulSet"))
+	_, err = kc.AppsV1().ControllerRevisions("lease-shop").Create(ctx, &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{Name: "db-16", Namespace: "lease-shop", OwnerReferences: []metav1.OwnerReference{*owner}},
+		Data:       runtime.RawExtension{Raw: data}, Revision: 1}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = kc.AppsV1().ControllerRevisions("lease-shop").Create(ctx, &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{Name: "other-1", Namespace: "lease-shop"}, Data: runtime.RawExtension{Raw: data}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	_, err = a.ApplyStatefulSet(ctx, dbStatefulSet(t, "postgres:17", 2, "1Gi"))
+	require.NoError(t, err)
+	ref := StatefulSetRef{Namespace: "lease-shop", Name: "db"}
+	require.NoError(t, a.SetPartition(ctx, SetPartitionInput{StatefulSetRef: ref, Partition: 1}))
+
+	_, err = a.RevertStatefulSet(ctx, RevertStatefulSetInput{StatefulSetRef: ref, Revision: "db-16"})
+	require.NoError(t, err)
+	back, err := kc.AppsV1().StatefulSets("lease-shop").Get(ctx, "db", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "postgres:16", back.Spec.Template.Spec.Containers[0].Image)
+	assert.Equal(t, int32(1), *back.Spec.UpdateStrategy.RollingUpdate.Partition, "the partition stays: the steps return the released ordinals")
+	assert.Len(t, back.Spec.VolumeClaimTemplates, 1)
+
+	_, err = a.RevertStatefulSet(ctx, RevertStatefulSetInput{StatefulSetRef: ref, Revision: "db-16"})
+	require.NoError(t, err)
+	again, err := kc.AppsV1().StatefulSets("lease-shop").Get(ctx, "db", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, back.ResourceVersion, again.ResourceVersion, "written again, it changes nothing")
+
+	_, err = a.RevertStatefulSet(ctx, RevertStatefulSetInput{StatefulSetRef: ref, Revision: "other-1"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not StatefulSet db's")
+}
+
+// A StatefulSet's pod template passes the pod policy before anything is
+// written, as a Deployment's does: a privileged container is refused.
+func TestApplyStatefulSetRefusesATemplateThePodPolicyRefuses(t *testing.T) {
+	ctx := context.Background()
+	kc := fake.NewClientset()
+	a := &Activities{Kube: kc}
+	in := dbStatefulSet(t, "postgres:16", 1, "1Gi")
+	in.StatefulSet.Spec.Template.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	_, err := a.ApplyStatefulSet(ctx, in)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, ErrPodPolicy, appErr.Type())
+	assert.Contains(t, err.Error(), "statefulSet.spec.template.spec.containers[0]")
+	_, err = kc.AppsV1().StatefulSets("lease-shop").Get(ctx, "db", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "nothing was written")
 }

@@ -195,6 +195,17 @@ func (in *RolloutInput) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+func (in *StatefulSetRolloutInput) UnmarshalJSON(data []byte) error {
+	type plain StatefulSetRolloutInput
+	if bytes.Contains(data, []byte(`"carry"`)) {
+		if err := json.Unmarshal(data, (*plain)(in)); err != nil || HasCarry(in.Carry) {
+			return err // written by a run of ours
+		}
+	}
+	in.invalid = strictly(data, (*plain)(in), "")
+	return nil
+}
+
 func (r *ScaleServiceRequest) UnmarshalJSON(data []byte) error {
 	type plain ScaleServiceRequest
 	r.invalid = strictly(data, (*plain)(r), "")
@@ -288,17 +299,18 @@ func CheckPlanFingerprint(field, f string) error {
 // Invalid is what is wrong with an input typed by hand, found as it was
 // decoded (nil if nothing is): the workflow or the update's validator
 // refuses it, naming each field.
-func (in *DeployInput) Invalid() error         { return in.invalid }
-func (in *DeployRequest) Invalid() error       { return in.invalid }
-func (in *RolloutInput) Invalid() error        { return in.invalid }
-func (in *PlacementInput) Invalid() error      { return in.invalid }
-func (in *ScaleServiceRequest) Invalid() error { return in.invalid }
-func (in *ApproveRequest) Invalid() error      { return in.invalid }
-func (in *RollbackRequest) Invalid() error     { return in.invalid }
-func (in *RejectRequest) Invalid() error       { return in.invalid }
-func (in *ScaleRequest) Invalid() error        { return in.invalid }
-func (in *UndoRequest) Invalid() error         { return in.invalid }
-func (in *PromoteRequest) Invalid() error      { return in.invalid }
+func (in *DeployInput) Invalid() error             { return in.invalid }
+func (in *DeployRequest) Invalid() error           { return in.invalid }
+func (in *RolloutInput) Invalid() error            { return in.invalid }
+func (in *PlacementInput) Invalid() error          { return in.invalid }
+func (in *StatefulSetRolloutInput) Invalid() error { return in.invalid }
+func (in *ScaleServiceRequest) Invalid() error     { return in.invalid }
+func (in *ApproveRequest) Invalid() error          { return in.invalid }
+func (in *RollbackRequest) Invalid() error         { return in.invalid }
+func (in *RejectRequest) Invalid() error           { return in.invalid }
+func (in *ScaleRequest) Invalid() error            { return in.invalid }
+func (in *UndoRequest) Invalid() error             { return in.invalid }
+func (in *PromoteRequest) Invalid() error          { return in.invalid }
 
 // HasCarry reports whether a carry was sent (a JSON null is none).
 func HasCarry(c json.RawMessage) bool {

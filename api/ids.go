@@ -94,4 +94,8 @@ const (
 	PlacementWorkflow       = "PlacementWorkflow"
 	PlanWorkflow            = "PlanWorkflow"
 	ScheduledDeployWorkflow = "ScheduledDeployWorkflow"
+	// StatefulSetRolloutWorkflow rolls a stateful service out through its
+	// StatefulSet's partition (issue 39.2). It runs under the service's
+	// rollout ID (RolloutWorkflowID): a service is one kind or the other.
+	StatefulSetRolloutWorkflow = "StatefulSetRolloutWorkflow"
 )

@@ -31,6 +31,24 @@ type RolloutStatus struct {
 	Canary *CanaryStatus `json:"canary,omitempty"`
 	// BlueGreen is a blue-green's step and the versions its Services select.
 	BlueGreen *BlueGreenStatus `json:"blueGreen,omitempty"`
+	// StatefulSet is a stateful service's partition and revisions.
+	StatefulSet *StatefulSetStatus `json:"statefulSet,omitempty"`
+}
+
+// StatefulSetStatus is the status query's view of a stateful rollout.
+type StatefulSetStatus struct {
+	// Partition is the StatefulSet's: the ordinals at or above it are
+	// released to the update revision. Target is where the current step
+	// takes it (0 at the end; a canary's weight stops short of it).
+	Partition int32 `json:"partition"`
+	Target    int32 `json:"target"`
+	// UpdateRevision and CurrentRevision are the StatefulSet's
+	// ControllerRevisions; StableRevision is the one an abort returns to.
+	UpdateRevision  string `json:"updateRevision,omitempty"`
+	CurrentRevision string `json:"currentRevision,omitempty"`
+	StableRevision  string `json:"stableRevision,omitempty"`
+	// Claims counts the StatefulSet's PersistentVolumeClaims.
+	Claims int `json:"claims"`
 }
 
 // ReplicaSetStatus is one line of RolloutStatus.ReplicaSets.

@@ -10,10 +10,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/statefulset"
@@ -116,4 +121,165 @@ func TestAStatefulSetRollsOutByPartitionFromTheHighestOrdinal(t *testing.T) {
 	st, err = acts.ApplyStatefulSet(ctx, app("postgres:17"))
 	require.NoError(t, err)
 	assert.Equal(t, int32(0), st.Partition)
+}
+
+// statefulParent stands in for a lease's workflow (issue 39.2, until the
+// lease's chain starts stateful rollouts): started under the lease's
+// workflow ID on a task queue of its own, it runs StatefulSetRolloutWorkflow
+// as its child on the real worker's queue, as the lease's chain will.
+func statefulParent(ctx workflow.Context, tq string, in api.StatefulSetRolloutInput) (*api.RolloutResult, error) {
+	ctx = workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID: api.RolloutWorkflowID(in.Namespace, in.Service), TaskQueue: tq})
+	var res api.RolloutResult
+	err := workflow.ExecuteChildWorkflow(ctx, api.StatefulSetRolloutWorkflow, in).Get(ctx, &res)
+	return &res, err
+}
+
+// The stateful rollout as a workflow on the stack's StatefulSet
+// controller: a two-replica service comes up with two bound claims; an
+// image update replaces db-1 then db-0, each claim the one it was; a
+// canary at one pod, aborted in its pause, returns that pod to the
+// previous revision; a version whose pods never turn Ready fails at the
+// progress deadline and autoRollback returns every ordinal to the
+// previous revision (deleting the stuck pod itself); and a start by hand,
+// with no lease's workflow above it, is refused before anything is
+// written. After each step, every claim is the one it was, bound to the
+// same volume.
+func TestAStatefulRolloutStepsThePartitionAbortsAndRollsBackKeepingEveryClaim(t *testing.T) {
+	env := testenv.Get(t)
+	tq := env.Worker(t)
+	parentTQ := testenv.Name(t, "parent")
+	pw := worker.New(env.Temporal, parentTQ, worker.Options{WorkerStopTimeout: time.Second})
+	pw.RegisterWorkflowWithOptions(statefulParent, workflow.RegisterOptions{Name: "StatefulParent"})
+	require.NoError(t, pw.Start())
+	t.Cleanup(pw.Stop)
+
+	acts := env.Activities()
+	ctx := context.Background()
+	lease := testenv.ShortName("stsw")
+	ns := manifest.Namespace(lease)
+	_, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	ref := activities.StatefulSetRef{Namespace: ns, Name: "db"}
+	rolloutID := api.RolloutWorkflowID(ns, "db")
+
+	two := int32(2)
+	input := func(image string, never bool, steps ...manifest.CanaryStep) api.StatefulSetRolloutInput {
+		svc := manifest.Service{Name: "db", Image: image, Replicas: &two, Ports: []manifest.Port{{Port: 5432}},
+			Volumes: []manifest.Volume{{Name: "data", Size: "1Gi", MountPath: "/var/lib/postgresql/data", Persistent: true, Class: devstack.StorageClass}}}
+		if never {
+			svc.PodLabels = map[string]string{"deployflow.dev/never-ready": "true"}
+		}
+		m := manifest.Manifest{Lease: lease, Services: []manifest.Service{svc}}
+		sts, err := m.WithDefaults().StatefulSet("db")
+		require.NoError(t, err)
+		return api.StatefulSetRolloutInput{Namespace: ns, Service: "db", StatefulSet: *sts, Steps: steps,
+			ProgressDeadlineSeconds: 8, AutoRollback: true}
+	}
+	start := func(in api.StatefulSetRolloutInput) client.WorkflowRun {
+		run, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: api.DeployWorkflowID(lease), TaskQueue: parentTQ}, "StatefulParent", tq, in)
+		require.NoError(t, err)
+		return run
+	}
+	read := func() *activities.StatefulSetState {
+		st, err := acts.ReadStatefulSet(ctx, ref)
+		require.NoError(t, err)
+		return st
+	}
+	revisions := func(st *activities.StatefulSetState) map[int32]string {
+		out := map[int32]string{}
+		for _, p := range st.Pods {
+			out[p.Ordinal] = p.Revision
+		}
+		return out
+	}
+
+	// 1. Two replicas, two bound claims.
+	require.NoError(t, start(input("postgres:16", false)).Get(ctx, nil))
+	var claims map[string]string
+	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the claims were never both Bound", func() (bool, string) {
+		claims = read().Claims
+		return len(claims) == 2 && claims["data-db-0"] != "" && claims["data-db-1"] != "", fmt.Sprint(claims)
+	})
+	v1 := read().UpdateRevision
+
+	// 2. An image update: db-1, then db-0, each with its claim.
+	run := start(input("postgres:17", false))
+	var order []int32
+	for done := false; !done; {
+		st := read()
+		for _, p := range st.Pods {
+			if p.Revision == st.UpdateRevision && p.Revision != v1 && !p.Terminating && !slices.Contains(order, p.Ordinal) {
+				order = append(order, p.Ordinal)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+		d, err := env.Temporal.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+		require.NoError(t, err)
+		done = d.GetWorkflowExecutionInfo().GetCloseTime() != nil
+	}
+	require.NoError(t, run.Get(ctx, nil))
+	st := read()
+	v2 := st.UpdateRevision
+	assert.NotEqual(t, v1, v2)
+	assert.Equal(t, []int32{1, 0}, order, "replaced from the highest ordinal down")
+	assert.Equal(t, map[int32]string{0: v2, 1: v2}, revisions(st))
+	assert.Equal(t, int32(0), st.Partition)
+	assert.Equal(t, claims, st.Claims, "every claim is the one it was, bound to the same volume")
+
+	// 3. A canary at one pod, aborted in its pause: db-1 returns to v2.
+	fifty := int32(50)
+	run = start(input("postgres:18", false, manifest.CanaryStep{SetWeight: &fifty}, manifest.CanaryStep{Pause: &manifest.Pause{}}))
+	var status api.RolloutStatus
+	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "the canary never reached its pause", func() (bool, string) {
+		v, err := env.Patient().QueryWorkflow(ctx, rolloutID, "", api.QueryStatus)
+		if err != nil || v.Get(&status) != nil {
+			return false, fmt.Sprint(err)
+		}
+		return status.Canary != nil && status.Canary.Step == 2 && status.StatefulSet != nil && status.StatefulSet.Partition == 1, fmt.Sprintf("%+v %+v", status.Canary, status.StatefulSet)
+	})
+	st = read()
+	assert.Equal(t, v2, revisions(st)[0], "db-0 is held below the partition")
+	assert.NotEqual(t, v2, revisions(st)[1], "db-1 runs the canary")
+	h, err := env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: rolloutID, UpdateName: api.UpdateAbort, WaitForStage: client.WorkflowUpdateStageCompleted})
+	require.NoError(t, err)
+	require.NoError(t, h.Get(ctx, nil))
+	err = run.Get(ctx, nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, api.ErrRolloutAborted, appErr.Type(), "%v", err)
+	st = read()
+	assert.Equal(t, map[int32]string{0: v2, 1: v2}, revisions(st), "every ordinal runs the previous revision again")
+	assert.Equal(t, claims, st.Claims, "the canary's pod came back with its claim")
+
+	// 4. A version that never turns Ready: at the deadline, autoRollback
+	// deletes the stuck db-1 and returns it to v2.
+	err = start(input("postgres:19", true)).Get(ctx, nil)
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, api.ErrProgressDeadlineExceeded, appErr.Type(), "%v", err)
+	assert.Contains(t, err.Error(), "every ordinal runs revision "+v2+" again")
+	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the pods never all ran v2 and Ready", func() (bool, string) {
+		st = read()
+		ready := 0
+		for _, p := range st.Pods {
+			if p.Ready && p.Revision == v2 {
+				ready++
+			}
+		}
+		return ready == 2, fmt.Sprintf("%+v", st.Pods)
+	})
+	assert.Equal(t, claims, st.Claims, "the stuck pod's claim is the one it was")
+
+	// 5. Started by hand, with no lease's workflow above it: refused.
+	hand, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: rolloutID, TaskQueue: tq}, api.StatefulSetRolloutWorkflow, input("postgres:20", false))
+	require.NoError(t, err)
+	err = hand.Get(ctx, nil)
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, api.ErrInvalidInput, appErr.Type())
+	assert.Contains(t, err.Error(), "started by its lease's workflow")
+	assert.Equal(t, v2, read().UpdateRevision, "nothing was written")
 }

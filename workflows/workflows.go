@@ -5,6 +5,9 @@
 //     and its schedules (ScheduledDeployWorkflow);
 //   - rollout: one service's rollout (RolloutWorkflow), a child of its
 //     lease's workflow;
+//   - stateful: a stateful service's rollout through its StatefulSet's
+//     partition (StatefulSetRolloutWorkflow), a child of its lease's
+//     workflow;
 //   - placement: one deploy across many clusters (PlacementWorkflow);
 //   - internal/flow: what they share: the version gates, activity
 //     options, the one function that marks a plan node's state and the
@@ -24,6 +27,7 @@ import (
 	"github.com/deployflow/deployflow/workflows/lease"
 	"github.com/deployflow/deployflow/workflows/placement"
 	"github.com/deployflow/deployflow/workflows/rollout"
+	"github.com/deployflow/deployflow/workflows/stateful"
 )
 
 // Register puts every workflow on r (a worker, or a replayer of recorded
@@ -42,6 +46,7 @@ func Register(r worker.WorkflowRegistry) {
 		behaviour workflow.VersioningBehavior
 	}{
 		{rollout.RolloutWorkflow, api.RolloutWorkflow, workflow.VersioningBehaviorPinned},
+		{stateful.StatefulSetRolloutWorkflow, api.StatefulSetRolloutWorkflow, workflow.VersioningBehaviorPinned},
 		{lease.DeployWorkflow, api.DeployWorkflow, workflow.VersioningBehaviorAutoUpgrade},
 		{lease.ScheduledDeployWorkflow, api.ScheduledDeployWorkflow, workflow.VersioningBehaviorAutoUpgrade},
 		{lease.PlanWorkflow, api.PlanWorkflow, workflow.VersioningBehaviorAutoUpgrade},
