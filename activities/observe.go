@@ -47,6 +47,15 @@ func (a *Activities) ObserveLease(ctx context.Context, id string) (*observe.Obse
 		rsList[i] = &list.Items[i]
 	}
 	o.Services = observe.ObserveReplicaSets(rsList)
+	sets, err := a.Kube.AppsV1().StatefulSets(manifest.Namespace(id)).List(ctx, metav1.ListOptions{LabelSelector: ServiceLabel})
+	if err != nil {
+		return nil, fmt.Errorf("list statefulsets of lease %s: %w", id, err)
+	}
+	stsList := make([]*appsv1.StatefulSet, len(sets.Items))
+	for i := range sets.Items {
+		stsList[i] = &sets.Items[i]
+	}
+	observe.ObserveStatefulSets(o.Services, stsList)
 	return o, nil
 }
 

@@ -116,6 +116,28 @@ func ObserveReplicaSets(rsList []*appsv1.ReplicaSet) map[string]ServiceHealth {
 	return out
 }
 
+// ObserveStatefulSets adds each stateful service's StatefulSet of one
+// lease to services (issue 39): desired is its spec's replicas, available
+// its status's, at most the spec's (a status written before a scale-down
+// reached it counts no more than the spec asks, as a ReplicaSet's).
+func ObserveStatefulSets(services map[string]ServiceHealth, stsList []*appsv1.StatefulSet) {
+	for _, sts := range stsList {
+		svc := sts.Labels[manifest.ServiceLabel]
+		if svc == "" || sts.DeletionTimestamp != nil {
+			continue
+		}
+		h := services[svc]
+		h.Service = svc
+		desired := int32(1)
+		if sts.Spec.Replicas != nil {
+			desired = *sts.Spec.Replicas
+		}
+		h.Desired += desired
+		h.Available += min(sts.Status.AvailableReplicas, desired)
+		services[svc] = h
+	}
+}
+
 func mustRevision(rs *appsv1.ReplicaSet) int64 {
 	rev, _ := rollout.Revision(rs)
 	return rev

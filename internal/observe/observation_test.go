@@ -89,3 +89,20 @@ func TestObservationKey(t *testing.T) {
 	assert.NotEqual(t, a.Key(), (&Observation{Unknown: true}).Key())
 	assert.NotEqual(t, a.Key(), (&Observation{Services: map[string]ServiceHealth{"web": {Desired: 3, Available: 3}}}).Key(), "a service gone")
 }
+
+// A stateful service's health is its StatefulSet's (issue 39): desired
+// its spec's replicas, available its status's, never more than the spec;
+// a service's ReplicaSets and another's StatefulSet are added side by side.
+func TestObserveStatefulSets(t *testing.T) {
+	sts := func(service string, spec, available int32) *appsv1.StatefulSet {
+		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: service, Labels: map[string]string{manifest.ServiceLabel: service}},
+			Spec: appsv1.StatefulSetSpec{Replicas: &spec}, Status: appsv1.StatefulSetStatus{AvailableReplicas: available}}
+	}
+	services := ObserveReplicaSets([]*appsv1.ReplicaSet{rs("web", "1", "", 2, 2)})
+	ObserveStatefulSets(services, []*appsv1.StatefulSet{sts("db", 3, 2), sts("cache", 1, 3), {ObjectMeta: metav1.ObjectMeta{Name: "x"}}})
+	assert.Equal(t, map[string]ServiceHealth{
+		"web":   {Service: "web", Desired: 2, Available: 2},
+		"db":    {Service: "db", Desired: 3, Available: 2},
+		"cache": {Service: "cache", Desired: 1, Available: 1},
+	}, services)
+}

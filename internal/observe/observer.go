@@ -142,7 +142,10 @@ type Observer struct {
 
 	rs     cache.SharedIndexInformer
 	rsList appslisters.ReplicaSetLister
-	leases cache.SharedIndexInformer
+	// sts and stsList: the stateful services' StatefulSets (issue 39).
+	sts     cache.SharedIndexInformer
+	stsList appslisters.StatefulSetLister
+	leases  cache.SharedIndexInformer
 	// direct reads the lease record from the API server, not the cache:
 	// a lease is reported closed only once it confirms it.
 	direct lease.Store
@@ -231,13 +234,18 @@ func (o *Observer) watch(kc kubernetes.Interface, dyn dynamic.Interface) {
 	f := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 		lo.LabelSelector = manifest.ServiceLabel
 	}), informers.WithTransform(func(obj any) (any, error) {
-		if rs, ok := obj.(*appsv1.ReplicaSet); ok {
-			rs.ManagedFields = nil
+		switch o := obj.(type) {
+		case *appsv1.ReplicaSet:
+			o.ManagedFields = nil
+		case *appsv1.StatefulSet:
+			o.ManagedFields = nil
 		}
 		return obj, nil
 	}))
 	o.rs = f.Apps().V1().ReplicaSets().Informer()
 	o.rsList = f.Apps().V1().ReplicaSets().Lister()
+	o.sts = f.Apps().V1().StatefulSets().Informer()
+	o.stsList = f.Apps().V1().StatefulSets().Lister()
 	o.leases = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0).ForResource(crds.Leases).Informer()
 	o.direct = lease.NewKubeStore(dyn)
 
@@ -246,12 +254,17 @@ func (o *Observer) watch(kc kubernetes.Interface, dyn dynamic.Interface) {
 		UpdateFunc: func(_, obj any) { o.replicaSetEvent(obj) },
 		DeleteFunc: func(obj any) { o.replicaSetEvent(obj) },
 	})
+	_, _ = o.sts.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { o.event(leaseOfObject(obj)) },
+		UpdateFunc: func(_, obj any) { o.event(leaseOfObject(obj)) },
+		DeleteFunc: func(obj any) { o.event(leaseOfObject(obj)) },
+	})
 	_, _ = o.leases.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { o.event(objectName(obj)) },
 		UpdateFunc: func(_, obj any) { o.event(objectName(obj)) },
 		DeleteFunc: func(obj any) { o.event(objectName(obj)) },
 	})
-	for _, inf := range []cache.SharedIndexInformer{o.rs, o.leases} {
+	for _, inf := range []cache.SharedIndexInformer{o.rs, o.sts, o.leases} {
 		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 			o.watchFailed(err)
 			cache.DefaultWatchErrorHandler(ctx, r, err)
@@ -284,6 +297,7 @@ func (r reachability) RoundTrip(req *http.Request) (*http.Response, error) {
 func (o *Observer) Run(ctx context.Context) {
 	defer o.queue.ShutDown()
 	go o.rs.RunWithContext(ctx)
+	go o.sts.RunWithContext(ctx)
 	go o.leases.RunWithContext(ctx)
 	if o.send == nil {
 		<-ctx.Done()
@@ -319,7 +333,7 @@ func (o *Observer) Synced() bool {
 	o.mu.Lock()
 	failing := !o.failingSince.IsZero()
 	o.mu.Unlock()
-	return !failing && o.rs.HasSynced() && o.leases.HasSynced()
+	return !failing && o.rs.HasSynced() && o.sts.HasSynced() && o.leases.HasSynced()
 }
 
 // WaitSynced waits until Synced, or fails after timeout. Run must be
@@ -377,6 +391,8 @@ func (o *Observer) observe(ctx context.Context, id string) (*Observation, error)
 	obs.Closed = state == lease.StateClosed
 	rsList, _ := o.rsList.ReplicaSets(manifest.Namespace(id)).List(labels.Everything())
 	obs.Services = ObserveReplicaSets(rsList)
+	stsList, _ := o.stsList.StatefulSets(manifest.Namespace(id)).List(labels.Everything())
+	ObserveStatefulSets(obs.Services, stsList)
 	return obs, nil
 }
 
@@ -602,7 +618,7 @@ func (o *Observer) sync(ctx context.Context, id string) error {
 	if unknown {
 		obs = &Observation{Lease: id, Unknown: true}
 	} else {
-		if !o.rs.HasSynced() || !o.leases.HasSynced() {
+		if !o.rs.HasSynced() || !o.sts.HasSynced() || !o.leases.HasSynced() {
 			return errors.New("caches not in sync yet")
 		}
 		var err error
@@ -769,6 +785,23 @@ func leaseOfReplicaSet(rs *appsv1.ReplicaSet) string {
 	id, _ := strings.CutPrefix(rs.Namespace, manifest.NamespacePrefix)
 	if id == rs.Namespace {
 		return "" // a standalone rollout's namespace: no lease
+	}
+	return id
+}
+
+// leaseOfObject is the lease whose namespace holds a watched object (a
+// StatefulSet), or "".
+func leaseOfObject(obj any) string {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return ""
+	}
+	id, _ := strings.CutPrefix(o.GetNamespace(), manifest.NamespacePrefix)
+	if id == o.GetNamespace() {
+		return ""
 	}
 	return id
 }
