@@ -262,10 +262,25 @@ const (
 	ChangeRollout  = "rollout"       // pod template change: a new revision
 )
 
-// ClassifyInput is one service's desired Deployment.
+// ClassifyInput is one service's desired Deployment and, for a stateful
+// service, its StatefulSet (issue 39), which it is compared by instead.
 type ClassifyInput struct {
-	Deployment *appsv1.Deployment `json:"deployment"`
-	Service    string             `json:"service"`
+	Deployment  *appsv1.Deployment  `json:"deployment"`
+	Service     string              `json:"service"`
+	StatefulSet *appsv1.StatefulSet `json:"statefulSet,omitempty"`
+}
+
+// classifyInput is service svc of m as ClassifyService takes it.
+func classifyInput(m *manifest.Manifest, svc string, d *appsv1.Deployment) (ClassifyInput, error) {
+	in := ClassifyInput{Deployment: d, Service: svc}
+	if s, ok := m.Lookup(svc); ok && s.Stateful() {
+		sts, err := m.StatefulSet(svc)
+		if err != nil {
+			return in, invalidManifest(err)
+		}
+		in.StatefulSet = sts
+	}
+	return in, nil
 }
 
 // Classification is what deploying a service would do to its workload.
@@ -288,6 +303,9 @@ type Classification struct {
 // a no-op; the same template at another size is scale-only; anything else is
 // a rollout. It reads only.
 func (a *Activities) ClassifyService(ctx context.Context, in ClassifyInput) (*Classification, error) {
+	if in.StatefulSet != nil {
+		return a.classifyStatefulSet(ctx, in)
+	}
 	d, err := a.DefaultDeployment(ctx, DefaultDeploymentInput{Deployment: in.Deployment})
 	if apierrors.IsNotFound(err) {
 		// No namespace yet (a first deploy being planned): nothing runs.

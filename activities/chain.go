@@ -117,7 +117,11 @@ func (a *Activities) ApplyDeploy(ctx context.Context, in ApplyDeployInput) (*App
 		if err != nil {
 			return nil, invalidManifest(err)
 		}
-		c, err := a.ClassifyService(ctx, ClassifyInput{Deployment: d, Service: svc})
+		cin, err := classifyInput(m, svc, d)
+		if err != nil {
+			return nil, err
+		}
+		c, err := a.ClassifyService(ctx, cin)
 		if err != nil {
 			return nil, err
 		}

@@ -25,6 +25,7 @@ import (
 func RenderObjects(m *manifest.Manifest, ips map[string]string, withheld []Withheld) (ApplyObjectsInput, error) {
 	out := ApplyObjectsInput{Namespace: manifest.Namespace(m.Lease), Lease: m.Lease}
 	out.Services = append(out.Services, m.ClusterIPServices()...)
+	out.Services = append(out.Services, m.HeadlessServices()...) // stateful services' identities (issue 39)
 	lbs, err := m.LoadBalancerServices(ips)
 	if err != nil {
 		return out, err
@@ -260,7 +261,11 @@ func (a *Activities) PlanDeploy(ctx context.Context, in PlanInput) (*DeployPlan,
 			digests = append(digests, svc+"="+nothingRuns().Digest)
 			continue
 		}
-		c, err := a.ClassifyService(ctx, ClassifyInput{Deployment: d, Service: svc})
+		cin, err := classifyInput(m, svc, d)
+		if err != nil {
+			return nil, err
+		}
+		c, err := a.ClassifyService(ctx, cin)
 		if err != nil {
 			return nil, err
 		}

@@ -359,6 +359,10 @@ type WaitStatefulSetStepInput struct {
 	Partition      int32            `json:"partition"`
 	Timeout        time.Duration    `json:"timeout"`
 	Revert         string           `json:"revert,omitempty"` // a return to this revision: stuck pods end the wait too
+	// Stale: the workflow's last read was of a spec the controller had
+	// not yet observed (a partition just written): the first fresh read
+	// ends the wait, whatever it shows.
+	Stale bool `json:"stale,omitempty"`
 }
 
 // statefulSetPoll is how often a wait reads the StatefulSet and its pods.
@@ -387,6 +391,9 @@ func (a *Activities) WaitStatefulSetStep(ctx context.Context, in WaitStatefulSet
 		if st.Stale {
 			return false, nil
 		}
+		if in.Stale {
+			return true, nil
+		}
 		if in.Revert != "" && len(statefulset.Stuck(st.Observed, in.Revert)) > 0 {
 			return true, nil
 		}
@@ -402,4 +409,56 @@ func (a *Activities) WaitStatefulSetStep(ctx context.Context, in WaitStatefulSet
 		return nil, err
 	}
 	return last, nil
+}
+
+// classifyStatefulSet classifies a stateful service's change by its
+// StatefulSet: none runs, or its template (by TemplateHashAnnotation)
+// differs, or a rollout of it is still under way: a rollout; the same
+// template fully rolled out at another size: scale-only; at the same
+// size: none. The template passes the pod policy first. It reads only.
+func (a *Activities) classifyStatefulSet(ctx context.Context, in ClassifyInput) (*Classification, error) {
+	want := in.StatefulSet
+	if problems := podPolicyProblems("statefulSet.spec.template.spec", &want.Spec.Template.Spec, a.allowedCapabilities()); len(problems) > 0 {
+		return nil, temporal.NewNonRetryableApplicationError(strings.Join(problems, "\n"), ErrPodPolicy, nil)
+	}
+	live, err := a.Kube.AppsV1().StatefulSets(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
+		return nil, fmt.Errorf("get statefulset %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	c := classifyStatefulSet(want, live)
+	c.Service = in.Service
+	return c, nil
+}
+
+// classifyStatefulSet is classifyStatefulSet's decision, pure.
+func classifyStatefulSet(want, live *appsv1.StatefulSet) *Classification {
+	c := &Classification{DesiredReplicas: *want.Spec.Replicas, Class: ChangeRollout}
+	if cs := want.Spec.Template.Spec.Containers; len(cs) > 0 {
+		c.DesiredImage = cs[0].Image
+	}
+	if live == nil {
+		return c
+	}
+	if live.Spec.Replicas != nil {
+		c.CurrentReplicas = *live.Spec.Replicas
+	}
+	if cs := live.Spec.Template.Spec.Containers; len(cs) > 0 {
+		c.CurrentImage = cs[0].Image
+	}
+	partition := int32(0)
+	if ru := live.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.Partition != nil {
+		partition = *ru.Partition
+	}
+	done := live.Status.ObservedGeneration >= live.Generation && live.Status.UpdateRevision == live.Status.CurrentRevision && partition == 0
+	if live.Annotations[TemplateHashAnnotation] != rollout.ComputeHash(&want.Spec.Template, nil) || !done {
+		return c
+	}
+	c.Class = ChangeScale
+	if c.CurrentReplicas == c.DesiredReplicas {
+		c.Class = ChangeNone
+	}
+	return c
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,6 +19,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/k8s/rollout"
+	"github.com/deployflow/deployflow/k8s/statefulset"
 )
 
 func dbStatefulSet(t *testing.T, image string, replicas int32, size string) ApplyStatefulSetInput {
@@ -281,4 +284,58 @@ func TestApplyStatefulSetRefusesATemplateThePodPolicyRefuses(t *testing.T) {
 	assert.Contains(t, err.Error(), "statefulSet.spec.template.spec.containers[0]")
 	_, err = kc.AppsV1().StatefulSets("lease-shop").Get(ctx, "db", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "nothing was written")
+}
+
+// What a deploy does to a stateful service, read from its StatefulSet:
+// none yet, another template or a rollout still under way is a rollout;
+// the same template rolled out is none, or scale-only at another size.
+func TestClassifyStatefulSet(t *testing.T) {
+	want := dbStatefulSet(t, "postgres:16", 2, "1Gi").StatefulSet
+	live := func(image string, replicas, partition int32, current string) *appsv1.StatefulSet {
+		s := dbStatefulSet(t, image, replicas, "1Gi").StatefulSet
+		s.Annotations = map[string]string{TemplateHashAnnotation: rollout.ComputeHash(&s.Spec.Template, nil)}
+		s.Spec.UpdateStrategy = holdAt(partition)
+		s.Generation, s.Status.ObservedGeneration = 2, 2
+		s.Status.UpdateRevision, s.Status.CurrentRevision = "db-2", current
+		return &s
+	}
+	stale := live("postgres:16", 2, 0, "db-2")
+	stale.Status.ObservedGeneration = 1
+	for name, c := range map[string]struct {
+		live *appsv1.StatefulSet
+		want string
+	}{
+		"none yet":           {nil, ChangeRollout},
+		"another image":      {live("postgres:15", 2, 0, "db-2"), ChangeRollout},
+		"held mid-rollout":   {live("postgres:16", 2, 1, "db-1"), ChangeRollout},
+		"not yet observed":   {stale, ChangeRollout},
+		"rolled out":         {live("postgres:16", 2, 0, "db-2"), ChangeNone},
+		"rolled out, scaled": {live("postgres:16", 3, 0, "db-2"), ChangeScale},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := classifyStatefulSet(&want, c.live)
+			assert.Equal(t, c.want, got.Class)
+			assert.Equal(t, "postgres:16", got.DesiredImage)
+		})
+	}
+}
+
+// A wait whose last read was stale (a partition just written, the
+// controller not yet there) ends at the first fresh read, whatever it
+// shows: before, a step already reached waited its whole timeout, the
+// decision unchanged (found by TestAStatefulServiceDeploysRollsOutAndItsTeardownDeletesItsClaims).
+func TestWaitStatefulSetStepEndsAtTheFirstFreshReadAfterAStaleOne(t *testing.T) {
+	ctx := context.Background()
+	kc := fake.NewClientset()
+	a := &Activities{Kube: kc}
+	st, err := a.ApplyStatefulSet(ctx, dbStatefulSet(t, "postgres:16", 0, "1Gi"))
+	require.NoError(t, err)
+	ref := StatefulSetRef{Namespace: "lease-shop", Name: "db"}
+	last := statefulset.Next(st.Observed, 0, 1)
+	require.True(t, last.Reached, "no replicas: nothing to wait for")
+	start := time.Now()
+	got, err := a.WaitStatefulSetStep(ctx, WaitStatefulSetStepInput{StatefulSetRef: ref, Last: last, Partition: st.Partition, Timeout: 5 * time.Second, Stale: true})
+	require.NoError(t, err)
+	assert.False(t, got.Stale)
+	assert.Less(t, time.Since(start), 3*time.Second, "ended at the first fresh read, not at the timeout")
 }

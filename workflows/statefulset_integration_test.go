@@ -166,8 +166,12 @@ func TestAStatefulRolloutStepsThePartitionAbortsAndRollsBackKeepingEveryClaim(t 
 
 	two := int32(2)
 	input := func(image string, never bool, steps ...manifest.CanaryStep) api.StatefulSetRolloutInput {
+		// Ready a second after start: each step lasts long enough for the
+		// order of replacement to be seen (kwok's pods are Ready at once,
+		// and a whole rollout took 0.4 s).
 		svc := manifest.Service{Name: "db", Image: image, Replicas: &two, Ports: []manifest.Port{{Port: 5432}},
-			Volumes: []manifest.Volume{{Name: "data", Size: "1Gi", MountPath: "/var/lib/postgresql/data", Persistent: true, Class: devstack.StorageClass}}}
+			PodAnnotations: map[string]string{"deployflow.dev/ready-after": "1s"},
+			Volumes:        []manifest.Volume{{Name: "data", Size: "1Gi", MountPath: "/var/lib/postgresql/data", Persistent: true, Class: devstack.StorageClass}}}
 		if never {
 			svc.PodLabels = map[string]string{"deployflow.dev/never-ready": "true"}
 		}

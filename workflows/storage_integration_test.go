@@ -2,10 +2,13 @@ package workflows_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,10 +24,11 @@ import (
 // emptyDir of its size, mounted where the manifest says, its size added to
 // the container's ephemeral storage (the kubelet counts it against the
 // pod). A persistent volume is refused before anything is written, naming
-// the field and what to use instead: of a class the provider does not
-// offer, and, until StatefulSets roll out (issue 39.2), of one it does;
-// the running version stays. Before, a manifest could describe no disk.
-func TestAnEphemeralVolumeRunsAndAPersistentOneIsRefusedUntilStatefulSetsRollOut(t *testing.T) {
+// the field and what to do instead: of a class the provider does not
+// offer, and, on a service that runs as ReplicaSets, of one it does (a
+// service does not change kind in place); the running version stays.
+// Before, a manifest could describe no disk.
+func TestAnEphemeralVolumeRunsAndAPersistentOneIsRefusedWhereItCannotRun(t *testing.T) {
 	dt := newDeployTestWith(t, func(a *activities.Activities) {
 		a.Limits.StorageClasses, a.Limits.Storage = []string{devstack.StorageClass}, "10Gi"
 	})
@@ -60,8 +64,11 @@ func TestAnEphemeralVolumeRunsAndAPersistentOneIsRefusedUntilStatefulSetsRollOut
 
 	// Refused on the running lease: the running version stays.
 	data := manifest.Volume{Name: "data", Size: "1Gi", MountPath: "/data", Persistent: true, Class: "gold"}
-	why := dt.refusal(app(cache, data))
-	assert.Contains(t, why, `services[0].volumes[1].class: "gold" is not one of this provider's storage classes (the operator's --storage-classes): use one of `+devstack.StorageClass)
+	withDB := app(cache)
+	withDB.Services = append(withDB.Services, manifest.Service{Name: "db", Image: "postgres:16", Replicas: &two,
+		Ports: []manifest.Port{{Port: 5432}}, Volumes: []manifest.Volume{data}})
+	why := dt.refusal(withDB)
+	assert.Contains(t, why, `services[1].volumes[0].class: "gold" is not one of this provider's storage classes (the operator's --storage-classes): use one of `+devstack.StorageClass)
 	after, err := dt.env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: activities.ServiceLabel + "=web"})
 	require.NoError(t, err)
 	require.Len(t, after.Items, 2, "the running version stays")
@@ -69,22 +76,92 @@ func TestAnEphemeralVolumeRunsAndAPersistentOneIsRefusedUntilStatefulSetsRollOut
 		assert.Contains(t, []string{pods.Items[0].Name, pods.Items[1].Name}, p.Name, "the refused deploy replaced no pod")
 	}
 
-	// Refused on new leases, each before anything is written.
+	// Of a class it offers, on web, which runs as ReplicaSets: refused,
+	// the running version stays.
 	data.Class = devstack.StorageClass
+	why = dt.refusal(app(cache, data))
+	assert.Contains(t, why, "services[0].volumes: web runs as ReplicaSets, and this manifest gives it a persistent volume: a service does not change kind in place")
+
+	// Refused on a new lease before anything is written.
 	big := manifest.Volume{Name: "scratch", Size: "5Gi", MountPath: "/scratch"} // 1Gi and 5Gi on each of two replicas
-	for _, c := range []struct {
-		vols []manifest.Volume
-		want string
-	}{
-		{[]manifest.Volume{cache, data}, "services[0].volumes[1].persistent: this version of deployflow does not yet run services with persistent volumes (StatefulSet rollouts, issue 39.2): use an ephemeral volume"},
-		{[]manifest.Volume{cache, big}, "services[0].volumes[1].size: the lease's volumes take 12Gi in all (each volume times its service's replicas): this provider allows at most 10Gi per lease (the operator's --max-storage)"},
-	} {
-		lease := testenv.ShortName("disk")
-		dt.createLease(lease, "acme")
-		m := app(c.vols...)
-		m.Lease = lease
-		assert.Contains(t, dt.refusal(m), c.want)
-		_, err := dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(lease), metav1.GetOptions{})
-		assert.True(t, apierrors.IsNotFound(err), "nothing was written: lease %s's namespace does not exist", lease)
+	lease := testenv.ShortName("disk")
+	dt.createLease(lease, "acme")
+	m := app(cache, big)
+	m.Lease = lease
+	assert.Contains(t, dt.refusal(m), "services[0].volumes[1].size: the lease's volumes take 12Gi in all (each volume times its service's replicas): this provider allows at most 10Gi per lease (the operator's --max-storage)")
+	_, err = dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(lease), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "nothing was written: lease %s's namespace does not exist", lease)
+}
+
+// Issue 39 through a lease's workflow, on the stack's StatefulSet
+// controller and its storage class: a two-replica stateful service deploys
+// as a StatefulSet with its headless Service and two bound claims; an image
+// update rolls it out (db-1, then db-0) with every claim the one it was; a
+// manifest that would drop its volumes is refused, the service running on;
+// the lease's teardown deletes the claims with its namespace.
+func TestAStatefulServiceDeploysRollsOutAndItsTeardownDeletesItsClaims(t *testing.T) {
+	dt := newDeployTestWith(t, func(a *activities.Activities) {
+		a.Limits.StorageClasses, a.Limits.Storage = []string{devstack.StorageClass}, "10Gi"
+	})
+	ctx := context.Background()
+	ns := manifest.Namespace(dt.lease)
+	ref := activities.StatefulSetRef{Namespace: ns, Name: "db"}
+	two := int32(2)
+	db := func(image string, vols ...manifest.Volume) manifest.Manifest {
+		return manifest.Manifest{Lease: dt.lease, Services: []manifest.Service{
+			{Name: "db", Image: image, Replicas: &two, Ports: []manifest.Port{{Port: 5432}}, Volumes: vols},
+		}}
 	}
+	data := manifest.Volume{Name: "data", Size: "1Gi", MountPath: "/var/lib/postgresql/data", Persistent: true, Class: devstack.StorageClass}
+	read := func() *activities.StatefulSetState {
+		st, err := dt.acts.ReadStatefulSet(ctx, ref)
+		require.NoError(t, err)
+		return st
+	}
+
+	dt.deploy(db("postgres:16", data))
+	st := dt.waitRevision(dt.lease, 1)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
+	assert.Equal(t, "rollout", st.Classes["db"])
+	var claims map[string]string
+	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the claims were never both Bound", func() (bool, string) {
+		claims = read().Claims
+		return len(claims) == 2 && claims["data-db-0"] != "" && claims["data-db-1"] != "", fmt.Sprint(claims)
+	})
+	hs, err := dt.env.Kube.CoreV1().Services(ns).Get(ctx, manifest.HeadlessService("db"), metav1.GetOptions{})
+	require.NoError(t, err, "the headless Service the pods' names resolve in")
+	assert.Equal(t, corev1.ClusterIPNone, hs.Spec.ClusterIP)
+	rss, err := dt.env.Kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, rss.Items, "a stateful service runs no ReplicaSet")
+	v1 := read().UpdateRevision
+
+	dt.deploy(db("postgres:17", data))
+	st = dt.waitRevision(dt.lease, 2)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
+	assert.Equal(t, "rollout", st.Classes["db"])
+	sts := read()
+	assert.NotEqual(t, v1, sts.UpdateRevision)
+	assert.Equal(t, int32(0), sts.Partition)
+	for _, p := range sts.Pods {
+		assert.Equal(t, sts.UpdateRevision, p.Revision, "db-%d runs the new revision", p.Ordinal)
+		assert.True(t, p.Ready, "db-%d is Ready", p.Ordinal)
+	}
+	assert.Equal(t, claims, sts.Claims, "every claim is the one it was, bound to the same volume")
+
+	// Its volumes dropped: refused, the service runs on.
+	why := dt.refusal(db("postgres:17"))
+	assert.Contains(t, why, "services[0].volumes: db runs as a StatefulSet with persistent volumes, and this manifest has none")
+	assert.Equal(t, claims, read().Claims)
+
+	// The teardown deletes the claims with the namespace.
+	h, err := dt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: api.DeployWorkflowID(dt.lease), UpdateName: api.UpdateTeardown, WaitForStage: client.WorkflowUpdateStageCompleted})
+	require.NoError(t, err)
+	require.NoError(t, h.Get(ctx, nil))
+	testenv.Eventually(t, 3*time.Minute, 500*time.Millisecond, "the namespace and its claims were never deleted", func() (bool, string) {
+		pvcs, err := dt.env.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+		_, nsErr := dt.env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return err == nil && len(pvcs.Items) == 0 && apierrors.IsNotFound(nsErr), fmt.Sprintf("%d claims, namespace: %v", len(pvcs.Items), nsErr)
+	})
 }

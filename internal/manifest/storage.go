@@ -53,14 +53,6 @@ type Volume struct {
 	Class string `json:"class,omitempty"`
 }
 
-// StatefulSetRollouts says whether this version of deployflow rolls
-// StatefulSets out (issue 39.2). Until it does, a persistent volume is
-// refused, naming the field and the way on (an ephemeral volume), rather
-// than deployed as ReplicaSets without its claims; the manifest's form,
-// its checks and the StatefulSet it will make are settled (StatefulSet,
-// HeadlessServices, StorageChange).
-const StatefulSetRollouts = false
-
 // The bounds of a service's volumes.
 const (
 	// MaxVolumes bounds a service's volumes.
@@ -209,8 +201,6 @@ func (m *Manifest) checkStorage(v *problems, classes []string, limit resource.Qu
 				v.add(field(ip, "persistent"), "this provider offers no persistent storage (the operator's --storage-classes): use an ephemeral volume, or a provider that does")
 			case !slices.Contains(classes, vol.Class):
 				v.add(field(ip, "class"), "%q is not one of this provider's storage classes (the operator's --storage-classes): use one of %s", vol.Class, strings.Join(classes, ", "))
-			case !StatefulSetRollouts:
-				v.add(field(ip, "persistent"), "this version of deployflow does not yet run services with persistent volumes (StatefulSet rollouts, issue 39.2): use an ephemeral volume (leave persistent and class out) until it does")
 			}
 			q, err := resource.ParseQuantity(vol.Size)
 			if err != nil {

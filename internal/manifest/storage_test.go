@@ -141,18 +141,7 @@ func TestVolumesAreCheckedAgainstWhatTheProviderOffers(t *testing.T) {
 	l := DefaultLimits()
 	l.StorageClasses = []string{"local", "fast"}
 	l.Storage = "25Gi"
-	if StatefulSetRollouts {
-		require.NoError(t, storageManifest(2, dataVolume, cacheVolume).CheckLimits(l), "2 × 11Gi is within 25Gi")
-	} else {
-		// Until StatefulSets roll out (issue 39.2), a persistent volume of
-		// an offered class is refused, saying what to use instead.
-		err := storageManifest(2, dataVolume, cacheVolume).CheckLimits(l)
-		var v *ValidationError
-		require.ErrorAs(t, err, &v)
-		require.Len(t, v.Problems, 1, "%v", err)
-		assert.Equal(t, "services[0].volumes[0].persistent", v.Problems[0].Path)
-		assert.Contains(t, v.Problems[0].Message, "does not yet run services with persistent volumes (StatefulSet rollouts, issue 39.2): use an ephemeral volume")
-	}
+	require.NoError(t, storageManifest(2, dataVolume, cacheVolume).CheckLimits(l), "2 × 11Gi is within 25Gi")
 	require.NoError(t, storageManifest(2, cacheVolume, Volume{Name: "tmp", Size: "11Gi", MountPath: "/tmp"}).CheckLimits(l), "2 × 12Gi is within 25Gi")
 
 	for _, c := range []struct {

@@ -7,6 +7,9 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/api"
@@ -104,11 +107,14 @@ func autoRollback(m *manifest.Manifest, svc string) bool {
 // current step (the next deploy continues from wherever they stopped, as a
 // Deployment does when its template changes mid-rollout); so does the lease
 // closing, which the wait checks on the health timer.
-func (w *deployRun) rollOut(rollouts map[string]api.RolloutInput) (map[string]api.RolloutResult, error) {
+func (w *deployRun) rollOut(rollouts map[string]api.RolloutInput, stateful map[string]api.StatefulSetRolloutInput) (map[string]api.RolloutResult, error) {
 	childCtx, cancel := workflow.WithCancel(w.ctx)
 	defer cancel()
-	services := make([]string, 0, len(rollouts))
+	services := make([]string, 0, len(rollouts)+len(stateful))
 	for svc := range rollouts {
+		services = append(services, svc)
+	}
+	for svc := range stateful {
 		services = append(services, svc)
 	}
 	sort.Strings(services)
@@ -118,9 +124,15 @@ func (w *deployRun) rollOut(rollouts map[string]api.RolloutInput) (map[string]ap
 	results := map[string]api.RolloutResult{}
 	done := 0
 	for _, svc := range services {
-		in := rollouts[svc]
-		ctx := flow.RolloutChild(childCtx, rolloutID(in.Namespace, svc), fmt.Sprintf("rollout %s to %s", svc, firstImage(in)))
-		f := workflow.ExecuteChildWorkflow(ctx, api.RolloutWorkflow, in)
+		var f workflow.ChildWorkflowFuture
+		if sin, ok := stateful[svc]; ok {
+			ctx := flow.RolloutChild(childCtx, rolloutID(sin.Namespace, svc), fmt.Sprintf("rollout %s (StatefulSet) to %s", svc, templateImage(sin.StatefulSet.Spec.Template.Spec)))
+			f = workflow.ExecuteChildWorkflow(ctx, api.StatefulSetRolloutWorkflow, sin)
+		} else {
+			in := rollouts[svc]
+			ctx := flow.RolloutChild(childCtx, rolloutID(in.Namespace, svc), fmt.Sprintf("rollout %s to %s", svc, firstImage(in)))
+			f = workflow.ExecuteChildWorkflow(ctx, api.RolloutWorkflow, in)
+		}
 		if n := w.nodes[svc]; n != nil {
 			flow.SetState(n, planpkg.Running, nil)
 		}
@@ -220,11 +232,39 @@ func followRollouts(m *manifest.Manifest, results map[string]api.RolloutResult) 
 	return &out, nil
 }
 
-func firstImage(in api.RolloutInput) string {
-	if cs := in.Deployment.Spec.Template.Spec.Containers; len(cs) > 0 {
+func firstImage(in api.RolloutInput) string { return templateImage(in.Deployment.Spec.Template.Spec) }
+
+func templateImage(spec corev1.PodSpec) string {
+	if cs := spec.Containers; len(cs) > 0 {
 		return cs[0].Image
 	}
 	return ""
+}
+
+// statefulRollout is the rollout of stateful service svc of m (issue
+// 39): its StatefulSet, and the Deployment d's progress deadline, its
+// maxUnavailable as a count (at least 1), autoRollback and a canary's
+// steps (not when returning to the last-known-good manifest).
+func statefulRollout(m *manifest.Manifest, svc string, d *appsv1.Deployment, revert bool) (api.StatefulSetRolloutInput, error) {
+	sts, err := m.StatefulSet(svc)
+	if err != nil {
+		return api.StatefulSetRolloutInput{}, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrInvalidManifest, nil)
+	}
+	in := api.StatefulSetRolloutInput{Namespace: sts.Namespace, Service: svc, StatefulSet: *sts,
+		AutoRollback: autoRollback(m, svc), Revert: revert}
+	if p := d.Spec.ProgressDeadlineSeconds; p != nil {
+		in.ProgressDeadlineSeconds = *p
+	}
+	if ru := d.Spec.Strategy.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
+		n, err := intstr.GetScaledValueFromIntOrPercent(ru.MaxUnavailable, int(*sts.Spec.Replicas), false)
+		if err == nil && n > 0 {
+			in.MaxUnavailable = int32(n)
+		}
+	}
+	if s, ok := m.Lookup(svc); ok && !revert && s.Rollout != nil && s.Rollout.Strategy == manifest.StrategyCanary {
+		in.Steps = s.Rollout.Steps
+	}
+	return in, nil
 }
 
 // maxReplicasOf is the most replicas service svc of m may be scaled to:

@@ -162,7 +162,12 @@ func (w *deployRun) registerControls() error {
 					}
 					return req.Manifest.ValidateLenient() // held to the rules of its day
 				}
-				return req.Manifest.Validate()
+				if err := req.Manifest.Validate(); err != nil {
+					return err
+				}
+				// A running StatefulSet cannot follow every change of its
+				// storage (issue 39): refused before it is accepted.
+				return w.storageFollows(req)
 			}},
 		{api.UpdateTeardown, "Tear the lease's workload down and release its hostnames and IPs",
 			func(workflow.Context) (api.DeployStatus, error) {

@@ -27,8 +27,10 @@ type execution struct {
 	owner string
 	res   *chainResult
 	// rollouts are the changed services' rollouts, by service, as the
-	// apply step classified them.
+	// apply step classified them; stateful, the stateful services' (issue
+	// 39: their StatefulSets, stepped by the partition).
 	rollouts map[string]api.RolloutInput
+	stateful map[string]api.StatefulSetRolloutInput
 }
 
 // execute runs the deploy's tree, step by step in its order: the lease
@@ -115,7 +117,7 @@ func (w *deployRun) apply(x *execution, step *planpkg.Node) error {
 	}
 	w.Objects = applied.Applied.Kept
 	res.changed = len(applied.Applied.Changed)+len(applied.Applied.Pruned) > 0
-	x.rollouts = map[string]api.RolloutInput{}
+	x.rollouts, x.stateful = map[string]api.RolloutInput{}, map[string]api.StatefulSetRolloutInput{}
 	// A return to the last-known-good manifest runs no canary steps and no
 	// blue-green waits (runs that started before that change replay without).
 	fastRevert := w.reverting
@@ -133,6 +135,14 @@ func (w *deployRun) apply(x *execution, step *planpkg.Node) error {
 		if change, ok := activities.ServiceChange(c, m); ok {
 			res.operations = append(res.operations, change.Text())
 			w.serviceNode(change)
+		}
+		if s, ok := m.Lookup(svc); ok && s.Stateful() && (c.Class == activities.ChangeScale || c.Class == activities.ChangeRollout) {
+			in, err := statefulRollout(m, svc, d, fastRevert)
+			if err != nil {
+				return err
+			}
+			x.stateful[svc] = in
+			continue
 		}
 		if c.Class == activities.ChangeScale || c.Class == activities.ChangeRollout {
 			in := api.RolloutInput{Namespace: ns, Service: svc, Deployment: *d, AutoRollback: autoRollback(m, svc), FewerEvents: w.Batches(), QuickWait: w.Batches(), Revert: fastRevert,
@@ -173,20 +183,26 @@ func (w *deployRun) apply(x *execution, step *planpkg.Node) error {
 // records follows what they ended on.
 func (w *deployRun) rollOutServices(x *execution, nodes []*planpkg.Node) error {
 	rollouts := map[string]api.RolloutInput{}
+	stateful := map[string]api.StatefulSetRolloutInput{}
 	for _, n := range nodes {
 		in, ok := x.rollouts[n.Target]
-		if !ok || w.nodes[n.Target] != n {
+		sin, isStateful := x.stateful[n.Target]
+		if !ok && !isStateful || w.nodes[n.Target] != n {
 			w.skip(n, errors.New("nothing left to do"))
+			continue
+		}
+		if isStateful {
+			stateful[n.Target] = sin
 			continue
 		}
 		rollouts[n.Target] = in
 	}
-	if len(rollouts) == 0 {
+	if len(rollouts)+len(stateful) == 0 {
 		return nil
 	}
 	res := x.res
 	res.changed = true
-	results, err := w.rollOut(rollouts)
+	results, err := w.rollOut(rollouts, stateful)
 	if err != nil {
 		return err
 	}

@@ -54,3 +54,11 @@ func (w *deployRun) takeCarried() {
 func (w *deployRun) returnsToLastGood(req api.DeployRequest) bool {
 	return req.IfLast != "" && w.LastGood != nil && sameManifest(withDefaults(&req.Manifest), w.LastGood)
 }
+
+// storageFollows refuses a deploy request whose manifest changes the
+// storage of a service in a way its running StatefulSet cannot follow
+// (manifest.StorageChange, issue 39), compared with what the lease runs:
+// at the deploy update's door, as it enters, before it is accepted.
+func (w *deployRun) storageFollows(req api.DeployRequest) error {
+	return manifest.StorageChange(w.base(), withDefaults(&req.Manifest))
+}

@@ -78,7 +78,7 @@ func (r *run) waitForStep(timeout time.Duration) error {
 	r.wake = cancel
 	defer func() { r.wake = nil }()
 	in := activities.WaitStatefulSetStepInput{StatefulSetRef: r.ref, Target: r.target, MaxUnavailable: r.maxUnavailable(),
-		Last: r.step, Partition: r.state.Partition, Timeout: timeout}
+		Last: r.step, Partition: r.state.Partition, Timeout: timeout, Stale: r.state.Stale}
 	if r.Reverting && !r.state.Stale {
 		in.Revert = r.state.UpdateRevision
 	}
