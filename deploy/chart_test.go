@@ -270,7 +270,8 @@ func TestChartWiresTheClustersFromTheirSecrets(t *testing.T) {
 }
 
 // The ClusterRole reads no Secret (it creates a lease's and deletes them by
-// label), grants no Pod writes, no RBAC and no CRDs,
+// label), grants no Pod writes but the delete of a stateful rollout's
+// forced rollback, no RBAC and no CRDs,
 // and no wildcard anywhere.
 func TestChartRBACHasNoDangerousGrants(t *testing.T) {
 	var role rbacv1.ClusterRole
@@ -288,7 +289,11 @@ func TestChartRBACHasNoDangerousGrants(t *testing.T) {
 				assert.ElementsMatch(t, []string{"create", "deletecollection"}, r.Verbs, "secrets are only created and deleted by label")
 			}
 			if res == "pods" {
-				assert.ElementsMatch(t, []string{"list", "watch"}, r.Verbs, "pods are only read")
+				// Read, and deleted only by a stateful rollout's return to
+				// its previous revision (a pod of the failed one that never
+				// turned Ready); the admission policy confines the delete to
+				// deployflow's namespaces (TestWorkerRunsWithOnlyTheChartsRBAC).
+				assert.ElementsMatch(t, []string{"get", "list", "watch", "delete"}, r.Verbs, "pods are read, and deleted by a stateful rollout's forced rollback only")
 			}
 		}
 		assert.NotContains(t, r.Verbs, "escalate")

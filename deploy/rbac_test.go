@@ -88,7 +88,7 @@ func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
 	for _, denied := range [][]string{
 		{"get", "secrets", "-A"}, {"list", "secrets", "-n", ns}, {"watch", "secrets", "-A"}, {"delete", "secrets", "-A"},
 		{"update", "secrets", "-A"}, {"create", "pods", "-n", "default"},
-		{"delete", "pods", "-A"}, {"create", "rolebindings", "-A"}, {"update", "clusterroles"},
+		{"update", "pods", "-A"}, {"create", "rolebindings", "-A"}, {"update", "clusterroles"},
 		{"escalate", "clusterroles"}, {"delete", "customresourcedefinitions"}, {"create", "customresourcedefinitions"},
 		{"delete", "leases.deployflow.dev"}, {"create", "configmaps", "-A"}, {"impersonate", "serviceaccounts"},
 		{"create", "pods/exec", "-A"}, {"update", "nodes"},
@@ -103,6 +103,7 @@ func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
 	for _, allowed := range [][]string{
 		{"list", "leases.deployflow.dev"}, {"watch", "leases.deployflow.dev"},
 		{"list", "replicasets.apps", "-A"}, {"watch", "replicasets.apps", "-A"},
+		{"list", "statefulsets.apps", "-A"}, {"watch", "statefulsets.apps", "-A"},
 	} {
 		out, _ := admin(append([]string{"auth", "can-i", "--as", user}, allowed...)...)
 		words := strings.Fields(out)
@@ -122,6 +123,14 @@ func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
 		`{"apiVersion":"v1","kind":"Service","metadata":{"name":"intruder","namespace":"kube-system"},"spec":{"ports":[{"port":80}]}}`)
 	require.Error(t, err)
 	assert.Contains(t, out, "not in kube-system", "the policy, not RBAC, refuses it")
+	// A pod deleted (a stateful rollout's forced rollback, issue 39) only
+	// in deployflow's namespaces: never another namespace's pod.
+	_, err = admin("run", "bystander", "-n", "default", "--image", "nginx:1.27", "--restart", "Never")
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = admin("delete", "pod", "bystander", "-n", "default", "--wait=false") })
+	out, err = asWorker("delete", "pod", "bystander", "-n", "default", "--dry-run=server")
+	require.Error(t, err, "%s", out)
+	assert.Contains(t, out, "not in default", "the policy refuses a pod's delete outside deployflow's namespaces")
 	// An analysis Job (batch/jobs create, for smoke tests) only in
 	// deployflow's namespaces too.
 	out, err = run(env.Stack.Bin("kubectl"), []string{"--kubeconfig", kubeconfig, "create", "-f", "-"},

@@ -62,7 +62,11 @@ func TestAReadinessProbeThatNeverPassesStopsTheRolloutAndKeepsTheLastGoodVersion
 			return false, err.Error()
 		}
 		st = s
-		return s.Revision >= 2 && s.Phase != api.PhaseDeploying, fmt.Sprintf("revision %d, %s", s.Revision, s.Phase)
+		// Deploy 2's record: the lease is Failed while its return to the
+		// last-known-good version still runs, and records the deploy once
+		// that return has ended (CI run 70 read the record of deploy 1).
+		recorded := len(s.History) > 0 && s.History[len(s.History)-1].Revision == 2
+		return recorded && s.Phase != api.PhaseDeploying, fmt.Sprintf("revision %d, %s, %d records", s.Revision, s.Phase, len(s.History))
 	})
 	assert.Equal(t, api.PhaseFailed, st.Phase)
 	assert.Contains(t, st.History[len(st.History)-1].Outcome, "ProgressDeadlineExceeded")
