@@ -69,8 +69,8 @@ func (a *Activities) ApplyStatefulSet(ctx context.Context, in ApplyStatefulSetIn
 		return nil, invalidInput("statefulset: name, namespace and replicas are required")
 	}
 	// The pod policy first, as for a Deployment's template (issue 20.5).
-	if problems := podPolicyProblems("statefulSet.spec.template.spec", &want.Spec.Template.Spec, a.allowedCapabilities()); len(problems) > 0 {
-		return nil, temporal.NewNonRetryableApplicationError(strings.Join(problems, "\n"), ErrPodPolicy, nil)
+	if err := a.statefulSetPodPolicy(want); err != nil {
+		return nil, err
 	}
 	hash := rollout.ComputeHash(&want.Spec.Template, nil)
 	if want.Annotations == nil {
@@ -418,8 +418,8 @@ func (a *Activities) WaitStatefulSetStep(ctx context.Context, in WaitStatefulSet
 // size: none. The template passes the pod policy first. It reads only.
 func (a *Activities) classifyStatefulSet(ctx context.Context, in ClassifyInput) (*Classification, error) {
 	want := in.StatefulSet
-	if problems := podPolicyProblems("statefulSet.spec.template.spec", &want.Spec.Template.Spec, a.allowedCapabilities()); len(problems) > 0 {
-		return nil, temporal.NewNonRetryableApplicationError(strings.Join(problems, "\n"), ErrPodPolicy, nil)
+	if err := a.statefulSetPodPolicy(want); err != nil {
+		return nil, err
 	}
 	live, err := a.Kube.AppsV1().StatefulSets(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
 	switch {
@@ -461,4 +461,13 @@ func classifyStatefulSet(want, live *appsv1.StatefulSet) *Classification {
 		c.Class = ChangeNone
 	}
 	return c
+}
+
+// statefulSetPodPolicy is the pod policy's verdict on a StatefulSet's
+// template: a non-retryable PodPolicy naming each field, or nil.
+func (a *Activities) statefulSetPodPolicy(sts *appsv1.StatefulSet) error {
+	if problems := podPolicyProblems("statefulSet.spec.template.spec", &sts.Spec.Template.Spec, a.allowedCapabilities()); len(problems) > 0 {
+		return temporal.NewNonRetryableApplicationError(strings.Join(problems, "\n"), ErrPodPolicy, nil)
+	}
+	return nil
 }
