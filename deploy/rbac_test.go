@@ -57,8 +57,10 @@ func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
 	_, err = admin("-n", ns, "create", "secret", "generic", "temporal-mtls",
 		"--from-file=ca.crt="+pki.CA, "--from-file=tls.crt="+pki.ClientCert, "--from-file=tls.key="+pki.ClientKey)
 	require.NoError(t, err)
+	listed := release + "-listed" // a rollout namespace (standalone rollouts of Deployments)
 	helm(t, "install", release, chart, "--namespace", ns, "--kubeconfig", env.Stack.Kubeconfig(), "--wait=false",
-		"--set", "temporal.address=temporal-frontend.temporal.svc:7233,temporal.tls.enabled=true,temporal.tls.secretName=temporal-mtls")
+		"--set", "temporal.address=temporal-frontend.temporal.svc:7233,temporal.tls.enabled=true,temporal.tls.secretName=temporal-mtls",
+		"--set", "rolloutNamespaces={"+listed+"}")
 	t.Cleanup(func() {
 		_, _ = run(testenv.Tool(t, devstack.Helm), []string{"uninstall", release, "--namespace", ns, "--kubeconfig", env.Stack.Kubeconfig()}, "")
 		_, _ = admin("delete", "namespace", ns, "--wait=false")
@@ -131,6 +133,19 @@ func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
 	out, err = asWorker("delete", "pod", "bystander", "-n", "default", "--dry-run=server")
 	require.Error(t, err, "%s", out)
 	assert.Contains(t, out, "not in default", "the policy refuses a pod's delete outside deployflow's namespaces")
+	// Nor in a listed rollout namespace, whose pods are not a lease's
+	// (guards the review's finding that the policy let a pod be deleted, or
+	// a StatefulSet written, wherever rollouts may write).
+	_, err = admin("create", "namespace", listed)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = admin("delete", "namespace", listed, "--wait=false") })
+	_, err = admin("run", "bystander", "-n", listed, "--image", "nginx:1.27", "--restart", "Never")
+	require.NoError(t, err)
+	out, err = asWorker("delete", "pod", "bystander", "-n", listed, "--dry-run=server")
+	require.Error(t, err, "%s", out)
+	assert.Contains(t, out, "deletes pods and writes StatefulSets only in lease namespaces", "a pod's delete in a rollout namespace")
+	out, err = asWorker("create", "service", "clusterip", "allowed", "--tcp=80", "-n", listed, "--dry-run=server")
+	assert.NoError(t, err, "a rollout namespace is still deployflow's for its Services: %s", out)
 	// An analysis Job (batch/jobs create, for smoke tests) only in
 	// deployflow's namespaces too.
 	out, err = run(env.Stack.Bin("kubectl"), []string{"--kubeconfig", kubeconfig, "create", "-f", "-"},
