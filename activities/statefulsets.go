@@ -49,8 +49,10 @@ type StatefulSetState struct {
 	// Stale: the StatefulSet controller has not yet observed the spec's
 	// generation, so its update revision is not the spec's: read again.
 	Stale bool `json:"stale,omitempty"`
-	// CurrentRevision is the revision the pods below the partition run.
-	CurrentRevision string `json:"currentRevision,omitempty"`
+	// ReplacedTemplateHash is set by ApplyStatefulSet when it wrote a new
+	// template: the hash the one it replaced was applied with, which a
+	// return writes back with that template.
+	ReplacedTemplateHash string `json:"replacedTemplateHash,omitempty"`
 	// Claims are the StatefulSet's PersistentVolumeClaims by name, each
 	// with its volume: what no step may lose.
 	Claims map[string]string `json:"claims,omitempty"`
@@ -127,7 +129,11 @@ func (a *Activities) ApplyStatefulSet(ctx context.Context, in ApplyStatefulSetIn
 			return nil, fmt.Errorf("update statefulset %s/%s: %w", want.Namespace, want.Name, err)
 		}
 	}
-	return a.ReadStatefulSet(ctx, StatefulSetRef{Namespace: want.Namespace, Name: want.Name})
+	st, err := a.ReadStatefulSet(ctx, StatefulSetRef{Namespace: want.Namespace, Name: want.Name})
+	if err == nil && live.Annotations[TemplateHashAnnotation] != hash {
+		st.ReplacedTemplateHash = live.Annotations[TemplateHashAnnotation]
+	}
+	return st, err
 }
 
 // holdAt is a RollingUpdate whose partition holds every ordinal below p.
@@ -171,9 +177,8 @@ func (a *Activities) ReadStatefulSet(ctx context.Context, ref StatefulSetRef) (*
 	}
 	st := &StatefulSetState{
 		Observed: statefulset.Observed{Name: sts.Name, Replicas: *sts.Spec.Replicas, Partition: *sts.Spec.Replicas,
-			UpdateRevision: sts.Status.UpdateRevision},
-		Stale:           sts.Status.ObservedGeneration < sts.Generation,
-		CurrentRevision: sts.Status.CurrentRevision,
+			UpdateRevision: sts.Status.UpdateRevision, CurrentRevision: sts.Status.CurrentRevision},
+		Stale: sts.Status.ObservedGeneration < sts.Generation,
 	}
 	if ru := sts.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.Partition != nil {
 		st.Partition = *ru.Partition
@@ -268,7 +273,7 @@ type DeleteStuckPodsInput struct {
 }
 
 // DeleteStuckPods deletes the pods a return to the previous revision would
-// otherwise wait on forever (statefulset.Stuck): each only if, read again,
+// otherwise wait on forever (statefulset.ForcedRollback): each only if, read again,
 // it still runs another revision and is not Ready, and with its UID as a
 // precondition (never a pod created since). Its claim stays: the
 // controller recreates the pod at the update revision with the same claim.
@@ -300,6 +305,10 @@ type RevertStatefulSetInput struct {
 	// Revision is the ControllerRevision whose template the StatefulSet
 	// runs again (the revision its pods ran before the rollout).
 	Revision string `json:"revision"`
+	// TemplateHash is the TemplateHashAnnotation that template was applied
+	// with ("": the hash of the revision's template, which the API server
+	// defaulted, and so differs from the manifest's).
+	TemplateHash string `json:"templateHash,omitempty"`
 }
 
 // RevertStatefulSet writes the pod template of ControllerRevision
@@ -334,7 +343,10 @@ func (a *Activities) RevertStatefulSet(ctx context.Context, in RevertStatefulSet
 	if err := json.Unmarshal(rev.Data.Raw, &data); err != nil || data.Spec.Template == nil {
 		return nil, invalidInput("controllerrevision %s/%s holds no pod template (%v)", in.Namespace, in.Revision, err)
 	}
-	hash := rollout.ComputeHash(data.Spec.Template, nil)
+	hash := in.TemplateHash
+	if hash == "" {
+		hash = rollout.ComputeHash(data.Spec.Template, nil)
+	}
 	if sts.Annotations[TemplateHashAnnotation] != hash || !equality.Semantic.DeepEqual(sts.Spec.Template, *data.Spec.Template) {
 		next := sts.DeepCopy()
 		next.Spec.Template = *data.Spec.Template
@@ -358,11 +370,17 @@ type WaitStatefulSetStepInput struct {
 	Last           statefulset.Step `json:"last"`
 	Partition      int32            `json:"partition"`
 	Timeout        time.Duration    `json:"timeout"`
-	Revert         string           `json:"revert,omitempty"` // a return to this revision: stuck pods end the wait too
+	// Revert: a return, whose forced rollback (pods to delete) ends the
+	// wait too.
+	Revert bool `json:"revert,omitempty"`
 	// Stale: the workflow's last read was of a spec the controller had
 	// not yet observed (a partition just written): the first fresh read
 	// ends the wait, whatever it shows.
 	Stale bool `json:"stale,omitempty"`
+	// ReplacedTemplateHash is set by ApplyStatefulSet when it wrote a new
+	// template: the hash the one it replaced was applied with, which a
+	// return writes back with that template.
+	ReplacedTemplateHash string `json:"replacedTemplateHash,omitempty"`
 }
 
 // statefulSetPoll is how often a wait reads the StatefulSet and its pods.
@@ -394,8 +412,10 @@ func (a *Activities) WaitStatefulSetStep(ctx context.Context, in WaitStatefulSet
 		if in.Stale {
 			return true, nil
 		}
-		if in.Revert != "" && len(statefulset.Stuck(st.Observed, in.Revert)) > 0 {
-			return true, nil
+		if in.Revert {
+			if p, del := statefulset.ForcedRollback(st.Observed); p != st.Partition || len(del) > 0 {
+				return true, nil
+			}
 		}
 		return st.Partition != in.Partition || statefulset.Next(st.Observed, in.Target, in.MaxUnavailable) != in.Last, nil
 	})

@@ -234,7 +234,10 @@ func TestRevertStatefulSetWritesThePreviousRevisionsTemplateBack(t *testing.T) {
 	_, err = kc.AppsV1().StatefulSets("lease-shop").Update(ctx, sts, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	// The controller's record of revision db-16: a patch carrying the template.
-	data, err := json.Marshal(map[string]any{"spec": map[string]any{"template": sts.Spec.Template, "$patch": "replace"}})
+	// (The API server stored the template defaulted, as it does.)
+	stored := sts.Spec.Template.DeepCopy()
+	stored.Spec.SchedulerName, stored.Spec.DNSPolicy = corev1.DefaultSchedulerName, corev1.DNSClusterFirst
+	data, err := json.Marshal(map[string]any{"spec": map[string]any{"template": stored, "$patch": "replace"}})
 	require.NoError(t, err)
 	owner := metav1.NewControllerRef(sts, appsv1.SchemeGroupVersion.WithKind("StatefulSet"))
 	_, err = kc.AppsV1().ControllerRevisions("lease-shop").Create(ctx, &appsv1.ControllerRevision{
@@ -245,12 +248,15 @@ func TestRevertStatefulSetWritesThePreviousRevisionsTemplateBack(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "other-1", Namespace: "lease-shop"}, Data: runtime.RawExtension{Raw: data}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	_, err = a.ApplyStatefulSet(ctx, dbStatefulSet(t, "postgres:17", 2, "1Gi"))
+	v17, err := a.ApplyStatefulSet(ctx, dbStatefulSet(t, "postgres:17", 2, "1Gi"))
 	require.NoError(t, err)
+	v16 := dbStatefulSet(t, "postgres:16", 2, "1Gi").StatefulSet
+	v16hash := rollout.ComputeHash(&v16.Spec.Template, nil)
+	assert.Equal(t, v16hash, v17.ReplacedTemplateHash, "apply says the hash of the template it replaced")
 	ref := StatefulSetRef{Namespace: "lease-shop", Name: "db"}
 	require.NoError(t, a.SetPartition(ctx, SetPartitionInput{StatefulSetRef: ref, Partition: 1}))
 
-	_, err = a.RevertStatefulSet(ctx, RevertStatefulSetInput{StatefulSetRef: ref, Revision: "db-16"})
+	_, err = a.RevertStatefulSet(ctx, RevertStatefulSetInput{StatefulSetRef: ref, Revision: "db-16", TemplateHash: v17.ReplacedTemplateHash})
 	require.NoError(t, err)
 	back, err := kc.AppsV1().StatefulSets("lease-shop").Get(ctx, "db", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -258,11 +264,21 @@ func TestRevertStatefulSetWritesThePreviousRevisionsTemplateBack(t *testing.T) {
 	assert.Equal(t, int32(1), *back.Spec.UpdateStrategy.RollingUpdate.Partition, "the partition stays: the steps return the released ordinals")
 	assert.Len(t, back.Spec.VolumeClaimTemplates, 1)
 
-	_, err = a.RevertStatefulSet(ctx, RevertStatefulSetInput{StatefulSetRef: ref, Revision: "db-16"})
+	_, err = a.RevertStatefulSet(ctx, RevertStatefulSetInput{StatefulSetRef: ref, Revision: "db-16", TemplateHash: v17.ReplacedTemplateHash})
 	require.NoError(t, err)
 	again, err := kc.AppsV1().StatefulSets("lease-shop").Get(ctx, "db", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, back.ResourceVersion, again.ResourceVersion, "written again, it changes nothing")
+	// Guards the review's finding: the template written back carried the
+	// hash of the API server's defaulted copy, so the lease's own manifest
+	// for it, deployed again, was taken for a new template (a rollout that
+	// replaced nothing). It carries the hash it was applied with.
+	assert.Equal(t, v16hash, again.Annotations[TemplateHashAnnotation])
+	require.NoError(t, a.SetPartition(ctx, SetPartitionInput{StatefulSetRef: ref, Partition: 0})) // the return's steps done
+	again, err = kc.AppsV1().StatefulSets("lease-shop").Get(ctx, "db", metav1.GetOptions{})
+	require.NoError(t, err)
+	c := classifyStatefulSet(&v16, again)
+	assert.NotEqual(t, ChangeRollout, c.Class, "the manifest of the revision returned to is not a new template")
 
 	_, err = a.RevertStatefulSet(ctx, RevertStatefulSetInput{StatefulSetRef: ref, Revision: "other-1"})
 	require.Error(t, err)

@@ -148,8 +148,26 @@ func (v *validator) volumes(p string, s *Service) {
 		v.add(field(p, "resources.ephemeralStorage"), "is required with an ephemeral volume: give the disk the container's logs and writable layer take beside its volumes, e.g. 256Mi (the volumes' sizes are added to it)")
 	}
 	if s.Stateful() {
-		if r := s.Rollout; r != nil && r.Strategy != "" && r.Strategy != StrategyRollingUpdate {
-			v.add(field(p, "rollout.strategy"), "%s: a service with a persistent volume is a StatefulSet, which rolls out pod by pod (RollingUpdate); leave strategy out", r.Strategy)
+		if r := s.Rollout; r != nil {
+			switch r.Strategy {
+			case "", StrategyRollingUpdate:
+			case StrategyCanary:
+				// Its canary is the ordinals a setWeight releases, judged by
+				// the analysis steps after it (issue 39.2).
+				for i, step := range r.Steps {
+					if step.SetCanaryScale != nil {
+						v.add(field(index(field(p, "rollout.steps"), i), "setCanaryScale"), "a stateful service's canary is the ordinals its setWeight releases: it has no canary pods to scale apart; use setWeight")
+					}
+				}
+				if r.Analysis != nil {
+					v.add(field(p, "rollout.analysis"), "a background analysis is not taken for a stateful service yet: give an analysis step after the setWeight it judges")
+				}
+				if r.ScaleDownDelaySeconds != nil {
+					v.add(field(p, "rollout.scaleDownDelaySeconds"), "a stateful service has no canary pods apart to keep: leave it out")
+				}
+			default:
+				v.add(field(p, "rollout.strategy"), "%s: a service with a persistent volume is a StatefulSet, which rolls out pod by pod (RollingUpdate, the default) or as a canary of its highest ordinals (Canary)", r.Strategy)
+			}
 		}
 		if s.Name != "" {
 			v.previewOf[HeadlessService(s.Name)] = use{path: field(p, "name"), svc: s.Name, role: "pods' headless"}

@@ -219,3 +219,32 @@ func TestAStorageChangeAStatefulSetCannotFollowIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// Issue 39.2: a stateful service rolls out as a canary of its highest
+// ordinals: setWeight, pause and analysis steps parse, and its hostname's
+// route has one backend (its weight is the ordinals released, not a route
+// weight).
+func TestAStatefulServiceTakesACanaryOfItsOrdinals(t *testing.T) {
+	m, err := Parse([]byte(`lease: shop
+services:
+  - name: db
+    image: postgres:16
+    replicas: 3
+    rollout:
+      strategy: Canary
+      steps:
+        - setWeight: 34
+        - analysis: {job: {image: "ghcr.io/acme/smoke:1"}}
+        - pause: {}
+    ports:
+      - port: 80
+        expose: {http: {hostnames: [db.example.com]}}
+    volumes:
+      - {name: data, size: 1Gi, mountPath: /data, persistent: true, class: local}
+`))
+	require.NoError(t, err)
+	s, _ := m.Lookup("db")
+	assert.True(t, s.Stateful())
+	assert.Len(t, s.Rollout.Steps, 3)
+	assert.False(t, s.TrafficRouted(), "a stateful canary's weight is its released ordinals, not a route weight")
+}

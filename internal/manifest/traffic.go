@@ -34,8 +34,10 @@ func CanaryService(svc string) string { return svc + CanarySuffix }
 
 // TrafficRouted reports whether s's canary steps set route weights where
 // the operator routes through a Gateway: a canary with an HTTP hostname.
+// A stateful service's canary is not: its weight is the ordinals it
+// released, behind the one Service that selects every pod.
 func (s *Service) TrafficRouted() bool {
-	return s.Rollout != nil && s.Rollout.Strategy == StrategyCanary && s.hasHostname()
+	return s.Rollout != nil && s.Rollout.Strategy == StrategyCanary && s.hasHostname() && !s.Stateful()
 }
 
 // RouteSwitched reports whether s's blue-green switch is a change of its

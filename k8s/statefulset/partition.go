@@ -43,7 +43,10 @@ type Observed struct {
 	Replicas       int32
 	Partition      int32
 	UpdateRevision string
-	Pods           []Pod
+	// CurrentRevision is the status's current revision: the one a pod
+	// below the partition is made at.
+	CurrentRevision string `json:"currentRevision,omitempty"`
+	Pods            []Pod
 }
 
 // Step is what the rollout does next.
@@ -134,25 +137,35 @@ func PartitionFor(weight, replicas int32) int32 {
 	return replicas - int32(released)
 }
 
-// Stuck are the pods a return to the previous revision must delete itself:
-// pods of a revision other than rev that never turned Ready. The
-// controller replaces a rolling update's pods one at a time and waits for
-// each to be Ready first, so a version whose pods never start would hold
-// the way back (upstream documents deleting such pods by hand as the
-// "forced rollback"); deployflow does it, whatever the pod's ordinal:
-// with OrderedReady, one pod not Ready below the partition holds the
-// replacements above it too. A pod deleted below the partition is made
-// again at the current revision, which after a return is rev.
-func Stuck(o Observed, rev string) []int32 {
-	var out []int32
+// ForcedRollback decides a return's forced rollback: the pods of another
+// revision than o's update revision that never turned Ready, to delete
+// (highest first), and the partition to write first so that each comes
+// back at the update revision. The controller replaces a rolling update's
+// pods one at a time and waits for each to be Ready first, and with
+// OrderedReady one pod not Ready holds every replacement, so a version
+// whose pods never start would hold the way back (upstream documents
+// deleting such pods by hand as the "forced rollback"); deployflow does it.
+//
+// A pod deleted below the partition is made again at the current
+// revision. That is the update revision after an abort mid-rollout (the
+// pods below the partition never left it), and then the partition stays;
+// but after a rollout that completed, the current revision is the failed
+// one, and the pod would come back failed: the partition is first lowered
+// to the lowest such ordinal, releasing it to the update revision.
+func ForcedRollback(o Observed) (partition int32, del []int32) {
+	partition = o.Partition
 	for _, p := range o.Pods {
-		if p.Revision != rev && !p.Ready && !p.Terminating {
-			out = append(out, p.Ordinal)
+		if p.Revision == o.UpdateRevision || p.Ready || p.Terminating {
+			continue
+		}
+		del = append(del, p.Ordinal)
+		if p.Ordinal < partition && o.CurrentRevision != o.UpdateRevision {
+			partition = p.Ordinal
 		}
 	}
-	slices.Sort(out)
-	slices.Reverse(out)
-	return out
+	slices.Sort(del)
+	slices.Reverse(del)
+	return partition, del
 }
 
 func clamp(v, lo, hi int32) int32 { return min(max(v, lo), hi) }

@@ -101,13 +101,36 @@ func TestPartitionForIsTheShareOfPodsReleased(t *testing.T) {
 // that never turned Ready, highest first: the controller waits for each
 // pod it replaced to be Ready before the next, so a version whose pods
 // never start would hold the way back (review: a pod not Ready below the
-// partition held it too).
-func TestStuckAreTheReleasedPodsOfAnotherRevisionThatNeverTurnedReady(t *testing.T) {
-	o := Observed{Name: "db", Replicas: 4, Partition: 1, Pods: pods(4, 1, 2, 3)} // 1-3 "new", 2 and 3 not Ready
-	assert.Equal(t, []int32{3, 2}, Stuck(o, "old"))
-	assert.Empty(t, Stuck(o, "new"), "pods of the revision returned to are never deleted")
-	o.Partition = 3
-	assert.Equal(t, []int32{3, 2}, Stuck(o, "old"), "below the partition too: with OrderedReady, db-2 not Ready holds db-3's replacement")
+// partition held it too). Guards the review's finding that a return after
+// a completed rollout deleted pods below the partition, which came back at
+// the current revision, the failed one, forever: the partition goes down
+// to them first.
+func TestForcedRollbackDeletesThePodsOfAnotherRevisionThatNeverTurnedReady(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		o             Observed
+		wantPartition int32
+		wantDelete    []int32
+	}{
+		{"an abort mid-rollout: the released pods that never started",
+			Observed{Replicas: 4, Partition: 1, UpdateRevision: "old", CurrentRevision: "old", Pods: pods(4, 1, 2, 3)}, 1, []int32{3, 2}},
+		{"below the partition too (OrderedReady), where a pod comes back at the current revision, the one returned to",
+			Observed{Replicas: 4, Partition: 3, UpdateRevision: "old", CurrentRevision: "old", Pods: pods(4, 1, 2, 3)}, 3, []int32{3, 2}},
+		{"after a completed rollout, the current revision is the failed one: the partition goes down to the lowest stuck pod first",
+			Observed{Replicas: 4, Partition: 4, UpdateRevision: "old", CurrentRevision: "new", Pods: pods(4, 0, 0, 1, 2, 3)}, 0, []int32{3, 2, 1, 0}},
+		{"after a completed rollout whose pods are Ready: nothing forced, the steps take them back",
+			Observed{Replicas: 4, Partition: 4, UpdateRevision: "old", CurrentRevision: "new", Pods: pods(4, 0)}, 4, nil},
+		{"pods of the revision returned to are never deleted",
+			Observed{Replicas: 4, Partition: 1, UpdateRevision: "new", CurrentRevision: "old", Pods: pods(4, 1, 2, 3)}, 1, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, del := ForcedRollback(c.o)
+			assert.Equal(t, c.wantPartition, p, "partition")
+			assert.Equal(t, c.wantDelete, del, "pods to delete")
+		})
+	}
+	o := Observed{Replicas: 4, Partition: 1, UpdateRevision: "old", CurrentRevision: "old", Pods: pods(4, 1, 2, 3)}
 	o.Pods[3].Terminating = true
-	assert.Equal(t, []int32{2}, Stuck(o, "old"), "one already going is not deleted again")
+	_, del := ForcedRollback(o)
+	assert.Equal(t, []int32{2}, del, "one already going is not deleted again")
 }

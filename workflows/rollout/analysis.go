@@ -39,30 +39,19 @@ func (r *rolloutRun) runGate(a *manifest.Analysis, t *analysis.Tally, last *stri
 // inconclusive, never a failure.
 // ctx is the calling coroutine's (a background analysis runs in its own).
 func (r *rolloutRun) measure(ctx workflow.Context, a *manifest.Analysis) (analysis.Phase, string) {
-	var act *activities.Activities
 	var m activities.Measurement
-	laCtx := flow.MeasureCall(ctx)
 	// The activity judges (issue 20.1); runs before the gate judge here.
 	var judge *analysis.Conditions
 	if judgesWhereMeasured(ctx) {
 		c := analysis.ConditionsOf(a)
 		judge = &c
 	}
-	var f workflow.Future
-	switch {
-	case a.Job != nil:
-		// A Job runs for minutes: an activity that heartbeats while it waits.
+	measured := flow.Measured{Namespace: r.in.Namespace, Service: r.in.Service}
+	if a.Job != nil {
 		r.jobs++
-		actx := flow.JobCall(ctx, a.Job, "job "+a.Job.Image)
-		f = workflow.ExecuteActivity(actx, act.RunJob, activities.JobCheckInput{
-			Namespace: r.in.Namespace, Service: r.in.Service, Name: flow.AnalysisJobName(r.in.Service, workflow.GetInfo(ctx).WorkflowExecution.RunID, r.jobs), Job: *a.Job,
-			Judge: judge,
-		})
-	case a.HTTP != nil:
-		f = workflow.ExecuteLocalActivity(flow.WithSummary(laCtx, "check "+a.HTTP.URL), act.MeasureHTTP, activities.HTTPCheckInput{Namespace: r.in.Namespace, URL: a.HTTP.URL, JSONField: a.HTTP.JSONField, Judge: judge})
-	default:
-		f = workflow.ExecuteLocalActivity(flow.WithSummary(laCtx, "measure "+a.Prometheus.Query), act.MeasurePrometheus, activities.MeasureInput{Query: a.Prometheus.Query, Namespace: r.in.Namespace, Judge: judge})
+		measured.Job = flow.AnalysisJobName(r.in.Service, workflow.GetInfo(ctx).WorkflowExecution.RunID, r.jobs)
 	}
+	f := flow.StartMeasurement(ctx, a, measured, judge)
 	if err := f.Get(ctx, &m); err != nil {
 		m = activities.Measurement{Message: "not measured: " + err.Error()}
 		if judge != nil {

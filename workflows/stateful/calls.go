@@ -13,7 +13,7 @@ import (
 
 // Where a stateful rollout touches the cluster: one activity each, safe
 // to retry (activities/statefulsets.go). The decisions are in steps.go
-// (k8s/statefulset's Next and Stuck).
+// (k8s/statefulset's Next and ForcedRollback).
 
 // apply writes the StatefulSet, a new template held at the partition of
 // its replicas, and reads it.
@@ -64,7 +64,7 @@ func (r *run) revert() error {
 	var a *activities.Activities
 	var st activities.StatefulSetState
 	if err := workflow.ExecuteLocalActivity(flow.KubeSteps(r.ctx, "write revision "+r.Stable+" back onto "+r.in.Service), a.RevertStatefulSet,
-		activities.RevertStatefulSetInput{StatefulSetRef: r.ref, Revision: r.Stable}).Get(r.ctx, &st); err != nil {
+		activities.RevertStatefulSetInput{StatefulSetRef: r.ref, Revision: r.Stable, TemplateHash: r.StableHash}).Get(r.ctx, &st); err != nil {
 		return err
 	}
 	r.state = &st
@@ -72,16 +72,16 @@ func (r *run) revert() error {
 }
 
 // waitForStep waits until the step's decision would change, at most
-// timeout. A control (pause, abort) interrupts it.
-func (r *run) waitForStep(timeout time.Duration) error {
+// timeout. A control (pause, abort) interrupts it. In a return, with
+// endOnForced, pods for the forced rollback end it too (not right after
+// its deletes: a pod that keeps coming back never Ready waits its turn).
+func (r *run) waitForStep(timeout time.Duration, endOnForced bool) error {
 	waitCtx, cancel := workflow.WithCancel(r.ctx)
 	r.wake = cancel
 	defer func() { r.wake = nil }()
 	in := activities.WaitStatefulSetStepInput{StatefulSetRef: r.ref, Target: r.target, MaxUnavailable: r.maxUnavailable(),
 		Last: r.step, Partition: r.state.Partition, Timeout: timeout, Stale: r.state.Stale}
-	if r.Reverting && !r.state.Stale {
-		in.Revert = r.state.UpdateRevision
-	}
+	in.Revert = r.Reverting && endOnForced && !r.state.Stale
 	var a *activities.Activities
 	var st activities.StatefulSetState
 	err := workflow.ExecuteActivity(flow.WaitCall(waitCtx, timeout, "wait for "+r.in.Service+": "+r.step.Waiting), a.WaitStatefulSetStep, in).Get(r.ctx, &st)

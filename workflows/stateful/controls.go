@@ -41,7 +41,7 @@ func (r *run) registerControls() error {
 				}
 				return nil
 			}},
-		{api.UpdatePromote, "End the canary's pause step now",
+		{api.UpdatePromote, "End the canary's pause or analysis step now",
 			func(workflow.Context, api.PromoteRequest) (api.RolloutStatus, error) {
 				r.promote = true
 				return r.changed("promoted")
@@ -53,8 +53,8 @@ func (r *run) registerControls() error {
 				if req.Full {
 					return errors.New("full: a stateful rollout takes its steps one at a time; promote ends the pause step waited on")
 				}
-				if !r.pausing {
-					return errors.New("the rollout waits in no pause step: nothing to promote")
+				if r.gate == "" {
+					return errors.New("the rollout waits in no pause or analysis step: nothing to promote")
 				}
 				return nil
 			}},

@@ -23,6 +23,10 @@ func TestGuardRefusesWhatNoLeaseWouldHaveStarted(t *testing.T) {
 		return &run{in: api.StatefulSetRolloutInput{Namespace: manifest.Namespace("shop"), Service: "db", StatefulSet: *sts}, ParentLease: "shop"}
 	}
 	assert.NoError(t, good().guard(false))
+	withAnalysis := good()
+	withAnalysis.in.Steps = []manifest.CanaryStep{{SetWeight: &two}, {Analysis: &manifest.Analysis{
+		Job: &manifest.JobCheck{Image: "ghcr.io/acme/smoke:1"}}}}
+	assert.NoError(t, withAnalysis.guard(false), "a canary's analysis step (issue 39.2)")
 
 	fifty, over := int32(50), int32(101)
 	for name, c := range map[string]struct {
@@ -34,9 +38,15 @@ func TestGuardRefusesWhatNoLeaseWouldHaveStarted(t *testing.T) {
 		"another name":      {func(r *run) { r.in.Service = "web" }, `statefulSet.metadata.name: "db" differs from service "web"`},
 		"a carry by hand":   {func(r *run) { r.carried = true }, "carry: is set by the workflow itself"},
 		"a day and more":    {func(r *run) { r.in.ProgressDeadlineSeconds = maxProgressDeadline + 1 }, "progressDeadlineSeconds"},
-		"an analysis step": {func(r *run) {
+		"an analysis with no provider": {func(r *run) {
 			r.in.Steps = []manifest.CanaryStep{{SetWeight: &fifty}, {Analysis: &manifest.Analysis{}}}
-		}, "steps[1]: a stateful service's canary takes one setWeight or one pause per step"},
+		}, "steps[1].analysis"},
+		"a canary scale": {func(r *run) {
+			r.in.Steps = []manifest.CanaryStep{{SetCanaryScale: &manifest.CanaryScale{Replicas: &fifty}}}
+		}, "steps[0].setCanaryScale: a stateful service's canary is its released ordinals"},
+		"two things in a step": {func(r *run) {
+			r.in.Steps = []manifest.CanaryStep{{SetWeight: &fifty, Pause: &manifest.Pause{}}}
+		}, "steps[0]: a step is exactly one of"},
 		"a weight over 100": {func(r *run) { r.in.Steps = []manifest.CanaryStep{{SetWeight: &over}} }, "steps[0].setWeight: 101"},
 		"a bad pause":       {func(r *run) { r.in.Steps = []manifest.CanaryStep{{Pause: &manifest.Pause{Duration: "soon"}}} }, `steps[0].pause.duration: "soon"`},
 	} {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/deployflow/deployflow/api"
+	"github.com/deployflow/deployflow/internal/analysis"
 	"github.com/deployflow/deployflow/internal/manifest"
 )
 
@@ -26,15 +27,20 @@ const maxSteps = 256
 
 // carry is the state a stateful rollout hands to its continued run.
 type carry struct {
-	Stable      string    `json:"stable"`
-	StepIndex   int       `json:"stepIndex"`
-	Outcome     string    `json:"outcome,omitempty"`
-	Paused      bool      `json:"paused,omitempty"`
-	ProgressAt  time.Time `json:"progressAt"`
-	Updated     int32     `json:"updated"`
-	Reverting   bool      `json:"reverting,omitempty"`
-	PauseEnds   time.Time `json:"pauseEnds,omitzero"`
-	ParentLease string    `json:"parentLease"`
+	Stable      string          `json:"stable"`
+	StableHash  string          `json:"stableHash,omitempty"`
+	StepIndex   int             `json:"stepIndex"`
+	Outcome     string          `json:"outcome,omitempty"`
+	Paused      bool            `json:"paused,omitempty"`
+	ProgressAt  time.Time       `json:"progressAt"`
+	Updated     int32           `json:"updated"`
+	Reverting   bool            `json:"reverting,omitempty"`
+	PauseEnds   time.Time       `json:"pauseEnds,omitzero"`
+	ParentLease string          `json:"parentLease"`
+	Tally       *analysis.Tally `json:"tally,omitempty"`
+	Measured    string          `json:"measured,omitempty"`
+	Held        string          `json:"held,omitempty"`
+	Reason      string          `json:"reason,omitempty"`
 }
 
 func decodeCarry(in api.StatefulSetRolloutInput) (*carry, error) {
@@ -94,20 +100,14 @@ func (r *run) guard(continued bool) error {
 		bad("steps", "%d steps: at most %d", len(in.Steps), maxSteps)
 	}
 	for i, s := range in.Steps {
-		switch {
-		case s.SetWeight != nil && s.Pause == nil && s.Analysis == nil && s.SetCanaryScale == nil:
-			if w := *s.SetWeight; w < 0 || w > 100 {
-				bad(fmt.Sprintf("steps[%d].setWeight", i), "%d: want 0 to 100", w)
-			}
-		case s.Pause != nil && s.SetWeight == nil && s.Analysis == nil && s.SetCanaryScale == nil:
-			if s.Pause.Duration != "" {
-				if d, err := time.ParseDuration(s.Pause.Duration); err != nil || d < 0 {
-					bad(fmt.Sprintf("steps[%d].pause.duration", i), "%q: give a Go duration such as 30s or 5m, or none to wait for promote", s.Pause.Duration)
-				}
-			}
-		default:
-			bad(fmt.Sprintf("steps[%d]", i), "a stateful service's canary takes one setWeight or one pause per step (analysis and setCanaryScale are not yet supported for StatefulSets)")
+		if s.SetCanaryScale != nil {
+			bad(fmt.Sprintf("steps[%d].setCanaryScale", i), "a stateful service's canary is its released ordinals (setWeight): it has no canary pods to scale apart")
 		}
+	}
+	// As a manifest's steps (by the rules a lease's plan checked, within
+	// its operator's limits: only a lease's workflow starts this one).
+	if err := manifest.ValidateRolloutAnalyses(in.Steps, nil, nil, 1, true); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -135,8 +135,9 @@ func (r *run) maxUnavailable() int32 { return max(r.in.MaxUnavailable, 1) }
 // carryOver is the input of the continued run.
 func (r *run) carryOver() api.StatefulSetRolloutInput {
 	in := r.in
-	c := carry{Stable: r.Stable, StepIndex: r.StepIndex, Outcome: r.Outcome, Paused: r.Paused,
-		ProgressAt: r.ProgressAt, Updated: r.Updated, Reverting: r.Reverting, PauseEnds: r.pauseEnds, ParentLease: r.ParentLease}
+	c := carry{Stable: r.Stable, StableHash: r.StableHash, StepIndex: r.StepIndex, Outcome: r.Outcome, Paused: r.Paused,
+		ProgressAt: r.ProgressAt, Updated: r.Updated, Reverting: r.Reverting, PauseEnds: r.pauseEnds, ParentLease: r.ParentLease,
+		Tally: r.Tally, Measured: r.Measured, Held: r.Held, Reason: r.Reason}
 	in.Carry, _ = json.Marshal(c)
 	return in
 }

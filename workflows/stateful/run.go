@@ -7,6 +7,7 @@ import (
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/api"
+	"github.com/deployflow/deployflow/internal/analysis"
 	"github.com/deployflow/deployflow/k8s/statefulset"
 )
 
@@ -26,6 +27,9 @@ type run struct {
 	// what an abort or autoRollback returns them to ("" for a new
 	// StatefulSet: nothing to return to).
 	Stable string
+	// StableHash is the template hash Stable was applied with (written
+	// back with it, so that the same manifest deployed again is no change).
+	StableHash string
 	// StepIndex counts the canary steps done.
 	StepIndex int
 	// Outcome is set once an abort or autoRollback took over.
@@ -41,10 +45,18 @@ type run struct {
 	ProgressAt  time.Time
 	Updated     int32
 	ParentLease string
+	// Tally is the analysis step's measurements so far; Measured the last
+	// one, as the status shows it; Held why an inconclusive analysis holds
+	// the rollout for a human; Reason why it aborted (a failed analysis).
+	Tally    *analysis.Tally
+	Measured string
+	Held     string
+	Reason   string
 
-	abort     bool      // an operator asked to abort
-	promote   bool      // an operator asked a pause step to end
-	pausing   bool      // a pause step waits
+	abort     bool      // an operator (or a failed analysis) asked to abort
+	promote   bool      // an operator asked a pause or analysis step to end
+	gate      string    // the step promote ends: "pause" or "analysis" ("" none)
+	jobs      int       // analysis Jobs this run started (their names)
 	pauseEnds time.Time // when a timed pause step ends (carried)
 	msg       string    // the last control's word, for the status
 	unsettled bool      // a control was handled in this workflow task
@@ -56,8 +68,9 @@ func newRun(ctx workflow.Context, in api.StatefulSetRolloutInput, c *carry) *run
 	r.ParentLease = parentLease(ctx)
 	r.Reverting = in.Revert
 	if c != nil {
-		r.Stable, r.StepIndex, r.Outcome, r.Paused = c.Stable, c.StepIndex, c.Outcome, c.Paused
+		r.Stable, r.StableHash, r.StepIndex, r.Outcome, r.Paused = c.Stable, c.StableHash, c.StepIndex, c.Outcome, c.Paused
 		r.ProgressAt, r.Updated, r.Reverting, r.pauseEnds = c.ProgressAt, c.Updated, c.Reverting, c.PauseEnds
+		r.Tally, r.Measured, r.Held, r.Reason = c.Tally, c.Measured, c.Held, c.Reason
 		if r.ParentLease == "" {
 			r.ParentLease = c.ParentLease
 		}
@@ -87,7 +100,12 @@ func (r *run) status() api.RolloutStatus {
 	if r.step.Reached && r.target == 0 {
 		st.Step = "Complete"
 	}
-	if r.step.Waiting != "" {
+	switch {
+	case r.Held != "":
+		st.Message = r.Held
+	case r.gate == "analysis":
+		st.Message = "analysis: " + r.Measured
+	case r.step.Waiting != "":
 		st.Message = "waiting for " + r.step.Waiting
 	}
 	if r.state != nil {
@@ -105,7 +123,7 @@ func (r *run) status() api.RolloutStatus {
 			Claims: len(r.state.Claims)}
 	}
 	if n := len(r.in.Steps); n > 0 && !r.in.Revert {
-		st.Canary = &api.CanaryStatus{Step: r.StepIndex + 1, Steps: n}
+		st.Canary = &api.CanaryStatus{Step: r.StepIndex + 1, Steps: n, Reason: r.Reason}
 	}
 	return st
 }

@@ -42,6 +42,8 @@ func (r *run) runSteps() error {
 			err = r.stepTo(statefulset.PartitionFor(*s.SetWeight, r.state.Replicas))
 		case s.Pause != nil:
 			err = r.pauseStep(s.Pause)
+		case s.Analysis != nil:
+			err = r.analyze(s.Analysis)
 		}
 		if err != nil {
 			return err
@@ -67,7 +69,9 @@ func (r *run) stepTo(target int32) error {
 		}
 		s := statefulset.Next(r.state.Observed, target, r.maxUnavailable())
 		r.step = s
-		if s.Updated != r.Updated {
+		if s.Updated > r.Updated {
+			// Progress is a new high of updated, available ordinals: a pod
+			// that falls back and returns is not progress twice.
 			r.Updated, r.ProgressAt = s.Updated, workflow.Now(r.ctx)
 		}
 		if r.Paused {
@@ -76,33 +80,46 @@ func (r *run) stepTo(target int32) error {
 			}
 			continue
 		}
+		forced := false // pods of the forced rollback deleted by this pass
 		if !r.state.Stale {
 			if r.Reverting {
 				// The forced rollback: a pod of the other revision that never
 				// turned Ready holds the controller's OrderedReady way back.
-				if stuck := statefulset.Stuck(r.state.Observed, r.state.UpdateRevision); len(stuck) > 0 {
-					if err := r.deleteStuck(stuck); err != nil {
+				// The partition first goes down to where a deleted pod comes
+				// back at the revision returned to.
+				p, del := statefulset.ForcedRollback(r.state.Observed)
+				if p < r.state.Partition {
+					if err := r.setPartition(p); err != nil {
 						return err
 					}
 					continue
 				}
+				if len(del) > 0 {
+					if err := r.deleteStuck(del); err != nil {
+						return err
+					}
+					forced = true
+				}
 			}
-			if s.Partition != r.state.Partition {
+			if s.Partition != r.state.Partition && !forced {
 				if err := r.setPartition(s.Partition); err != nil {
 					return err
 				}
 				r.ProgressAt = workflow.Now(r.ctx)
 				continue
 			}
-			if s.Reached {
+			if s.Reached && !forced {
 				return nil
 			}
 		}
+		// The deadline is checked before every wait, and after a forced
+		// rollback's deletes too: pods that keep coming back never Ready
+		// end the return at its deadline, not in a loop of deletes.
 		left := time.Duration(r.deadlineSeconds())*time.Second - workflow.Now(r.ctx).Sub(r.ProgressAt)
 		if left <= 0 {
 			return errDeadline
 		}
-		if err := r.waitForStep(min(left, maxStepWait)); err != nil {
+		if err := r.waitForStep(min(left, maxStepWait), !forced); err != nil {
 			return err
 		}
 	}
@@ -114,17 +131,18 @@ func (r *run) pauseStep(p *manifest.Pause) error {
 		d, _ := time.ParseDuration(p.Duration) // validated (guard)
 		r.pauseEnds = workflow.Now(r.ctx).Add(d)
 	}
-	r.pausing = true
-	defer func() { r.pausing, r.promote, r.pauseEnds = false, false, time.Time{} }()
+	r.gate = "pause"
+	defer func() { r.gate, r.promote = "", false }()
 	for {
 		switch {
 		case r.abort && r.Outcome == "":
+			r.pauseEnds = time.Time{}
 			return errAbort
 		case r.promote || !r.pauseEnds.IsZero() && !workflow.Now(r.ctx).Before(r.pauseEnds):
-			r.ProgressAt = workflow.Now(r.ctx)
+			r.ProgressAt, r.pauseEnds = workflow.Now(r.ctx), time.Time{}
 			return nil
 		case r.long():
-			return errContinueAsNew
+			return errContinueAsNew // the continued run waits out the rest (pauseEnds is carried)
 		}
 		wait := maxIdleWait
 		if !r.pauseEnds.IsZero() {
@@ -144,9 +162,14 @@ func (r *run) waitPaused() error {
 	return err
 }
 
-// canReturn reports whether there is a previous revision to return to.
+// canReturn reports whether there is a previous revision to return to: a
+// Stable one, unless the pods' update revision is it already. A stale read
+// (the template just written, its revision not yet in the status) may
+// still show Stable as the update revision: the return is taken then (an
+// unchanged template is not written again, and its steps find every pod
+// there).
 func (r *run) canReturn() bool {
-	return r.Stable != "" && r.Stable != r.state.UpdateRevision
+	return r.Stable != "" && (r.state.Stale || r.Stable != r.state.UpdateRevision)
 }
 
 // returnToStable writes the previous revision's template back; the same

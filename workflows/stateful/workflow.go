@@ -47,13 +47,16 @@ func StatefulSetRolloutWorkflow(ctx workflow.Context, in api.StatefulSetRolloutI
 	workflow.GetLogger(ctx).Info("stateful rollout started", "namespace", in.Namespace, "service", in.Service)
 
 	// 1. The StatefulSet, a new template held at the partition of its
-	// replicas; the revision its pods run is the one to return to. (A
-	// continued run has done it, and only reads.)
+	// replicas; the revision its pods run is the one to return to (a
+	// lease's own return has none: it is the way back). A continued run
+	// has done it, and only reads.
 	if carry == nil {
 		if err := r.apply(); err != nil {
 			return nil, err
 		}
-		r.Stable = r.state.CurrentRevision
+		if !in.Revert {
+			r.Stable, r.StableHash = r.state.CurrentRevision, r.state.ReplacedTemplateHash
+		}
 	} else if err := r.read(); err != nil {
 		return nil, err
 	}
@@ -67,7 +70,7 @@ func StatefulSetRolloutWorkflow(ctx workflow.Context, in api.StatefulSetRolloutI
 			r.settle()
 			return nil, workflow.NewContinueAsNewError(ctx, api.StatefulSetRolloutWorkflow, r.carryOver())
 		case err == errAbort || err == errDeadline:
-			if r.Outcome != "" || !r.canReturn() {
+			if r.Outcome != "" || !r.canReturn() || err == errDeadline && !in.AutoRollback {
 				r.settle()
 				return r.finish(err)
 			}
@@ -104,9 +107,13 @@ func (r *run) finish(stopped error) (*api.RolloutResult, error) {
 	return res, nil
 }
 
-// why is what the last step waited for, if anything.
+// why is why the rollout stopped (a failed analysis), or what its last
+// step waited for, if anything.
 func (r *run) why() string {
-	if r.step.Waiting == "" {
+	switch {
+	case r.Reason != "":
+		return ": " + r.Reason
+	case r.step.Waiting == "":
 		return ""
 	}
 	return " (waiting for " + r.step.Waiting + ")"
@@ -114,8 +121,19 @@ func (r *run) why() string {
 
 // where says which revision the pods run at the end.
 func (r *run) where() string {
-	if r.Outcome != "" {
+	left := fmt.Sprintf("partition %d, %d of %d ordinals on revision %s; every claim is kept",
+		r.state.Partition, r.step.Updated, r.state.Replicas, r.state.UpdateRevision)
+	switch {
+	case r.Outcome != "" && r.step.Reached && r.target == 0:
 		return fmt.Sprintf("every ordinal runs revision %s again, each with its claims", r.Stable)
+	case r.Outcome != "":
+		return fmt.Sprintf("the return to revision %s did not finish: %s", r.Stable, left)
+	case r.in.Revert:
+		return "the return to the last-known-good template did not finish: " + left
+	case r.Stable == "":
+		return fmt.Sprintf("nothing to return to (no earlier revision): the pods stay as they are, partition %d", r.state.Partition)
+	case !r.in.AutoRollback:
+		return fmt.Sprintf("autoRollback is off: the pods stay as they are (%s)", left)
 	}
-	return fmt.Sprintf("nothing to return to (no earlier revision): the pods stay as they are, partition %d", r.state.Partition)
+	return "the pods stay as they are: " + left
 }
