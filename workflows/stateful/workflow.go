@@ -96,11 +96,11 @@ func (r *run) finish(stopped error) (*api.RolloutResult, error) {
 	case r.Outcome == api.OutcomeAborted || stopped == errAbort:
 		res.Outcome = api.OutcomeAborted
 		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%s: rollout aborted%s; %s", r.in.Service, r.why(), r.where()), api.ErrRolloutAborted, nil, res)
+			fmt.Sprintf("%s: rollout aborted%s; %s", r.in.Service, r.why(), r.where(stopped)), api.ErrRolloutAborted, nil, res)
 	case r.Outcome == api.OutcomeRolledBack || stopped == errDeadline:
 		res.Outcome = r.Outcome
 		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%s: no progress within %ds%s; %s", r.in.Service, r.deadlineSeconds(), r.why(), r.where()),
+			fmt.Sprintf("%s: no progress within %ds%s; %s", r.in.Service, r.deadlineSeconds(), r.why(), r.where(stopped)),
 			api.ErrProgressDeadlineExceeded, nil, res)
 	}
 	res.Outcome = api.OutcomeComplete
@@ -120,7 +120,7 @@ func (r *run) why() string {
 }
 
 // where says which revision the pods run at the end.
-func (r *run) where() string {
+func (r *run) where(stopped error) string {
 	left := fmt.Sprintf("partition %d, %d of %d ordinals on revision %s; every claim is kept",
 		r.state.Partition, r.step.Updated, r.state.Replicas, r.state.UpdateRevision)
 	switch {
@@ -132,7 +132,7 @@ func (r *run) where() string {
 		return "the return to the last-known-good template did not finish: " + left
 	case r.Stable == "":
 		return fmt.Sprintf("nothing to return to (no earlier revision): the pods stay as they are, partition %d", r.state.Partition)
-	case !r.in.AutoRollback:
+	case stopped == errDeadline && !r.in.AutoRollback:
 		return fmt.Sprintf("autoRollback is off: the pods stay as they are (%s)", left)
 	}
 	return "the pods stay as they are: " + left
