@@ -30,6 +30,10 @@ type StatefulSetRolloutInput struct {
 	// Steps make the rollout a canary: each setWeight a partition, each
 	// pause a wait (manifest strategy Canary).
 	Steps []manifest.CanaryStep `json:"steps,omitempty"`
+	// Background is the canary's background analysis: measured while its
+	// steps run; failed, the rollout aborts; inconclusive, it holds
+	// before its next step for promote or abort.
+	Background *manifest.Analysis `json:"background,omitempty"`
 	// Revert: the rollout returns a lease to its last-known-good manifest
 	// after a failed deploy. It takes no canary steps, and deletes the
 	// pods of the failed revision that never turned Ready (the forced

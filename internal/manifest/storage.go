@@ -153,14 +153,12 @@ func (v *validator) volumes(p string, s *Service) {
 			case "", StrategyRollingUpdate:
 			case StrategyCanary:
 				// Its canary is the ordinals a setWeight releases, judged by
-				// the analysis steps after it (issue 39.2).
+				// the analysis steps after it and its background analysis
+				// (issue 39.2).
 				for i, step := range r.Steps {
 					if step.SetCanaryScale != nil {
 						v.add(field(index(field(p, "rollout.steps"), i), "setCanaryScale"), "a stateful service's canary is the ordinals its setWeight releases: it has no canary pods to scale apart; use setWeight")
 					}
-				}
-				if r.Analysis != nil {
-					v.add(field(p, "rollout.analysis"), "a background analysis is not taken for a stateful service yet: give an analysis step after the setWeight it judges")
 				}
 				if r.ScaleDownDelaySeconds != nil {
 					v.add(field(p, "rollout.scaleDownDelaySeconds"), "a stateful service has no canary pods apart to keep: leave it out")

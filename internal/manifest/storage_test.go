@@ -221,7 +221,8 @@ func TestAStorageChangeAStatefulSetCannotFollowIsRefused(t *testing.T) {
 }
 
 // Issue 39.2: a stateful service rolls out as a canary of its highest
-// ordinals: setWeight, pause and analysis steps parse, and its hostname's
+// ordinals: setWeight, pause and analysis steps and a background analysis
+// parse, and its hostname's
 // route has one backend (its weight is the ordinals released, not a route
 // weight).
 func TestAStatefulServiceTakesACanaryOfItsOrdinals(t *testing.T) {
@@ -236,6 +237,9 @@ services:
         - setWeight: 34
         - analysis: {job: {image: "ghcr.io/acme/smoke:1"}}
         - pause: {}
+      analysis:
+        prometheus: {query: 'sum(rate(pg_errors_total[1m]))'}
+        successCondition: result < 1
     ports:
       - port: 80
         expose: {http: {hostnames: [db.example.com]}}

@@ -262,7 +262,7 @@ func statefulRollout(m *manifest.Manifest, svc string, d *appsv1.Deployment, rev
 		}
 	}
 	if s, ok := m.Lookup(svc); ok && !revert && s.Rollout != nil && s.Rollout.Strategy == manifest.StrategyCanary {
-		in.Steps = s.Rollout.Steps
+		in.Steps, in.Background = s.Rollout.Steps, s.Rollout.Analysis
 	}
 	return in, nil
 }

@@ -79,3 +79,80 @@ func (r *run) analyze(a *manifest.Analysis) error {
 		}
 	}
 }
+
+// startBackground runs the canary's background analysis, if it has one,
+// beside its steps until they end: a failed verdict aborts (the released
+// ordinals return to the previous revision), an inconclusive one holds
+// the rollout before its next step (heldByBackground). What could not be
+// measured is never a failure.
+func (r *run) startBackground() {
+	a := r.in.Background
+	if a == nil || r.Reverting || r.StepIndex >= len(r.in.Steps) {
+		return
+	}
+	if r.Background == nil {
+		r.Background = &analysis.Tally{}
+	}
+	over := func() bool {
+		return r.StepIndex >= len(r.in.Steps) || r.abort || r.Outcome != "" || r.Reverting
+	}
+	workflow.Go(r.ctx, func(ctx workflow.Context) {
+		for !over() {
+			if r.Background.Measured > 0 {
+				if _, err := workflow.AwaitWithTimeout(ctx, a.IntervalDuration(), over); err != nil || over() {
+					return
+				}
+			}
+			m := flow.Measured{Namespace: r.in.Namespace, Service: r.in.Service}
+			if a.Job != nil {
+				r.jobs++
+				m.Job = flow.AnalysisJobName(r.in.Service, workflow.GetInfo(ctx).WorkflowExecution.RunID, r.jobs)
+			}
+			phase, msg := flow.Measure(ctx, a, m)
+			if over() {
+				return
+			}
+			r.BackgroundMeasured = msg
+			r.Background.Add(phase)
+			switch {
+			case r.Background.Failed > a.FailureLimit:
+				r.Reason = fmt.Sprintf("background analysis failed: %s (last: %s)", r.Background, msg)
+				r.abort = true
+				workflow.GetLogger(ctx).Warn("stateful canary background analysis failed", "service", r.in.Service, "reason", r.Reason)
+				if r.wake != nil {
+					r.wake()
+				}
+				return
+			case r.Background.Inconclusive > a.InconclusiveLimit && r.BackgroundHeld == "":
+				r.BackgroundHeld = fmt.Sprintf("background analysis inconclusive: %s (last: %s); promote to go on, abort to return to the previous revision", r.Background, msg)
+			}
+		}
+	})
+}
+
+// heldByBackground holds the rollout before its next step while an
+// inconclusive background analysis waits for a human: promote goes on
+// (the background measures afresh), abort returns.
+func (r *run) heldByBackground() error {
+	if r.BackgroundHeld == "" {
+		return nil
+	}
+	r.gate = "background analysis"
+	defer func() { r.gate = "" }()
+	for {
+		switch {
+		case r.abort && r.Outcome == "":
+			return errAbort
+		case r.promote:
+			r.promote, r.BackgroundHeld = false, ""
+			r.Background = &analysis.Tally{}
+			r.ProgressAt = workflow.Now(r.ctx)
+			return nil
+		case r.long():
+			return errContinueAsNew
+		}
+		if _, err := workflow.AwaitWithTimeout(r.ctx, maxIdleWait, func() bool { return r.abort || r.promote || r.long() }); err != nil {
+			return err
+		}
+	}
+}

@@ -152,7 +152,9 @@ func (f *fakeStatefulSet) env() *testsuite.TestWorkflowEnvironment {
 			return f.state(), nil
 		}).Maybe()
 	env.OnActivity(a.ReadStatefulSet, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.StatefulSetRef) (*activities.StatefulSetState, error) { return f.read(), nil }).Maybe()
+		func(context.Context, activities.StatefulSetRef) (*activities.StatefulSetState, error) {
+			return f.read(), nil
+		}).Maybe()
 	env.OnActivity(a.SetPartition, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.SetPartitionInput) error {
 			f.mu.Lock()
@@ -360,4 +362,31 @@ func TestAStatefulCanarysAnalysisAbortsOnFailureAndHoldsWhenInconclusive(t *test
 	})
 	require.NoError(t, err)
 	assert.Equal(t, map[int32]string{0: "db-postgres:17 ready=true", 1: "db-postgres:17 ready=true"}, f.podRevisions(), "promoted: every ordinal on the new revision")
+}
+
+// Issue 39.2: a stateful canary's background analysis is measured while
+// its steps run: failed, the rollout aborts in its pause and the released
+// ordinal returns to the previous revision.
+func TestAStatefulCanarysFailingBackgroundAnalysisAbortsIt(t *testing.T) {
+	fifty := int32(50)
+	in := dbInput(t, "postgres:17")
+	in.Steps = []manifest.CanaryStep{{SetWeight: &fifty}, {Pause: &manifest.Pause{}}}
+	in.Background = &manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: "errors"}, SuccessCondition: "result < 1", Interval: "10s"}
+	f := newFakeStatefulSet("postgres:16")
+	measured := 0
+	err := rollOut(f, in, func(env *testsuite.TestWorkflowEnvironment) {
+		env.OnActivity((&activities.Activities{}).MeasurePrometheus, mock.Anything, mock.Anything).Return(
+			func(context.Context, activities.MeasureInput) (*activities.Measurement, error) {
+				measured++
+				phase := analysis.Successful
+				if measured >= 3 {
+					phase = analysis.Failed
+				}
+				return &activities.Measurement{Phase: phase, Message: "errors"}, nil
+			})
+	})
+	assert.Equal(t, api.ErrRolloutAborted, errorType(err), "%v", err)
+	assert.Contains(t, err.Error(), "background analysis failed")
+	assert.Equal(t, 3, measured, "measured until it failed, interval apart")
+	assert.Equal(t, map[int32]string{0: "db-postgres:16 ready=true", 1: "db-postgres:16 ready=true"}, f.podRevisions(), "db-1 back on the previous revision")
 }

@@ -27,20 +27,23 @@ const maxSteps = 256
 
 // carry is the state a stateful rollout hands to its continued run.
 type carry struct {
-	Stable      string          `json:"stable"`
-	StableHash  string          `json:"stableHash,omitempty"`
-	StepIndex   int             `json:"stepIndex"`
-	Outcome     string          `json:"outcome,omitempty"`
-	Paused      bool            `json:"paused,omitempty"`
-	ProgressAt  time.Time       `json:"progressAt"`
-	Updated     int32           `json:"updated"`
-	Reverting   bool            `json:"reverting,omitempty"`
-	PauseEnds   time.Time       `json:"pauseEnds,omitzero"`
-	ParentLease string          `json:"parentLease"`
-	Tally       *analysis.Tally `json:"tally,omitempty"`
-	Measured    string          `json:"measured,omitempty"`
-	Held        string          `json:"held,omitempty"`
-	Reason      string          `json:"reason,omitempty"`
+	Stable             string          `json:"stable"`
+	StableHash         string          `json:"stableHash,omitempty"`
+	StepIndex          int             `json:"stepIndex"`
+	Outcome            string          `json:"outcome,omitempty"`
+	Paused             bool            `json:"paused,omitempty"`
+	ProgressAt         time.Time       `json:"progressAt"`
+	Updated            int32           `json:"updated"`
+	Reverting          bool            `json:"reverting,omitempty"`
+	PauseEnds          time.Time       `json:"pauseEnds,omitzero"`
+	ParentLease        string          `json:"parentLease"`
+	Tally              *analysis.Tally `json:"tally,omitempty"`
+	Measured           string          `json:"measured,omitempty"`
+	Held               string          `json:"held,omitempty"`
+	Reason             string          `json:"reason,omitempty"`
+	Background         *analysis.Tally `json:"background,omitempty"`
+	BackgroundMeasured string          `json:"backgroundMeasured,omitempty"`
+	BackgroundHeld     string          `json:"backgroundHeld,omitempty"`
 }
 
 func decodeCarry(in api.StatefulSetRolloutInput) (*carry, error) {
@@ -106,7 +109,10 @@ func (r *run) guard(continued bool) error {
 	}
 	// As a manifest's steps (by the rules a lease's plan checked, within
 	// its operator's limits: only a lease's workflow starts this one).
-	if err := manifest.ValidateRolloutAnalyses(in.Steps, nil, nil, 1, true); err != nil {
+	if in.Background != nil && len(in.Steps) == 0 {
+		bad("background", "a background analysis runs beside a canary's steps: give steps, or leave it out")
+	}
+	if err := manifest.ValidateRolloutAnalyses(in.Steps, in.Background, nil, 1, true); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -137,7 +143,8 @@ func (r *run) carryOver() api.StatefulSetRolloutInput {
 	in := r.in
 	c := carry{Stable: r.Stable, StableHash: r.StableHash, StepIndex: r.StepIndex, Outcome: r.Outcome, Paused: r.Paused,
 		ProgressAt: r.ProgressAt, Updated: r.Updated, Reverting: r.Reverting, PauseEnds: r.pauseEnds, ParentLease: r.ParentLease,
-		Tally: r.Tally, Measured: r.Measured, Held: r.Held, Reason: r.Reason}
+		Tally: r.Tally, Measured: r.Measured, Held: r.Held, Reason: r.Reason,
+		Background: r.Background, BackgroundMeasured: r.BackgroundMeasured, BackgroundHeld: r.BackgroundHeld}
 	in.Carry, _ = json.Marshal(c)
 	return in
 }

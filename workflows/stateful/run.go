@@ -52,6 +52,11 @@ type run struct {
 	Measured string
 	Held     string
 	Reason   string
+	// Background is the background analysis's measurements so far, and
+	// BackgroundMeasured its last one.
+	Background         *analysis.Tally
+	BackgroundMeasured string
+	BackgroundHeld     string
 
 	abort     bool      // an operator (or a failed analysis) asked to abort
 	promote   bool      // an operator asked a pause or analysis step to end
@@ -71,6 +76,7 @@ func newRun(ctx workflow.Context, in api.StatefulSetRolloutInput, c *carry) *run
 		r.Stable, r.StableHash, r.StepIndex, r.Outcome, r.Paused = c.Stable, c.StableHash, c.StepIndex, c.Outcome, c.Paused
 		r.ProgressAt, r.Updated, r.Reverting, r.pauseEnds = c.ProgressAt, c.Updated, c.Reverting, c.PauseEnds
 		r.Tally, r.Measured, r.Held, r.Reason = c.Tally, c.Measured, c.Held, c.Reason
+		r.Background, r.BackgroundMeasured, r.BackgroundHeld = c.Background, c.BackgroundMeasured, c.BackgroundHeld
 		if r.ParentLease == "" {
 			r.ParentLease = c.ParentLease
 		}
@@ -101,6 +107,8 @@ func (r *run) status() api.RolloutStatus {
 		st.Step = "Complete"
 	}
 	switch {
+	case r.BackgroundHeld != "":
+		st.Message = r.BackgroundHeld
 	case r.Held != "":
 		st.Message = r.Held
 	case r.gate == "analysis":

@@ -34,7 +34,11 @@ const maxStepWait = 10 * time.Minute
 // runSteps takes the canary's remaining steps, then the partition down
 // to 0. A return to the previous revision takes no canary step.
 func (r *run) runSteps() error {
+	r.startBackground()
 	for !r.Reverting && r.StepIndex < len(r.in.Steps) {
+		if err := r.heldByBackground(); err != nil {
+			return err
+		}
 		s := r.in.Steps[r.StepIndex]
 		var err error
 		switch {
