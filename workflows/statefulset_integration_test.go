@@ -138,8 +138,8 @@ func statefulParent(ctx workflow.Context, tq string, in api.StatefulSetRolloutIn
 // The stateful rollout as a workflow on the stack's StatefulSet
 // controller: a two-replica service comes up with two bound claims; an
 // image update replaces db-1 then db-0, each claim the one it was; a
-// canary at one pod, aborted in its pause, returns that pod to the
-// previous revision; a version whose pods never turn Ready fails at the
+// canary at one pod whose analysis fails returns that pod to the previous
+// revision; an abort with every ordinal updated returns them all; a version whose pods never turn Ready fails at the
 // progress deadline and autoRollback returns every ordinal to the
 // previous revision (deleting the stuck pod itself); and a start by hand,
 // with no lease's workflow above it, is refused before anything is
@@ -235,30 +235,59 @@ func TestAStatefulRolloutStepsThePartitionAbortsAndRollsBackKeepingEveryClaim(t 
 	assert.Equal(t, int32(0), st.Partition)
 	assert.Equal(t, claims, st.Claims, "every claim is the one it was, bound to the same volume")
 
-	// 3. A canary at one pod, aborted in its pause: db-1 returns to v2.
-	fifty := int32(50)
-	run = start(input("postgres:18", false, manifest.CanaryStep{SetWeight: &fifty}, manifest.CanaryStep{Pause: &manifest.Pause{}}))
-	var status api.RolloutStatus
-	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "the canary never reached its pause", func() (bool, string) {
-		v, err := env.Patient().QueryWorkflow(ctx, rolloutID, "", api.QueryStatus)
-		if err != nil || v.Get(&status) != nil {
-			return false, fmt.Sprint(err)
+	// 3. A canary at one pod whose analysis fails (its Job exits 3): db-1
+	// returns to v2 with its claim.
+	fifty, hundred := int32(50), int32(100)
+	failing := manifest.CanaryStep{Analysis: &manifest.Analysis{Job: &manifest.JobCheck{Image: "ghcr.io/acme/smoke:1",
+		PodAnnotations: map[string]string{"deployflow.dev/exit-code": "3"}}}} // the local stack's pods exit with it
+	run = start(input("postgres:18", false, manifest.CanaryStep{SetWeight: &fifty}, failing))
+	var canaries []int32 // ordinals seen on the canary's revision
+	for done := false; !done; {
+		st := read()
+		for _, p := range st.Pods {
+			if p.Revision != v1 && p.Revision != v2 && !slices.Contains(canaries, p.Ordinal) {
+				canaries = append(canaries, p.Ordinal)
+			}
 		}
-		return status.Canary != nil && status.Canary.Step == 2 && status.StatefulSet != nil && status.StatefulSet.Partition == 1, fmt.Sprintf("%+v %+v", status.Canary, status.StatefulSet)
-	})
-	st = read()
-	assert.Equal(t, v2, revisions(st)[0], "db-0 is held below the partition")
-	assert.NotEqual(t, v2, revisions(st)[1], "db-1 runs the canary")
-	h, err := env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: rolloutID, UpdateName: api.UpdateAbort, WaitForStage: client.WorkflowUpdateStageCompleted})
-	require.NoError(t, err)
-	require.NoError(t, h.Get(ctx, nil))
+		time.Sleep(100 * time.Millisecond)
+		d, err := env.Temporal.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+		require.NoError(t, err)
+		done = d.GetWorkflowExecutionInfo().GetCloseTime() != nil
+	}
+	assert.Equal(t, []int32{1}, canaries, "the canary is db-1 alone; db-0 stays below the partition")
 	err = run.Get(ctx, nil)
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	assert.Equal(t, api.ErrRolloutAborted, appErr.Type(), "%v", err)
+	assert.Contains(t, err.Error(), "analysis failed")
+	assert.Contains(t, err.Error(), "every ordinal runs revision "+v2+" again")
 	st = read()
-	assert.Equal(t, map[int32]string{0: v2, 1: v2}, revisions(st), "every ordinal runs the previous revision again")
+	assert.Equal(t, map[int32]string{0: v2, 1: v2}, revisions(st), "db-1 runs the previous revision again")
 	assert.Equal(t, claims, st.Claims, "the canary's pod came back with its claim")
+
+	// 3b. An abort mid-rollout, every ordinal updated (setWeight 100,
+	// then a pause): both return to v2, each with its claim.
+	var status api.RolloutStatus
+	run = start(input("postgres:18", false, manifest.CanaryStep{SetWeight: &hundred}, manifest.CanaryStep{Pause: &manifest.Pause{}}))
+	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "the rollout never reached its pause with every ordinal updated", func() (bool, string) {
+		v, err := env.Patient().QueryWorkflow(ctx, rolloutID, "", api.QueryStatus)
+		if err != nil || v.Get(&status) != nil {
+			return false, fmt.Sprint(err)
+		}
+		// (Until the new run starts, the query answers from the last one.)
+		return status.Canary != nil && status.Canary.Step == 2 && status.UpdatedReplicas == 2 && status.StatefulSet.UpdateRevision != v2,
+			fmt.Sprintf("%+v %+v", status.Canary, status.StatefulSet)
+	})
+	assert.NotContains(t, slices.Collect(maps.Values(revisions(read()))), v2, "every ordinal runs the update")
+	h, err := env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: rolloutID, UpdateName: api.UpdateAbort, WaitForStage: client.WorkflowUpdateStageCompleted})
+	require.NoError(t, err)
+	require.NoError(t, h.Get(ctx, nil))
+	err = run.Get(ctx, nil)
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, api.ErrRolloutAborted, appErr.Type(), "%v", err)
+	st = read()
+	assert.Equal(t, map[int32]string{0: v2, 1: v2}, revisions(st), "every updated ordinal runs the previous revision again")
+	assert.Equal(t, claims, st.Claims, "each pod came back with its claim")
 
 	// 4. A version that never turns Ready: at the deadline, autoRollback
 	// deletes the stuck db-1 and returns it to v2.

@@ -97,6 +97,7 @@ func TestAnEphemeralVolumeRunsAndAPersistentOneIsRefusedWhereItCannotRun(t *test
 // controller and its storage class: a two-replica stateful service deploys
 // as a StatefulSet with its headless Service and two bound claims; an image
 // update rolls it out (db-1, then db-0) with every claim the one it was; a
+// canary at one pod whose analysis fails returns it, with its claim; a
 // manifest that would drop its volumes is refused, the service running on;
 // the lease's teardown deletes the claims with its namespace.
 func TestAStatefulServiceDeploysRollsOutAndItsTeardownDeletesItsClaims(t *testing.T) {
@@ -148,6 +149,26 @@ func TestAStatefulServiceDeploysRollsOutAndItsTeardownDeletesItsClaims(t *testin
 		assert.True(t, p.Ready, "db-%d is Ready", p.Ordinal)
 	}
 	assert.Equal(t, claims, sts.Claims, "every claim is the one it was, bound to the same volume")
+
+	// A canary at one pod whose analysis fails (its Job exits 3): the
+	// deploy fails, db-1 returns to the running revision with its claim.
+	fifty := int32(50)
+	canary := db("postgres:18", data)
+	canary.Services[0].Rollout = &manifest.Rollout{Strategy: manifest.StrategyCanary, Steps: []manifest.CanaryStep{{SetWeight: &fifty},
+		{Analysis: &manifest.Analysis{Job: &manifest.JobCheck{Image: "ghcr.io/acme/smoke:1",
+			PodAnnotations: map[string]string{"deployflow.dev/exit-code": "3"}}}}}} // the local stack's pods exit with it
+	v2 := sts.UpdateRevision
+	dt.deploy(canary)
+	st = dt.waitRevision(dt.lease, 3)
+	assert.Equal(t, api.PhaseFailed, st.Phase)
+	assert.Contains(t, st.LastError, "analysis failed", "the deploy says why")
+	sts = read()
+	assert.Equal(t, v2, sts.UpdateRevision, "the last-known-good revision is the StatefulSet's again")
+	for _, p := range sts.Pods {
+		assert.Equal(t, v2, p.Revision, "db-%d runs the last-known-good revision", p.Ordinal)
+		assert.True(t, p.Ready, "db-%d is Ready", p.Ordinal)
+	}
+	assert.Equal(t, claims, sts.Claims, "the canary's pod came back with its claim")
 
 	// Its volumes dropped: refused, the service runs on.
 	why := dt.refusal(db("postgres:17"))
