@@ -1,11 +1,13 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,6 +19,7 @@ import (
 
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
+	"github.com/deployflow/deployflow/k8s/statefulset"
 )
 
 // RenderObjects is the lease's Services, LoadBalancer Services (with their
@@ -273,11 +276,11 @@ func (a *Activities) PlanDeploy(ctx context.Context, in PlanInput) (*DeployPlan,
 			c.Class = ChangeMetadata
 		}
 		p.Services = append(p.Services, *c)
-		st, err := a.ReadRolloutState(ctx, ServiceRef{Namespace: objs.Namespace, Service: svc})
+		sd, err := a.serviceDigest(ctx, m, objs.Namespace, svc)
 		if err != nil {
 			return nil, err
 		}
-		digests = append(digests, svc+"="+st.Digest)
+		digests = append(digests, svc+"="+sd)
 	}
 	d := deploy(p, m)
 	p.Operations = Operations(d)
@@ -395,4 +398,31 @@ func setOf(s []string) map[string]bool {
 		out[x] = true
 	}
 	return out
+}
+
+// serviceDigest is what a plan's fingerprint holds of service svc's
+// running state: its ReplicaSets' (ReadRolloutState's digest), or for a
+// stateful service its StatefulSet's replicas, partition and revisions, its
+// pods and its claims (before issue 39's review it read the ReplicaSets a
+// stateful service does not have, so a plan stayed fresh whatever its
+// StatefulSet did).
+func (a *Activities) serviceDigest(ctx context.Context, m *manifest.Manifest, ns, svc string) (string, error) {
+	if s, ok := m.Lookup(svc); !ok || !s.Stateful() {
+		st, err := a.ReadRolloutState(ctx, ServiceRef{Namespace: ns, Service: svc})
+		if err != nil {
+			return "", err
+		}
+		return st.Digest, nil
+	}
+	st, err := a.ReadStatefulSet(ctx, StatefulSetRef{Namespace: ns, Name: svc})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nothingRuns().Digest, nil
+	case err != nil:
+		return "", err
+	}
+	slices.SortFunc(st.Pods, func(x, y statefulset.Pod) int { return cmp.Compare(x.Ordinal, y.Ordinal) })
+	b, _ := json.Marshal(st) // maps marshal with sorted keys
+	sum := sha256.Sum256(b)
+	return "sts:" + hex.EncodeToString(sum[:12]), nil
 }

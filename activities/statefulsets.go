@@ -101,6 +101,9 @@ func (a *Activities) ApplyStatefulSet(ctx context.Context, in ApplyStatefulSetIn
 	if !sameClaims(live.Spec.VolumeClaimTemplates, want.Spec.VolumeClaimTemplates) {
 		return nil, invalidInput("statefulset %s/%s: its claim templates are fixed once created, and the manifest's differ: deploy the new volumes under a new service name", want.Namespace, want.Name)
 	}
+	if pm := want.Spec.PodManagementPolicy; pm != "" && live.Spec.PodManagementPolicy != pm {
+		return nil, invalidInput("statefulset %s/%s: its pod management policy is fixed once created (%s), and the manifest's is %s: deploy it under a new service name", want.Namespace, want.Name, live.Spec.PodManagementPolicy, pm)
+	}
 	next := live.DeepCopy()
 	if grow := *want.Spec.Replicas - *live.Spec.Replicas; grow > 0 && live.Status.UpdateRevision != live.Status.CurrentRevision {
 		// A rollout is under way: the new ordinals would be at or above

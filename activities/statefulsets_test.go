@@ -355,3 +355,31 @@ func TestWaitStatefulSetStepEndsAtTheFirstFreshReadAfterAStaleOne(t *testing.T) 
 	assert.False(t, got.Stale)
 	assert.Less(t, time.Since(start), 3*time.Second, "ended at the first fresh read, not at the timeout")
 }
+
+// Guards the review's finding that a plan's fingerprint read a stateful
+// service's ReplicaSets (it has none), so an approved plan stayed fresh
+// whatever its StatefulSet did: the digest follows the StatefulSet.
+func TestAPlansDigestOfAStatefulServiceFollowsItsStatefulSet(t *testing.T) {
+	ctx := context.Background()
+	kc := fake.NewClientset()
+	a := &Activities{Kube: kc}
+	in := dbStatefulSet(t, "postgres:16", 2, "1Gi")
+	m := manifest.Manifest{Lease: "shop", Services: []manifest.Service{{Name: "db", Image: "postgres:16", Replicas: ptr.To(int32(2)),
+		Volumes: []manifest.Volume{{Name: "data", Size: "1Gi", MountPath: "/data", Persistent: true, Class: "local"}}}}}
+	none, err := a.serviceDigest(ctx, &m, "lease-shop", "db")
+	require.NoError(t, err)
+	assert.Equal(t, nothingRuns().Digest, none, "nothing runs yet")
+
+	_, err = a.ApplyStatefulSet(ctx, in)
+	require.NoError(t, err)
+	created, err := a.serviceDigest(ctx, &m, "lease-shop", "db")
+	require.NoError(t, err)
+	assert.NotEqual(t, none, created)
+	same, err := a.serviceDigest(ctx, &m, "lease-shop", "db")
+	require.NoError(t, err)
+	assert.Equal(t, created, same, "read again, unchanged")
+	require.NoError(t, a.SetPartition(ctx, SetPartitionInput{StatefulSetRef: StatefulSetRef{Namespace: "lease-shop", Name: "db"}, Partition: 1}))
+	moved, err := a.serviceDigest(ctx, &m, "lease-shop", "db")
+	require.NoError(t, err)
+	assert.NotEqual(t, created, moved, "a partition moved: the plan is stale")
+}

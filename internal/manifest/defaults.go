@@ -71,21 +71,22 @@ func (m *Manifest) defaulted() *Manifest {
 // withDefaults is WithDefaults for one service.
 func (s *Service) withDefaults() Service {
 	out := Service{
-		Name:           s.Name,
-		Image:          s.Image,
-		Replicas:       ptrOr(s.Replicas, DefaultReplicas),
-		Command:        cloneSlice(s.Command),
-		Args:           cloneSlice(s.Args),
-		Env:            cloneMap(s.Env),
-		PodLabels:      cloneMap(s.PodLabels),
-		PodAnnotations: cloneMap(s.PodAnnotations),
-		Security:       s.Security.clone(),
-		ReadinessProbe: s.ReadinessProbe.clone(),
-		LivenessProbe:  s.LivenessProbe.clone(),
-		StartupProbe:   s.StartupProbe.clone(),
-		Credentials:    s.Credentials.clone(),
-		SecretEnv:      cloneMap(s.SecretEnv),
-		Volumes:        cloneSlice(s.Volumes),
+		Name:                s.Name,
+		Image:               s.Image,
+		Replicas:            ptrOr(s.Replicas, DefaultReplicas),
+		Command:             cloneSlice(s.Command),
+		Args:                cloneSlice(s.Args),
+		Env:                 cloneMap(s.Env),
+		PodLabels:           cloneMap(s.PodLabels),
+		PodAnnotations:      cloneMap(s.PodAnnotations),
+		Security:            s.Security.clone(),
+		ReadinessProbe:      s.ReadinessProbe.clone(),
+		LivenessProbe:       s.LivenessProbe.clone(),
+		StartupProbe:        s.StartupProbe.clone(),
+		Credentials:         s.Credentials.clone(),
+		SecretEnv:           cloneMap(s.SecretEnv),
+		Volumes:             cloneSlice(s.Volumes),
+		PodManagementPolicy: s.PodManagementPolicy,
 	}
 	if r := s.Resources; r != nil && (r.CPU != "" || r.Memory != "" || r.EphemeralStorage != "" || r.GPU != nil) {
 		out.Resources = &Resources{CPU: r.CPU, Memory: r.Memory, EphemeralStorage: r.EphemeralStorage, GPU: r.GPU.clone()}

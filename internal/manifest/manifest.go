@@ -156,6 +156,11 @@ type Service struct {
 	// Volumes are the disks the container mounts (storage.go): ephemeral,
 	// or persistent, which makes the service a StatefulSet.
 	Volumes []Volume `json:"volumes,omitempty"`
+	// PodManagementPolicy is a stateful service's StatefulSet's:
+	// OrderedReady (the default: one pod at a time, each Ready before the
+	// next, as upstream's default) or Parallel (its pods started and
+	// deleted at once). Fixed once the StatefulSet is created.
+	PodManagementPolicy string `json:"podManagementPolicy,omitempty"`
 }
 
 // Resources are a container's CPU, memory and ephemeral storage (the

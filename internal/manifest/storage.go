@@ -147,6 +147,13 @@ func (v *validator) volumes(p string, s *Service) {
 		// volume is full.
 		v.add(field(p, "resources.ephemeralStorage"), "is required with an ephemeral volume: give the disk the container's logs and writable layer take beside its volumes, e.g. 256Mi (the volumes' sizes are added to it)")
 	}
+	switch pm := s.PodManagementPolicy; {
+	case pm == "":
+	case !s.Stateful():
+		v.add(field(p, "podManagementPolicy"), "is for a service with a persistent volume (a StatefulSet): leave it out")
+	case pm != string(appsv1.OrderedReadyPodManagement) && pm != string(appsv1.ParallelPodManagement):
+		v.add(field(p, "podManagementPolicy"), "%q: want OrderedReady (the default) or Parallel", pm)
+	}
 	if s.Stateful() {
 		if r := s.Rollout; r != nil {
 			switch r.Strategy {
@@ -324,7 +331,7 @@ func (m *Manifest) StatefulSet(svc string) (*appsv1.StatefulSet, error) {
 			Template:             d.Spec.Template,
 			VolumeClaimTemplates: claims,
 			ServiceName:          HeadlessService(svc),
-			PodManagementPolicy:  appsv1.OrderedReadyPodManagement,
+			PodManagementPolicy:  s.podManagement(),
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
 				Type:          appsv1.RollingUpdateStatefulSetStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: &partition},
@@ -337,6 +344,14 @@ func (m *Manifest) StatefulSet(svc string) (*appsv1.StatefulSet, error) {
 			},
 		},
 	}, nil
+}
+
+// podManagement is s's StatefulSet's pod management policy.
+func (s *Service) podManagement() appsv1.PodManagementPolicyType {
+	if s.PodManagementPolicy == string(appsv1.ParallelPodManagement) {
+		return appsv1.ParallelPodManagement
+	}
+	return appsv1.OrderedReadyPodManagement
 }
 
 // HeadlessServices are the headless Services of m's stateful services: each
@@ -380,6 +395,8 @@ func StorageChange(prev, next *Manifest) error {
 			v.add(p, "%s runs as a StatefulSet with persistent volumes, and this manifest has none: its data is yours, and deployflow does not drop it; to run %s without them, deploy it under a new name (the old claims stay until the lease is torn down)", s.Name, s.Name)
 		case !old.Stateful() && s.Stateful():
 			v.add(p, "%s runs as ReplicaSets, and this manifest gives it a persistent volume: a service does not change kind in place; deploy the stateful version under a new name, then remove %s", s.Name, s.Name)
+		case s.Stateful() && old.podManagement() != s.podManagement():
+			v.add(field(index("services", i), "podManagementPolicy"), "%s's StatefulSet was created %s, and this manifest says %s: a StatefulSet's pod management policy is fixed once created; deploy it under a new service name to change it", s.Name, old.podManagement(), s.podManagement())
 		case s.Stateful() && !slices.Equal(claimsOf(&old), claimsOf(s)):
 			v.add(p, "%s's persistent volumes were %s and would be %s: a StatefulSet's claims are fixed once created (name, size and class); deploy the new layout under a new service name", s.Name, describeClaims(claimsOf(&old)), describeClaims(claimsOf(s)))
 		}

@@ -190,20 +190,27 @@ func TestAStorageChangeAStatefulSetCannotFollowIsRefused(t *testing.T) {
 	bigger.Size = "20Gi"
 	moved := dataVolume
 	moved.MountPath = "/data"
+	parallel := storageManifest(2, dataVolume)
+	parallel.Services[0].PodManagementPolicy = "Parallel"
+	ordered := storageManifest(2, dataVolume)
+	ordered.Services[0].PodManagementPolicy = "OrderedReady"
 	for _, c := range []struct {
 		name       string
 		prev, next *Manifest
 		message    string // "": allowed
+		path       string // "": services[0].volumes
 	}{
-		{"first deploy", nil, stateful, ""},
-		{"unchanged", stateful, storageManifest(3, dataVolume), ""},
-		{"a mount moved", stateful, storageManifest(2, moved), ""},
-		{"an ephemeral volume added", stateful, storageManifest(2, dataVolume, cacheVolume), ""},
-		{"stateless to stateful", stateless, stateful, "db runs as ReplicaSets, and this manifest gives it a persistent volume"},
-		{"stateful to stateless", stateful, stateless, "db runs as a StatefulSet with persistent volumes, and this manifest has none: its data is yours"},
-		{"a claim resized", stateful, storageManifest(2, bigger), "db's persistent volumes were [data 10Gi local] and would be [data 20Gi local]"},
-		{"a size written another way", stateful, storageManifest(2, func() Volume { v := dataVolume; v.Size = "10240Mi"; return v }()), ""},
-		{"a service removed", stateful, &Manifest{Lease: "shop", Services: []Service{{Name: "web", Image: "nginx:1.27"}}}, ""},
+		{"first deploy", nil, stateful, "", ""},
+		{"OrderedReady said, as the default", stateful, ordered, "", ""},
+		{"the pod management policy changed", stateful, parallel, "db's StatefulSet was created OrderedReady, and this manifest says Parallel", "services[0].podManagementPolicy"},
+		{"unchanged", stateful, storageManifest(3, dataVolume), "", ""},
+		{"a mount moved", stateful, storageManifest(2, moved), "", ""},
+		{"an ephemeral volume added", stateful, storageManifest(2, dataVolume, cacheVolume), "", ""},
+		{"stateless to stateful", stateless, stateful, "db runs as ReplicaSets, and this manifest gives it a persistent volume", ""},
+		{"stateful to stateless", stateful, stateless, "db runs as a StatefulSet with persistent volumes, and this manifest has none: its data is yours", ""},
+		{"a claim resized", stateful, storageManifest(2, bigger), "db's persistent volumes were [data 10Gi local] and would be [data 20Gi local]", ""},
+		{"a size written another way", stateful, storageManifest(2, func() Volume { v := dataVolume; v.Size = "10240Mi"; return v }()), "", ""},
+		{"a service removed", stateful, &Manifest{Lease: "shop", Services: []Service{{Name: "web", Image: "nginx:1.27"}}}, "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := StorageChange(c.prev, c.next)
@@ -214,7 +221,11 @@ func TestAStorageChangeAStatefulSetCannotFollowIsRefused(t *testing.T) {
 			var v *ValidationError
 			require.ErrorAs(t, err, &v)
 			require.Len(t, v.Problems, 1)
-			assert.Equal(t, "services[0].volumes", v.Problems[0].Path)
+			path := "services[0].volumes"
+			if c.path != "" {
+				path = c.path
+			}
+			assert.Equal(t, path, v.Problems[0].Path)
 			assert.Contains(t, v.Problems[0].Message, c.message)
 		})
 	}
@@ -251,4 +262,17 @@ services:
 	assert.True(t, s.Stateful())
 	assert.Len(t, s.Rollout.Steps, 3)
 	assert.False(t, s.TrafficRouted(), "a stateful canary's weight is its released ordinals, not a route weight")
+}
+
+// Issue 39.2: podManagementPolicy Parallel is rendered as the
+// StatefulSet's; left out, OrderedReady, upstream's default.
+func TestAStatefulServicesPodManagementPolicyIsItsStatefulSets(t *testing.T) {
+	m := storageManifest(2, dataVolume)
+	sts, err := m.WithDefaults().StatefulSet("db")
+	require.NoError(t, err)
+	assert.Equal(t, appsv1.OrderedReadyPodManagement, sts.Spec.PodManagementPolicy)
+	m.Services[0].PodManagementPolicy = "Parallel"
+	sts, err = m.WithDefaults().StatefulSet("db")
+	require.NoError(t, err)
+	assert.Equal(t, appsv1.ParallelPodManagement, sts.Spec.PodManagementPolicy)
 }
