@@ -54,8 +54,11 @@ type StatefulSetState struct {
 	// return writes back with that template.
 	ReplacedTemplateHash string `json:"replacedTemplateHash,omitempty"`
 	// Claims are the StatefulSet's PersistentVolumeClaims by name, each
-	// with its volume: what no step may lose.
-	Claims map[string]string `json:"claims,omitempty"`
+	// with its volume: what no step may lose. A rollout's history holds
+	// only their count (ClaimCount): a thousand claims by name in every
+	// read would be most of it.
+	Claims     map[string]string `json:"-"`
+	ClaimCount int               `json:"claimCount,omitempty"`
 }
 
 // ApplyStatefulSet creates in's StatefulSet, or brings the live one to
@@ -217,6 +220,7 @@ func (a *Activities) ReadStatefulSet(ctx context.Context, ref StatefulSetRef) (*
 		}
 		st.Claims[c.Name] = c.Spec.VolumeName
 	}
+	st.ClaimCount = len(st.Claims)
 	return st, nil
 }
 

@@ -46,7 +46,7 @@ type Observed struct {
 	// CurrentRevision is the status's current revision: the one a pod
 	// below the partition is made at.
 	CurrentRevision string `json:"currentRevision,omitempty"`
-	Pods            []Pod
+	Pods            Pods
 }
 
 // Step is what the rollout does next.

@@ -128,7 +128,7 @@ func (r *run) status() api.RolloutStatus {
 		}
 		st.StatefulSet = &api.StatefulSetStatus{Partition: r.state.Partition, Target: r.target,
 			UpdateRevision: r.state.UpdateRevision, CurrentRevision: r.state.CurrentRevision, StableRevision: r.Stable,
-			Claims: len(r.state.Claims)}
+			Claims: r.state.ClaimCount}
 	}
 	if n := len(r.in.Steps); n > 0 && !r.in.Revert {
 		st.Canary = &api.CanaryStatus{Step: r.StepIndex + 1, Steps: n, Reason: r.Reason}
