@@ -1,11 +1,15 @@
 package observe
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/rollout"
@@ -105,4 +109,49 @@ func TestObserveStatefulSets(t *testing.T) {
 		"db":    {Service: "db", Desired: 3, Available: 2},
 		"cache": {Service: "cache", Desired: 1, Available: 1},
 	}, services)
+}
+
+// Issue 40.2: the observer's caches keep what an observation reads and
+// drop the pod and claim templates and the managed fields, most of each
+// object; what it observes of a trimmed object is what it observed of
+// the whole one.
+func TestTheCachesKeepWhatAnObservationReads(t *testing.T) {
+	whole := func() *appsv1.ReplicaSet {
+		r := rs("web", "2", "3", 3, 2)
+		r.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "deployflow"}}
+		r.Spec.Template = corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27",
+			Env: []corev1.EnvVar{{Name: "A", Value: strings.Repeat("x", 4096)}}}}}}
+		return r
+	}
+	trimmed, err := trimForObservation(whole())
+	require.NoError(t, err)
+	r := trimmed.(*appsv1.ReplicaSet)
+	assert.Empty(t, r.ManagedFields)
+	assert.Empty(t, r.Spec.Template.Spec.Containers, "no pod template kept")
+	assert.Equal(t, ObserveReplicaSets([]*appsv1.ReplicaSet{whole()}), ObserveReplicaSets([]*appsv1.ReplicaSet{r}))
+
+	three := int32(3)
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db", Labels: map[string]string{manifest.ServiceLabel: "db"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "deployflow"}}},
+		Spec: appsv1.StatefulSetSpec{Replicas: &three, Template: whole().Spec.Template,
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}}},
+		Status: appsv1.StatefulSetStatus{AvailableReplicas: 2}}
+	before := map[string]ServiceHealth{}
+	ObserveStatefulSets(before, []*appsv1.StatefulSet{sts.DeepCopy()})
+	trimmed, err = trimForObservation(sts)
+	require.NoError(t, err)
+	s := trimmed.(*appsv1.StatefulSet)
+	assert.Empty(t, s.ManagedFields)
+	assert.Empty(t, s.Spec.Template.Spec.Containers)
+	assert.Empty(t, s.Spec.VolumeClaimTemplates)
+	after := map[string]ServiceHealth{}
+	ObserveStatefulSets(after, []*appsv1.StatefulSet{s})
+	assert.Equal(t, before, after)
+
+	lease := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"owner": "acme"}}}
+	lease.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "deployflow"}})
+	trimmed, err = trimForObservation(lease)
+	require.NoError(t, err)
+	assert.Empty(t, trimmed.(*unstructured.Unstructured).GetManagedFields())
+	assert.Equal(t, "acme", trimmed.(*unstructured.Unstructured).Object["spec"].(map[string]any)["owner"])
 }

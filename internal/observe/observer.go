@@ -27,6 +27,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -229,24 +230,17 @@ func newObserver(send Sender, opts Options) *Observer {
 
 // watch sets up the informers on kc and dyn.
 func (o *Observer) watch(kc kubernetes.Interface, dyn dynamic.Interface) {
-	// Only deployflow's ReplicaSets (they carry the service label), without
-	// managed fields.
+	// Only deployflow's ReplicaSets and StatefulSets (they carry the
+	// service label), trimmed to what an observation reads.
 	f := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 		lo.LabelSelector = manifest.ServiceLabel
-	}), informers.WithTransform(func(obj any) (any, error) {
-		switch o := obj.(type) {
-		case *appsv1.ReplicaSet:
-			o.ManagedFields = nil
-		case *appsv1.StatefulSet:
-			o.ManagedFields = nil
-		}
-		return obj, nil
-	}))
+	}), informers.WithTransform(trimForObservation))
 	o.rs = f.Apps().V1().ReplicaSets().Informer()
 	o.rsList = f.Apps().V1().ReplicaSets().Lister()
 	o.sts = f.Apps().V1().StatefulSets().Informer()
 	o.stsList = f.Apps().V1().StatefulSets().Lister()
 	o.leases = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0).ForResource(crds.Leases).Informer()
+	_ = o.leases.SetTransform(trimForObservation) // before it starts: cannot fail
 	o.direct = lease.NewKubeStore(dyn)
 
 	_, _ = o.rs.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -270,6 +264,26 @@ func (o *Observer) watch(kc kubernetes.Interface, dyn dynamic.Interface) {
 			cache.DefaultWatchErrorHandler(ctx, r, err)
 		})
 	}
+}
+
+// trimForObservation is what the observer's caches keep of an object: an
+// observation reads a ReplicaSet's or StatefulSet's labels, annotations,
+// replicas and status, and a lease record's fields, never a pod template,
+// a claim template or the managed fields, which are most of each object
+// (issue 40.2: every worker caches every lease's objects).
+func trimForObservation(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *appsv1.ReplicaSet:
+		o.ManagedFields = nil
+		o.Spec.Template = corev1.PodTemplateSpec{}
+	case *appsv1.StatefulSet:
+		o.ManagedFields = nil
+		o.Spec.Template = corev1.PodTemplateSpec{}
+		o.Spec.VolumeClaimTemplates = nil
+	case *unstructured.Unstructured:
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // reachability reports each request's outcome to the observer: no answer,
