@@ -97,7 +97,8 @@ func TestAnEphemeralVolumeRunsAndAPersistentOneIsRefusedWhereItCannotRun(t *test
 // controller and its storage class: a two-replica stateful service deploys
 // as a StatefulSet with its headless Service and two bound claims; an image
 // update rolls it out (db-1, then db-0) with every claim the one it was; a
-// canary at one pod whose analysis fails returns it, with its claim; a
+// scale to 3 and back keeps every claim (db-2's retained); a restart
+// replaces every pod on a new revision, each with its claim; a canary at one pod whose analysis fails returns it, with its claim; a
 // manifest that would drop its volumes is refused, the service running on;
 // the lease's teardown deletes the claims with its namespace.
 func TestAStatefulServiceDeploysRollsOutAndItsTeardownDeletesItsClaims(t *testing.T) {
@@ -142,6 +143,7 @@ func TestAStatefulServiceDeploysRollsOutAndItsTeardownDeletesItsClaims(t *testin
 	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	assert.Equal(t, "rollout", st.Classes["db"])
 	sts := read()
+	v2 := sts.UpdateRevision
 	assert.NotEqual(t, v1, sts.UpdateRevision)
 	assert.Equal(t, int32(0), sts.Partition)
 	for _, p := range sts.Pods {
@@ -150,6 +152,44 @@ func TestAStatefulServiceDeploysRollsOutAndItsTeardownDeletesItsClaims(t *testin
 	}
 	assert.Equal(t, claims, sts.Claims, "every claim is the one it was, bound to the same volume")
 
+	// Scaled to 3, as a ReplicaSet's service is: db-2 comes with its own
+	// claim, the others keep theirs; then back to 2, the claim retained.
+	leaseUpdate := func(name string, args ...any) {
+		t.Helper()
+		h, err := dt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: api.DeployWorkflowID(dt.lease),
+			UpdateName: name, Args: args, WaitForStage: client.WorkflowUpdateStageCompleted})
+		require.NoError(t, err)
+		require.NoError(t, h.Get(ctx, nil))
+	}
+	leaseUpdate(api.UpdateScale, api.ScaleServiceRequest{Service: "db", Replicas: 3})
+	st = dt.waitRevision(dt.lease, 3)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
+	assert.Equal(t, "scale-only", st.Classes["db"])
+	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "db-2's claim was never Bound", func() (bool, string) {
+		c := read().Claims
+		return len(c) == 3 && c["data-db-2"] != "", fmt.Sprint(c)
+	})
+	for name, volume := range claims {
+		assert.Equal(t, volume, read().Claims[name], "%s keeps its volume", name)
+	}
+	claims = read().Claims
+	leaseUpdate(api.UpdateScale, api.ScaleServiceRequest{Service: "db", Replicas: 2})
+	st = dt.waitRevision(dt.lease, 4)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
+	assert.Equal(t, claims, read().Claims, "scaled down, db-2's claim is retained")
+
+	// A restart replaces every pod on a new revision, each with its claim.
+	leaseUpdate(api.UpdateRestart)
+	st = dt.waitRevision(dt.lease, 5)
+	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
+	sts = read()
+	assert.NotEqual(t, v2, sts.UpdateRevision, "a restart is a new revision")
+	for _, p := range sts.Pods {
+		assert.Equal(t, sts.UpdateRevision, p.Revision, "db-%d restarted", p.Ordinal)
+	}
+	assert.Equal(t, claims, sts.Claims, "every claim is the one it was")
+	v2 = sts.UpdateRevision
+
 	// A canary at one pod whose analysis fails (its Job exits 3): the
 	// deploy fails, db-1 returns to the running revision with its claim.
 	fifty := int32(50)
@@ -157,9 +197,8 @@ func TestAStatefulServiceDeploysRollsOutAndItsTeardownDeletesItsClaims(t *testin
 	canary.Services[0].Rollout = &manifest.Rollout{Strategy: manifest.StrategyCanary, Steps: []manifest.CanaryStep{{SetWeight: &fifty},
 		{Analysis: &manifest.Analysis{Job: &manifest.JobCheck{Image: "ghcr.io/acme/smoke:1",
 			PodAnnotations: map[string]string{"deployflow.dev/exit-code": "3"}}}}}} // the local stack's pods exit with it
-	v2 := sts.UpdateRevision
 	dt.deploy(canary)
-	st = dt.waitRevision(dt.lease, 3)
+	st = dt.waitRevision(dt.lease, 6)
 	assert.Equal(t, api.PhaseFailed, st.Phase)
 	assert.Contains(t, st.LastError, "analysis failed", "the deploy says why")
 	sts = read()
