@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -18,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/k8s/rollout"
@@ -177,10 +178,34 @@ type StatefulSetRef struct {
 // replicas, partition and revisions, its pods (ordinal, revision, Ready,
 // available for minReadySeconds, terminating) and its claims.
 func (a *Activities) ReadStatefulSet(ctx context.Context, ref StatefulSetRef) (*StatefulSetState, error) {
+	sts, pods, err := a.getStatefulSet(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	st := statefulSetState(sts, pods.Items, time.Now())
+	return st, a.readClaims(ctx, sts, st)
+}
+
+// getStatefulSet gets a StatefulSet and lists its pods.
+func (a *Activities) getStatefulSet(ctx context.Context, ref StatefulSetRef) (*appsv1.StatefulSet, *corev1.PodList, error) {
 	sts, err := a.Kube.AppsV1().StatefulSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("get statefulset %s/%s: %w", ref.Namespace, ref.Name, err)
+		return nil, nil, fmt.Errorf("get statefulset %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
+	sel, err := metav1.LabelSelectorAsSelector(sts.Spec.Selector)
+	if err != nil {
+		return nil, nil, invalidInput("statefulset %s/%s: selector: %v", ref.Namespace, ref.Name, err)
+	}
+	pods, err := a.Kube.CoreV1().Pods(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list pods of statefulset %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	return sts, pods, nil
+}
+
+// statefulSetState is what a step decides on, from sts and its pods (the
+// claims apart), at now.
+func statefulSetState(sts *appsv1.StatefulSet, pods []corev1.Pod, now time.Time) *StatefulSetState {
 	st := &StatefulSetState{
 		Observed: statefulset.Observed{Name: sts.Name, Replicas: *sts.Spec.Replicas, Partition: *sts.Spec.Replicas,
 			UpdateRevision: sts.Status.UpdateRevision, CurrentRevision: sts.Status.CurrentRevision},
@@ -189,17 +214,8 @@ func (a *Activities) ReadStatefulSet(ctx context.Context, ref StatefulSetRef) (*
 	if ru := sts.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.Partition != nil {
 		st.Partition = *ru.Partition
 	}
-	sel, err := metav1.LabelSelectorAsSelector(sts.Spec.Selector)
-	if err != nil {
-		return nil, invalidInput("statefulset %s/%s: selector: %v", ref.Namespace, ref.Name, err)
-	}
-	pods, err := a.Kube.CoreV1().Pods(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-	if err != nil {
-		return nil, fmt.Errorf("list pods of statefulset %s/%s: %w", ref.Namespace, ref.Name, err)
-	}
-	now := time.Now()
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	for i := range pods {
+		p := &pods[i]
 		ord, ok := ordinalOf(sts, p)
 		if !ok {
 			continue
@@ -209,10 +225,30 @@ func (a *Activities) ReadStatefulSet(ctx context.Context, ref StatefulSetRef) (*
 			Ready: ready, Available: ready && !since.Add(time.Duration(sts.Spec.MinReadySeconds)*time.Second).After(now),
 			Terminating: p.DeletionTimestamp != nil})
 	}
-	claims, err := a.Kube.CoreV1().PersistentVolumeClaims(ref.Namespace).List(ctx, metav1.ListOptions{
+	slices.SortFunc(st.Pods, func(x, y statefulset.Pod) int { return int(x.Ordinal - y.Ordinal) })
+	return st
+}
+
+// nextAvailable is when the next of sts's Ready pods turns available
+// (Ready for minReadySeconds) after now: no event says so. Zero if none.
+func nextAvailable(sts *appsv1.StatefulSet, pods map[string]*corev1.Pod, now time.Time) time.Time {
+	var next time.Time
+	for _, p := range pods {
+		if ready, since := podReady(p); ready {
+			if at := since.Add(time.Duration(sts.Spec.MinReadySeconds) * time.Second); at.After(now) && (next.IsZero() || at.Before(next)) {
+				next = at
+			}
+		}
+	}
+	return next
+}
+
+// readClaims adds sts's claims to st.
+func (a *Activities) readClaims(ctx context.Context, sts *appsv1.StatefulSet, st *StatefulSetState) error {
+	claims, err := a.Kube.CoreV1().PersistentVolumeClaims(sts.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(labels.Set{manifest.ServiceLabel: sts.Labels[manifest.ServiceLabel]}).String()})
 	if err != nil {
-		return nil, fmt.Errorf("list claims of statefulset %s/%s: %w", ref.Namespace, ref.Name, err)
+		return fmt.Errorf("list claims of statefulset %s/%s: %w", sts.Namespace, sts.Name, err)
 	}
 	for _, c := range claims.Items {
 		if st.Claims == nil {
@@ -221,7 +257,7 @@ func (a *Activities) ReadStatefulSet(ctx context.Context, ref StatefulSetRef) (*
 		st.Claims[c.Name] = c.Spec.VolumeName
 	}
 	st.ClaimCount = len(st.Claims)
-	return st, nil
+	return nil
 }
 
 // ordinalOf is pod p's ordinal in StatefulSet sts (its name is
@@ -390,52 +426,160 @@ type WaitStatefulSetStepInput struct {
 	ReplacedTemplateHash string `json:"replacedTemplateHash,omitempty"`
 }
 
-// statefulSetPoll is how often a wait reads the StatefulSet and its pods.
-var statefulSetPoll = time.Second
+// statefulSetRetry is how long a wait whose read or watch failed waits
+// before it reads again.
+var statefulSetRetry = time.Second
 
-// WaitStatefulSetStep reads the StatefulSet every second until the step
-// statefulset.Next decides differs from in.Last (a pod turned Ready, one
-// was replaced, the partition moved), a return finds pods to delete, or
-// in.Timeout passes; it returns what it read last (a fresh status: never
-// a state the controller has not yet observed, unless the timeout passed).
-// It heartbeats, so a worker's death moves it to another within seconds.
+// WaitStatefulSetStep follows the StatefulSet and its pods (a read, then
+// watches from it, as the StatefulSet controller's own informers do) until
+// the step statefulset.Next decides differs from in.Last (a pod turned
+// Ready, one was replaced, the partition moved), a return finds pods to
+// delete, or in.Timeout passes; it returns what it saw last, with the
+// claims read then (a fresh status: never a state the controller has not
+// yet observed, unless the timeout passed). A watch that ends or fails is
+// followed by a read again. It heartbeats, so a worker's death moves it to
+// another within seconds. (It polled once a second before: make bench
+// measured each step 10% slower than the native controller's.)
 func (a *Activities) WaitStatefulSetStep(ctx context.Context, in WaitStatefulSetStepInput) (*StatefulSetState, error) {
 	if in.Timeout <= 0 {
 		return nil, invalidInput("waitStatefulSetStep: timeout must be positive")
 	}
-	var last *StatefulSetState
-	err := wait.PollUntilContextTimeout(ctx, statefulSetPoll, in.Timeout, true, func(ctx context.Context) (bool, error) {
-		if activity.IsActivity(ctx) {
-			activity.RecordHeartbeat(ctx)
-		}
-		st, err := a.ReadStatefulSet(ctx, in.StatefulSetRef)
-		if err != nil {
-			return false, nil // the next poll reads again; the timeout bounds it
-		}
-		last = st
-		if st.Stale {
-			return false, nil
-		}
-		if in.Stale {
-			return true, nil
+	done := func(st *StatefulSetState) bool {
+		switch {
+		case st.Stale:
+			return false
+		case in.Stale:
+			return true
 		}
 		if in.Revert {
 			if p, del := statefulset.ForcedRollback(st.Observed); p != st.Partition || len(del) > 0 {
-				return true, nil
+				return true
 			}
 		}
-		return st.Partition != in.Partition || statefulset.Next(st.Observed, in.Target, in.MaxUnavailable) != in.Last, nil
-	})
+		return st.Partition != in.Partition || statefulset.Next(st.Observed, in.Target, in.MaxUnavailable) != in.Last
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, in.Timeout)
+	defer cancel()
+	sts, last, err := a.followStatefulSet(waitCtx, in.StatefulSetRef, done)
+	if err != nil {
+		return nil, err
+	}
 	if last == nil {
-		if err == nil || wait.Interrupted(err) {
-			return a.ReadStatefulSet(ctx, in.StatefulSetRef)
+		// Nothing could be read in the whole wait: one more read, its
+		// error the activity's.
+		return a.ReadStatefulSet(ctx, in.StatefulSetRef)
+	}
+	return last, a.readClaims(ctx, sts, last)
+}
+
+// followStatefulSet reads ref and watches it and its pods from that read
+// until done holds of what it sees, or ctx ends; it returns the StatefulSet
+// and the state it saw last (nil if it never read one). A read that fails
+// is tried again statefulSetRetry later.
+func (a *Activities) followStatefulSet(ctx context.Context, ref StatefulSetRef, done func(*StatefulSetState) bool) (*appsv1.StatefulSet, *StatefulSetState, error) {
+	var sts *appsv1.StatefulSet
+	var last *StatefulSetState
+	heartbeat := time.NewTicker(heartbeatEvery)
+	defer heartbeat.Stop()
+	beat := func() {
+		if activity.IsActivity(ctx) {
+			activity.RecordHeartbeat(ctx)
 		}
-		return nil, err
 	}
-	if err != nil && !wait.Interrupted(err) {
-		return nil, err
+	for ctx.Err() == nil {
+		beat()
+		got, list, err := a.getStatefulSet(ctx, ref)
+		if err != nil {
+			if appErr := (*temporal.ApplicationError)(nil); errors.As(err, &appErr) && appErr.NonRetryable() {
+				return nil, nil, err // a selector that does not parse: no read will
+			}
+			sleepCtx(ctx, statefulSetRetry)
+			continue
+		}
+		sts = got
+		pods := map[string]*corev1.Pod{}
+		for i := range list.Items {
+			pods[list.Items[i].Name] = &list.Items[i]
+		}
+		state := func() *StatefulSetState {
+			items := make([]corev1.Pod, 0, len(pods))
+			for _, p := range pods {
+				items = append(items, *p)
+			}
+			return statefulSetState(sts, items, time.Now())
+		}
+		if last = state(); done(last) {
+			return sts, last, nil
+		}
+		sel, _ := metav1.LabelSelectorAsSelector(sts.Spec.Selector) // parsed by getStatefulSet
+		setW, err := a.Kube.AppsV1().StatefulSets(ref.Namespace).Watch(ctx, metav1.ListOptions{
+			FieldSelector: "metadata.name=" + ref.Name, ResourceVersion: sts.ResourceVersion})
+		if err != nil {
+			sleepCtx(ctx, statefulSetRetry)
+			continue
+		}
+		podW, err := a.Kube.CoreV1().Pods(ref.Namespace).Watch(ctx, metav1.ListOptions{
+			LabelSelector: sel.String(), ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			setW.Stop()
+			sleepCtx(ctx, statefulSetRetry)
+			continue
+		}
+		following := true
+		for following {
+			var avail <-chan time.Time
+			if at := nextAvailable(sts, pods, time.Now()); !at.IsZero() {
+				avail = time.After(time.Until(at) + 10*time.Millisecond)
+			}
+			select {
+			case <-ctx.Done():
+				following = false
+				continue
+			case <-heartbeat.C:
+				beat()
+				continue
+			case <-avail:
+			case ev, ok := <-setW.ResultChan():
+				if !ok || ev.Type == watch.Error || ev.Type == watch.Deleted {
+					following = false // read again (a deleted StatefulSet: the read says so)
+					continue
+				}
+				if s, isSet := ev.Object.(*appsv1.StatefulSet); isSet && s.Name == ref.Name {
+					sts = s
+				}
+			case ev, ok := <-podW.ResultChan():
+				if !ok || ev.Type == watch.Error {
+					following = false
+					continue
+				}
+				if p, isPod := ev.Object.(*corev1.Pod); isPod {
+					if ev.Type == watch.Deleted {
+						delete(pods, p.Name)
+					} else {
+						pods[p.Name] = p
+					}
+				}
+			}
+			if last = state(); done(last) {
+				setW.Stop()
+				podW.Stop()
+				return sts, last, nil
+			}
+		}
+		setW.Stop()
+		podW.Stop()
 	}
-	return last, nil
+	return sts, last, nil
+}
+
+// sleepCtx sleeps d, or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // classifyStatefulSet classifies a stateful service's change by its
