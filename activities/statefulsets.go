@@ -132,9 +132,11 @@ func (a *Activities) ApplyStatefulSet(ctx context.Context, in ApplyStatefulSetIn
 		next.Annotations[TemplateHashAnnotation] = hash
 	}
 	if !equality.Semantic.DeepEqual(live.Spec, next.Spec) || live.Annotations[TemplateHashAnnotation] != hash {
-		if _, err := sets.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		updated, err := sets.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
+		if err != nil {
 			return nil, fmt.Errorf("update statefulset %s/%s: %w", want.Namespace, want.Name, err)
 		}
+		a.awaitObserved(ctx, updated)
 	}
 	st, err := a.ReadStatefulSet(ctx, StatefulSetRef{Namespace: want.Namespace, Name: want.Name})
 	if err == nil && live.Annotations[TemplateHashAnnotation] != hash {
@@ -301,10 +303,40 @@ func (a *Activities) SetPartition(ctx context.Context, in SetPartitionInput) err
 	if err != nil {
 		return err
 	}
-	if _, err := a.Kube.AppsV1().StatefulSets(in.Namespace).Patch(ctx, in.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+	sts, err := a.Kube.AppsV1().StatefulSets(in.Namespace).Patch(ctx, in.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	if err != nil {
 		return fmt.Errorf("set the partition of statefulset %s/%s to %d: %w", in.Namespace, in.Name, in.Partition, err)
 	}
+	a.awaitObserved(ctx, sts)
 	return nil
+}
+
+// observeWait bounds awaitObserved.
+const observeWait = 2 * time.Second
+
+// awaitObserved waits, at most observeWait, until the StatefulSet
+// controller has observed sts's generation (a watch of sts from the write
+// that made it): the step's read that follows then decides on the status
+// of what was written, not the one before it (which would cost the
+// rollout a wait for a fresh one, a round trip per step).
+func (a *Activities) awaitObserved(ctx context.Context, sts *appsv1.StatefulSet) {
+	if sts.Status.ObservedGeneration >= sts.Generation {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, observeWait)
+	defer cancel()
+	w, err := a.Kube.AppsV1().StatefulSets(sts.Namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + sts.Name, ResourceVersion: sts.ResourceVersion})
+	if err != nil {
+		return // the read says it is stale, and the wait waits
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		s, ok := ev.Object.(*appsv1.StatefulSet)
+		if !ok || ev.Type == watch.Deleted || s.Name == sts.Name && s.Status.ObservedGeneration >= sts.Generation {
+			return
+		}
+	}
 }
 
 // DeleteStuckPodsInput names pods a return to Revision deletes: ordinals
