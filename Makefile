@@ -7,8 +7,8 @@
 #   make unit-repeat the SDK test environment's tests five times, shuffled
 #   make test-postgres   the integration tests on the Temporal server on
 #                    PostgreSQL (DEPLOYFLOW_TEMPORAL=postgres: any target)
-#   make bench       deployflow vs the native Deployment controller, on
-#                    both Temporal modes
+#   make bench       deployflow vs the native Deployment and StatefulSet
+#                    controllers, on both Temporal modes
 #   make dev-up / dev-down / dev-status     the local stack by hand
 #
 # Binaries of the stack are built from the Go module proxy into
@@ -144,15 +144,16 @@ chaos: build tools
 	  hack/with-stack.sh $(GO) test -tags chaos -count=1 -timeout 180m -parallel $(CHAOS_PARALLEL) -v -run '^TestChaos$$' ./worker/
 
 # The same rollout by deployflow's engine and by the native Deployment
-# controller (a second kube-controller-manager running only that controller).
-# Run on each Temporal mode in BENCH_MODES (the rollout comparison on the
-# first only: it does not involve many shards).
+# controller (a second kube-controller-manager running only that controller),
+# and a StatefulSet's by deployflow's partition steps and by the stack's
+# StatefulSet controller. Run on each Temporal mode in BENCH_MODES (the
+# rollout comparisons on the first only: they do not involve many shards).
 BENCH_MODES ?= dev postgres
 bench: build tools
 	$(GO) build -o bin/bench ./hack/bench
 	@first=1; for mode in $(BENCH_MODES); do \
 	  echo "== bench on Temporal mode $$mode"; \
-	  extra=; [ $$first = 1 ] || extra="-runs 0 -traffic 0"; first=0; \
+	  extra=; [ $$first = 1 ] || extra="-runs 0 -statefulset-replicas 0 -traffic 0"; first=0; \
 	  DEPLOYFLOW_TEMPORAL=$$mode hack/build-tools.sh || exit 1; \
 	  DEPLOYFLOW_TEMPORAL=$$mode hack/with-stack.sh bin/bench $(BENCH_FLAGS) $$extra || exit 1; \
 	done

@@ -39,6 +39,8 @@ func TestFleetBenchmarkSlice(t *testing.T) {
 	t.Cleanup(func() { out = os.Stdout })
 	trafficCanaries = 0 // TestTrafficBenchmarkSlice's
 	t.Cleanup(func() { trafficCanaries = 4 })
+	statefulReplicas = 0 // the StatefulSet comparison is make bench's only
+	t.Cleanup(func() { statefulReplicas = 5 })
 	require.NoError(t, run(10, time.Second, 0, []int{3}, 5, 20*time.Second))
 	t.Log("\n" + buf.String())
 

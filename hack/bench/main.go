@@ -2,10 +2,13 @@
 // native Kubernetes Deployment controller on the local stack, and prints for
 // each: wall time, Temporal history events and kube-apiserver requests made
 // by the rollout driver (counted from the apiserver's audit log by user
-// agent). Then the fleet benchmark (fleet.go): many leases deployed at once
-// by the worker binary, then left idle. make bench runs it with the stack up.
+// agent). Then the same for a StatefulSet (statefulset.go): deployflow's
+// partition steps against the native StatefulSet controller's rolling
+// update, with the order in which each replaced the pods. Then the fleet
+// benchmark (fleet.go): many leases deployed at once by the worker binary,
+// then left idle. make bench runs it with the stack up.
 //
-//	bench [-replicas 10] [-ready-after 1s] [-runs 3] [-traffic 4] [-fleet 10,100,500] [-idle 1000] [-idle-for 10m]
+//	bench [-replicas 10] [-ready-after 1s] [-runs 3] [-statefulset-replicas 5] [-statefulset-runs 3] [-traffic 4] [-fleet 10,100,500] [-idle 1000] [-idle-for 10m]
 package main
 
 import (
@@ -75,6 +78,8 @@ func main() {
 	fleetSizes := flag.String("fleet", "10,100,500", "fleet benchmark: comma-separated numbers of concurrent lease deploys; empty: skip it")
 	idle := flag.Int("idle", 1000, "fleet benchmark: idle leases measured (deployed beyond the fleets if needed)")
 	idleFor := flag.Duration("idle-for", 10*time.Minute, "fleet benchmark: how long the idle leases are measured")
+	flag.IntVar(&statefulReplicas, "statefulset-replicas", statefulReplicas, "StatefulSet comparison: replicas of the stateful service; 0: skip it")
+	flag.IntVar(&statefulRuns, "statefulset-runs", statefulRuns, "StatefulSet comparison: rollouts per driver (the median is reported)")
 	flag.IntVar(&trafficCanaries, "traffic", trafficCanaries, "traffic benchmark: canaries through the stack's Gateway (the last aborted); 0: skip it")
 	flag.StringVar(&temporalNamespace, "temporal-namespace", temporalNamespace, "the Temporal namespace the bench's workflows and workers use")
 	flag.Parse()
@@ -95,6 +100,11 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// statefulReplicas and statefulRuns are the StatefulSet comparison's
+// replicas (-statefulset-replicas, 0: skipped) and rollouts per driver
+// (-statefulset-runs).
+var statefulReplicas, statefulRuns = 5, 3
 
 // trafficCanaries is how many canaries the traffic benchmark runs
 // (-traffic).
@@ -144,6 +154,11 @@ func run(replicas int32, readyAfter time.Duration, runs int, sizes []int, idle i
 	if runs > 0 {
 		if err := rollouts(ctx, s, kc, tc, replicas, readyAfter, runs); err != nil {
 			return err
+		}
+	}
+	if statefulReplicas > 0 && statefulRuns > 0 {
+		if err := runStatefulSets(ctx, s, tc, int32(statefulReplicas), readyAfter, statefulRuns); err != nil {
+			return fmt.Errorf("StatefulSet comparison: %w", err)
 		}
 	}
 	if trafficCanaries > 0 {
