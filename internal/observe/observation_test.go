@@ -127,7 +127,10 @@ func TestTheCachesKeepWhatAnObservationReads(t *testing.T) {
 	require.NoError(t, err)
 	r := trimmed.(*appsv1.ReplicaSet)
 	assert.Empty(t, r.ManagedFields)
-	assert.Empty(t, r.Spec.Template.Spec.Containers, "no pod template kept")
+	// Guards a regression of this change: the rollouts' waits read the
+	// same cache (ReplicaSetsOf) and find their new ReplicaSet by its
+	// template; without it every step of every rollout made another.
+	assert.Equal(t, whole().Spec.Template, r.Spec.Template, "a ReplicaSet keeps its pod template")
 	assert.Equal(t, ObserveReplicaSets([]*appsv1.ReplicaSet{whole()}), ObserveReplicaSets([]*appsv1.ReplicaSet{r}))
 
 	three := int32(3)

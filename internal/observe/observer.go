@@ -266,16 +266,18 @@ func (o *Observer) watch(kc kubernetes.Interface, dyn dynamic.Interface) {
 	}
 }
 
-// trimForObservation is what the observer's caches keep of an object: an
-// observation reads a ReplicaSet's or StatefulSet's labels, annotations,
-// replicas and status, and a lease record's fields, never a pod template,
-// a claim template or the managed fields, which are most of each object
-// (issue 40.2: every worker caches every lease's objects).
+// trimForObservation is what the observer's caches keep of an object:
+// no managed fields, and a StatefulSet without its pod and claim
+// templates, which no observation reads (issue 40.2: every worker caches
+// every lease's objects). A ReplicaSet keeps its pod template: the
+// rollouts' waits read the same cache (ReplicaSetsOf), and a rollout
+// finds its new ReplicaSet by its template (a cache without them made
+// every rollout create a new ReplicaSet at each step: make chaos found
+// it).
 func trimForObservation(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *appsv1.ReplicaSet:
 		o.ManagedFields = nil
-		o.Spec.Template = corev1.PodTemplateSpec{}
 	case *appsv1.StatefulSet:
 		o.ManagedFields = nil
 		o.Spec.Template = corev1.PodTemplateSpec{}
