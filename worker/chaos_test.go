@@ -34,6 +34,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
@@ -67,7 +68,12 @@ import (
 //   - the lease holds exactly its reservations (none once torn down);
 //   - a failed update leaves the last-known-good version fully available;
 //   - after a conflicting write, the lease runs what it should or says it
-//     does not (Degraded).
+//     does not (Degraded);
+//   - a scenario with the stateful service db (issue 39.3): every claim
+//     the setup left still exists, the same object bound to the same
+//     volume; db's one StatefulSet is settled (currentRevision ==
+//     updateRevision) and its pods all run the expected image on that
+//     revision, Ready; web's ReplicaSets are as the setup left them.
 //
 // Each run has its own lease, task queue and workers, so runs go side by
 // side (go test -parallel: CHAOS_PARALLEL). A fault of the whole stack
@@ -76,8 +82,9 @@ import (
 //
 // DEPLOYFLOW_CHAOS_SEED fixes the random choices (restart delays, the
 // victim worker; with DEPLOYFLOW_CHAOS_BOUNDARIES=one, the one boundary per
-// fault); the seed is printed. DEPLOYFLOW_CHAOS_SCENARIO and
-// DEPLOYFLOW_CHAOS_FAULT (a substring) narrow the sweep, and
+// fault); the seed is printed. DEPLOYFLOW_CHAOS_SCENARIO (a name, or else
+// a substring of names) and DEPLOYFLOW_CHAOS_FAULT (a substring) narrow
+// the sweep, and
 // DEPLOYFLOW_CHAOS_SKIP (a substring of scenario names) leaves some out;
 // DEPLOYFLOW_CHAOS_REPORT names the report file.
 
@@ -100,6 +107,21 @@ type chaosRun struct {
 	placed  error // how the placement ended (nil: it succeeded)
 	// secondStatus is the lease's workflow of the second cluster, at the end.
 	secondStatus api.DeployStatus
+	// A stateful scenario's lease as its setup left it: db's claims, and
+	// web's ReplicaSets (the deploy under test changes db only).
+	claims    map[string]claimBinding
+	webBefore map[string]string
+}
+
+// claimBinding is a PersistentVolumeClaim as the volume invariant compares
+// it: the same object (UID), bound to the same volume.
+type claimBinding struct {
+	uid, volume string
+	phase       corev1.PersistentVolumeClaimPhase
+}
+
+func (c claimBinding) String() string {
+	return fmt.Sprintf("%s uid %s on %q", c.phase, c.uid, c.volume)
 }
 
 // chaosCluster is the placement scenario's second cluster: extra cluster
@@ -127,6 +149,11 @@ type scenario struct {
 	image string
 	// after checks what else must hold at the end.
 	after func(r *chaosRun) []string
+	// db is what the stateful service db runs at the end, if the
+	// scenario's manifest has it (issue 39.3): then its claims must be
+	// those the setup left, each bound to the same volume, and its
+	// StatefulSet settled on db's image (statefulHolds), whatever the fault.
+	db string
 	// placement: the deploy is a placement, wave 1 the stack's own
 	// cluster, wave 2 chaosCluster (issue 23). make test's reduced sweep
 	// leaves it out (DEPLOYFLOW_CHAOS_SKIP=placement): make chaos runs it.
@@ -172,6 +199,29 @@ func webManifest(lease, image string, rollout *manifest.Rollout, never bool) man
 		{Name: "api", Image: "ghcr.io/acme/api:1.0", Replicas: &two, Ports: []manifest.Port{{Port: 8080, Expose: &manifest.Expose{IP: "public"}}}}}}
 }
 
+// statefulManifest is webManifest (web rolling, untouched by the
+// stateful scenarios' deploys) with the stateful service db: two pods, each
+// with its claim of the stack's StorageClass (issue 39.3).
+func statefulManifest(lease, image string, rollout *manifest.Rollout) manifest.Manifest {
+	m := webManifest(lease, "nginx:1.26", rolling(), false)
+	two := int32(2)
+	m.Services = append(m.Services, manifest.Service{Name: "db", Image: image, Replicas: &two, Rollout: rollout,
+		PodAnnotations: map[string]string{"deployflow.dev/ready-after": "1s"},
+		Ports:          []manifest.Port{{Port: 5432}},
+		Volumes:        []manifest.Volume{{Name: "data", Size: "1Gi", MountPath: "/data", Persistent: true, Class: devstack.StorageClass}}})
+	return m
+}
+
+// dbCanaryAborted is db's canary whose analysis Job fails: on the local
+// stack a pod exits with the code in its deployflow.dev/exit-code
+// annotation.
+func dbCanaryAborted() *manifest.Rollout {
+	fifty := int32(50)
+	return &manifest.Rollout{Strategy: manifest.StrategyCanary, Steps: []manifest.CanaryStep{{SetWeight: &fifty},
+		{Analysis: &manifest.Analysis{Job: &manifest.JobCheck{Image: "ghcr.io/acme/smoke:1",
+			PodAnnotations: map[string]string{"deployflow.dev/exit-code": "3"}}}}}}
+}
+
 func rolling() *manifest.Rollout {
 	one, zero := intstr.FromInt32(1), intstr.FromInt32(0)
 	return &manifest.Rollout{MaxSurge: &one, MaxUnavailable: &zero}
@@ -186,6 +236,14 @@ func scenarios() []scenario {
 	}
 	none := func(*chaosRun) {}
 	deadline := int32(6)
+	// The stateful scenarios start from db on postgres:16 with its two
+	// claims Bound, and change db only.
+	withDB := func(r *chaosRun) {
+		r.deploy(statefulManifest(r.lease, "postgres:16", nil))
+		r.waitPhase(api.PhaseActive, 1)
+		r.claims, r.webBefore = r.boundClaims(), r.webReplicaSets()
+	}
+	webUntouched := func(r *chaosRun) []string { return append(r.webRuns("nginx:1.26", 4), r.webUntouched()...) }
 	return []scenario{
 		{name: "first deploy", setup: none, run: func(r *chaosRun) { r.deploy(webManifest(r.lease, "nginx:1.26", rolling(), false)) },
 			phase: api.PhaseActive, revision: 1, image: "nginx:1.26", floor: 0, ceiling: 5},
@@ -216,6 +274,12 @@ func scenarios() []scenario {
 		{name: "teardown", setup: deployed("nginx:1.26", rolling), run: func(r *chaosRun) { r.teardown() },
 			phase: api.PhaseTornDown, revision: 1, floor: 0, ceiling: 4,
 			after: func(r *chaosRun) []string { return r.nothingHeld() }},
+		{name: "StatefulSet rolling update", setup: withDB,
+			run:   func(r *chaosRun) { r.deploy(statefulManifest(r.lease, "postgres:17", nil)) },
+			phase: api.PhaseActive, revision: 2, image: "nginx:1.26", db: "postgres:17", floor: 4, ceiling: 4, after: webUntouched},
+		{name: "StatefulSet canary with abort", setup: withDB,
+			run:   func(r *chaosRun) { r.deploy(statefulManifest(r.lease, "postgres:17", dbCanaryAborted())) },
+			phase: api.PhaseFailed, revision: 2, image: "nginx:1.26", db: "postgres:16", floor: 4, ceiling: 4, after: webUntouched},
 		{name: "placement, two clusters", setup: none, placement: true,
 			run: func(r *chaosRun) {
 				m := webManifest(r.lease, "nginx:1.26", rolling(), false)
@@ -333,12 +397,16 @@ func TestChaos(t *testing.T) {
 	t.Logf("runs go %d side by side (go test -parallel)", batch)
 	started := time.Now()
 	var scs []scenario
+	// DEPLOYFLOW_CHAOS_SCENARIO: a scenario's name, or else a substring of
+	// names ("StatefulSet": both stateful scenarios; "rolling update" is
+	// that scenario alone).
 	only := os.Getenv("DEPLOYFLOW_CHAOS_SCENARIO")
+	named := slices.ContainsFunc(scenarios(), func(sc scenario) bool { return sc.name == only })
 	for _, sc := range scenarios() {
 		if skip := os.Getenv("DEPLOYFLOW_CHAOS_SKIP"); skip != "" && strings.Contains(sc.name, skip) {
 			continue
 		}
-		if only == "" || sc.name == only {
+		if only == "" || sc.name == only || !named && strings.Contains(sc.name, only) {
 			scs = append(scs, sc)
 		}
 	}
@@ -361,8 +429,9 @@ func TestChaos(t *testing.T) {
 				sc.run(r)
 				took, msgs := r.finish(sc, fault{}, time.Time{}, nil)
 				require.Empty(t, msgs, "%s fails without a fault", sc.name)
-				bounds[i] = r.boundaries(from)
-				t.Logf("%s: %d boundaries (%s without a fault)", sc.name, bounds[i], took.Round(time.Millisecond))
+				var per []string
+				bounds[i], per = r.boundariesOf(from)
+				t.Logf("%s: %d boundaries (%s without a fault: %s)", sc.name, bounds[i], took.Round(time.Millisecond), strings.Join(per, ", "))
 			})
 		}
 	})
@@ -770,19 +839,38 @@ func (r *chaosRun) waitPhase(phase string, rev int64) {
 	})
 }
 
+// rolloutServices are the services whose rollouts the suite reads: web and
+// api (ReplicaSets), and db, the stateful scenarios' StatefulSet (its
+// rollout a child workflow too, under the same kind of ID).
+var rolloutServices = []string{"web", "api", "db"}
+
 // boundaries counts the completions since a time in the histories of the
-// lease's workflow and its web and api rollouts (their latest runs): a step
-// boundary is right after one.
+// lease's workflow and its rollouts (their latest runs): a step boundary is
+// right after one.
 func (r *chaosRun) boundaries(since time.Time) int {
+	n, _ := r.boundariesOf(since)
+	return n
+}
+
+// boundariesOf is boundaries, and how many each workflow holds (the
+// probe's log).
+func (r *chaosRun) boundariesOf(since time.Time) (int, []string) {
 	ctx := context.Background()
 	n := 0
+	var per []string
 	ns := manifest.Namespace(r.lease)
-	ids := []string{api.DeployWorkflowID(r.lease), api.RolloutWorkflowID(ns, "web"), api.RolloutWorkflowID(ns, "api")}
+	ids := []string{api.DeployWorkflowID(r.lease)}
+	for _, svc := range rolloutServices {
+		ids = append(ids, api.RolloutWorkflowID(ns, svc))
+	}
 	if r.cluster != nil { // a placement: its own steps, and wave 2's
-		ids = append(ids, api.PlacementWorkflowID(r.lease), api.DeployWorkflowIDIn(r.lease, chaosCluster),
-			api.ClusterRolloutWorkflowID(chaosCluster, ns, "web"), api.ClusterRolloutWorkflowID(chaosCluster, ns, "api"))
+		ids = append(ids, api.PlacementWorkflowID(r.lease), api.DeployWorkflowIDIn(r.lease, chaosCluster))
+		for _, svc := range rolloutServices {
+			ids = append(ids, api.ClusterRolloutWorkflowID(chaosCluster, ns, svc))
+		}
 	}
 	for _, id := range ids {
+		was := n
 		it := r.env.Temporal.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			ev, err := it.Next()
@@ -798,8 +886,11 @@ func (r *chaosRun) boundaries(since time.Time) int {
 				n++
 			}
 		}
+		if n > was {
+			per = append(per, fmt.Sprintf("%s %d", id, n-was))
+		}
 	}
-	return n
+	return n, per
 }
 
 // waitBoundary waits until the histories hold k completions since a time,
@@ -903,7 +994,7 @@ func (r *chaosRun) finish(sc scenario, f fault, fault time.Time, mended <-chan s
 		msgs = append(msgs, fmt.Sprintf("deploy #%d: a restart or an outage deployed again (want #%d)", st.Revision, sc.revision))
 	}
 	if sc.phase != api.PhaseTornDown {
-		msgs = append(msgs, r.objectsOnce()...)
+		msgs = append(msgs, r.objectsOnce(sc)...)
 		msgs = append(msgs, r.reservationsHeld()...)
 		if f.writes {
 			msgs = append(msgs, r.undoneOrReported(sc)...)
@@ -918,6 +1009,10 @@ func (r *chaosRun) finish(sc scenario, f fault, fault time.Time, mended <-chan s
 		// (After a conflicting write, undoneOrReported judges what web runs:
 		// the write may have taken the last-known-good version's pods itself.)
 		msgs = append(msgs, sc.after(r)...)
+	}
+	if sc.db != "" && sc.phase != api.PhaseTornDown {
+		// Whatever the fault: the conflicting writer writes to web only.
+		msgs = append(msgs, r.statefulHolds(sc.db)...)
 	}
 	return took, msgs
 }
@@ -967,7 +1062,8 @@ func (r *chaosRun) writesDecided() []string {
 	decided := map[string]int64{}
 	created := map[string]bool{}
 	var read []string // what was read, for the message when nothing was
-	for _, svc := range []string{"web", "api"} {
+	// (db's rollout writes no ReplicaSet: its runs are read for the record.)
+	for _, svc := range rolloutServices {
 		id := api.RolloutWorkflowID(ns, svc)
 		var runs []*workflowpb.WorkflowExecutionInfo
 		var token []byte
@@ -1126,8 +1222,9 @@ func (r *chaosRun) undoneOrReported(sc scenario) []string {
 }
 
 // objectsOnce: every object exists once: one ReplicaSet per revision, the
-// Services and the Ingress of the manifest.
-func (r *chaosRun) objectsOnce() []string {
+// Services and the Ingress of the manifest, and a stateful scenario's one
+// StatefulSet (db, which runs no ReplicaSet).
+func (r *chaosRun) objectsOnce(sc scenario) []string {
 	ctx := context.Background()
 	ns := manifest.Namespace(r.lease)
 	var msgs []string
@@ -1135,8 +1232,11 @@ func (r *chaosRun) objectsOnce() []string {
 	if err != nil {
 		return []string{"list ReplicaSets: " + err.Error()}
 	}
-	templates := map[string]int{}
+	templates, dbSets := map[string]int{}, 0
 	for _, rs := range rss.Items {
+		if rs.Labels[activities.ServiceLabel] == "db" {
+			dbSets++
+		}
 		templates[rs.Labels[activities.ServiceLabel]+" "+rs.Spec.Template.Spec.Containers[0].Image+" "+strings.Join(sortedLabels(rs.Spec.Template.Labels), ",")]++
 	}
 	for k, n := range templates {
@@ -1144,9 +1244,34 @@ func (r *chaosRun) objectsOnce() []string {
 			msgs = append(msgs, fmt.Sprintf("%d ReplicaSets run one template (%s)", n, k))
 		}
 	}
+	if dbSets > 0 {
+		msgs = append(msgs, fmt.Sprintf("%d ReplicaSets of db, a stateful service", dbSets))
+	}
+	want := []string{"api", "api-ip-public", "web"}
+	if sc.db != "" {
+		want = append(want, "db", manifest.HeadlessService("db"))
+	}
+	sort.Strings(want)
 	svcs, err := r.env.Kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
-	if err == nil && len(svcs.Items) != 3 {
-		msgs = append(msgs, fmt.Sprintf("%d Services, want web, api and api-ip-public", len(svcs.Items)))
+	if err == nil {
+		var names []string
+		for _, s := range svcs.Items {
+			names = append(names, s.Name)
+		}
+		sort.Strings(names)
+		if !slices.Equal(names, want) {
+			msgs = append(msgs, fmt.Sprintf("Services %v, want %v", names, want))
+		}
+	}
+	sets, err := r.env.Kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+	if err == nil {
+		var names []string
+		for _, s := range sets.Items {
+			names = append(names, s.Name)
+		}
+		if wantSets := map[bool]int{true: 1}[sc.db != ""]; len(names) != wantSets || wantSets == 1 && names[0] != "db" {
+			msgs = append(msgs, fmt.Sprintf("StatefulSets %v, want %d (db's)", names, wantSets))
+		}
 	}
 	ings, err := r.env.Kube.NetworkingV1().Ingresses(ns).List(ctx, metav1.ListOptions{})
 	if err == nil && len(ings.Items) != 1 {
@@ -1211,6 +1336,156 @@ func (r *chaosRun) webRuns(image string, n int32) []string {
 		if (img == image && a != n) || (img != image && a != 0) {
 			msgs = append(msgs, fmt.Sprintf("web: %d available of %s, want %s × %d only", a, img, image, n))
 		}
+	}
+	return msgs
+}
+
+// claimsOf reads the lease's PersistentVolumeClaims (db's: the only
+// stateful service).
+func (r *chaosRun) claimsOf() (map[string]claimBinding, error) {
+	list, err := r.env.Kube.CoreV1().PersistentVolumeClaims(manifest.Namespace(r.lease)).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]claimBinding{}
+	for _, c := range list.Items {
+		out[c.Name] = claimBinding{uid: string(c.UID), volume: c.Spec.VolumeName, phase: c.Status.Phase}
+	}
+	return out, nil
+}
+
+// boundClaims waits until db's two claims are Bound (a stateful setup's
+// end) and returns them.
+func (r *chaosRun) boundClaims() map[string]claimBinding {
+	r.t.Helper()
+	var claims map[string]claimBinding
+	testenv.Eventually(r.t, time.Minute, 200*time.Millisecond, "db's claims were never both Bound", func() (bool, string) {
+		var err error
+		if claims, err = r.claimsOf(); err != nil {
+			return false, err.Error()
+		}
+		for _, name := range []string{"data-db-0", "data-db-1"} {
+			if c, ok := claims[name]; !ok || c.phase != corev1.ClaimBound || c.volume == "" {
+				return false, fmt.Sprint(claims)
+			}
+		}
+		return len(claims) == 2, fmt.Sprint(claims)
+	})
+	return claims
+}
+
+// webReplicaSets: web's ReplicaSets, each as the untouched check compares
+// it (UID, generation, replicas, image).
+func (r *chaosRun) webReplicaSets() map[string]string {
+	list, err := r.env.Kube.AppsV1().ReplicaSets(manifest.Namespace(r.lease)).List(context.Background(), metav1.ListOptions{LabelSelector: activities.ServiceLabel + "=web"})
+	require.NoError(r.t, err)
+	out := map[string]string{}
+	for _, rs := range list.Items {
+		out[rs.Name] = fmt.Sprintf("uid %s, generation %d, %d replicas of %s", rs.UID, rs.Generation, *rs.Spec.Replicas, rs.Spec.Template.Spec.Containers[0].Image)
+	}
+	return out
+}
+
+// webUntouched: a stateful scenario's deploy changes db only: web's
+// ReplicaSets are those the setup left, none written since.
+func (r *chaosRun) webUntouched() []string {
+	now := r.webReplicaSets()
+	var msgs []string
+	for name, was := range r.webBefore {
+		if is, ok := now[name]; !ok || is != was {
+			msgs = append(msgs, fmt.Sprintf("web's ReplicaSet %s was %s after the setup, now %q", name, was, is))
+		}
+	}
+	for name, is := range now {
+		if _, ok := r.webBefore[name]; !ok {
+			msgs = append(msgs, fmt.Sprintf("web's ReplicaSet %s (%s) is new since the setup", name, is))
+		}
+	}
+	return msgs
+}
+
+// statefulHolds: db's claims are those the setup left, the same objects
+// bound to the same volumes (none lost, recreated or rebound), and its one
+// StatefulSet has settled on image: currentRevision == updateRevision, and
+// each of its replicas' pods runs image on that revision (its
+// controller-revision-hash), Ready. The StatefulSet's status trails the
+// rollout's end a moment: it is read again for up to 30s.
+func (r *chaosRun) statefulHolds(image string) []string {
+	var msgs []string
+	claims, err := r.claimsOf()
+	switch {
+	case err != nil:
+		msgs = append(msgs, "list db's claims: "+err.Error())
+	case len(r.claims) == 0:
+		msgs = append(msgs, "no claim of db was read after the setup")
+	default:
+		for name, was := range r.claims {
+			if is, ok := claims[name]; !ok {
+				msgs = append(msgs, fmt.Sprintf("claim %s (%s after the setup) is gone", name, was))
+			} else if is != was {
+				msgs = append(msgs, fmt.Sprintf("claim %s was %s after the setup, now %s", name, was, is))
+			}
+		}
+		for name, is := range claims {
+			if _, ok := r.claims[name]; !ok {
+				msgs = append(msgs, fmt.Sprintf("claim %s (%s) is new since the setup", name, is))
+			}
+		}
+	}
+	var last []string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if last = r.dbSettled(image); len(last) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return append(msgs, last...)
+}
+
+// dbSettled is statefulHolds' StatefulSet part, read once.
+func (r *chaosRun) dbSettled(image string) []string {
+	ctx := context.Background()
+	ns := manifest.Namespace(r.lease)
+	sets, err := r.env.Kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return []string{"list StatefulSets: " + err.Error()}
+	}
+	if len(sets.Items) != 1 || sets.Items[0].Name != "db" {
+		return []string{fmt.Sprintf("%d StatefulSets, want db's one", len(sets.Items))}
+	}
+	sts := sets.Items[0]
+	var msgs []string
+	st := sts.Status
+	if got := sts.Spec.Template.Spec.Containers[0].Image; got != image {
+		msgs = append(msgs, fmt.Sprintf("db's StatefulSet's template runs %s, want %s", got, image))
+	}
+	if st.ObservedGeneration < sts.Generation || st.CurrentRevision != st.UpdateRevision {
+		msgs = append(msgs, fmt.Sprintf("db's StatefulSet: currentRevision %s, updateRevision %s (generation %d, observed %d): want one revision",
+			st.CurrentRevision, st.UpdateRevision, sts.Generation, st.ObservedGeneration))
+	}
+	pods, err := r.env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return append(msgs, "list pods: "+err.Error())
+	}
+	n := int32(0)
+	for _, p := range pods.Items {
+		if owner := metav1.GetControllerOf(&p); owner == nil || owner.UID != sts.UID {
+			continue
+		}
+		n++
+		ready := false
+		for _, c := range p.Status.Conditions {
+			ready = ready || c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+		}
+		hash := p.Labels[appsv1.ControllerRevisionHashLabelKey]
+		if got := p.Spec.Containers[0].Image; got != image || !ready || hash != st.UpdateRevision || p.DeletionTimestamp != nil {
+			msgs = append(msgs, fmt.Sprintf("pod %s runs %s on revision %s, ready %t, deleted %t: want %s on %s, Ready",
+				p.Name, got, hash, ready, p.DeletionTimestamp != nil, image, st.UpdateRevision))
+		}
+	}
+	if want := *sts.Spec.Replicas; n != want {
+		msgs = append(msgs, fmt.Sprintf("db has %d pods, want %d", n, want))
 	}
 	return msgs
 }
