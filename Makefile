@@ -106,7 +106,11 @@ test: build tools lint
 # make test's slice of the fault-injection suite: one random boundary per
 # fault and scenario, 12 runs side by side (the 24 runs of the faults of a
 # run's own in two goes; each fault of the whole stack's 6 in one batch).
-CHAOS_SLICE = DEPLOYFLOW_CHAOS_BOUNDARIES=one DEPLOYFLOW_CHAOS_SKIP=placement DEPLOYFLOW_CHAOS_REPORT=$(CURDIR)/bin/chaos-report-reduced.txt
+# It leaves out the placement and the two StatefulSet scenarios: a fault of
+# the whole stack during one left the stack's kube-scheduler scheduling no
+# pod (docs/reliability.md, "The StatefulSet scenarios"); make chaos runs
+# them.
+CHAOS_SLICE = DEPLOYFLOW_CHAOS_BOUNDARIES=one DEPLOYFLOW_CHAOS_SKIP=placement,StatefulSet DEPLOYFLOW_CHAOS_REPORT=$(CURDIR)/bin/chaos-report-reduced.txt
 CHAOS_SLICE_PARALLEL ?= 12
 
 # The live phase again on Temporal's production shape (issue 22.1): the

@@ -85,7 +85,8 @@ import (
 // fault); the seed is printed. DEPLOYFLOW_CHAOS_SCENARIO (a name, or else
 // a substring of names) and DEPLOYFLOW_CHAOS_FAULT (a substring) narrow
 // the sweep, and
-// DEPLOYFLOW_CHAOS_SKIP (a substring of scenario names) leaves some out;
+// DEPLOYFLOW_CHAOS_SKIP (substrings of scenario names, comma-separated)
+// leaves some out;
 // DEPLOYFLOW_CHAOS_REPORT names the report file.
 
 // chaosRun is one run's harness: a lease, its workers, what is sampled.
@@ -403,7 +404,9 @@ func TestChaos(t *testing.T) {
 	only := os.Getenv("DEPLOYFLOW_CHAOS_SCENARIO")
 	named := slices.ContainsFunc(scenarios(), func(sc scenario) bool { return sc.name == only })
 	for _, sc := range scenarios() {
-		if skip := os.Getenv("DEPLOYFLOW_CHAOS_SKIP"); skip != "" && strings.Contains(sc.name, skip) {
+		if slices.ContainsFunc(strings.Split(os.Getenv("DEPLOYFLOW_CHAOS_SKIP"), ","), func(skip string) bool {
+			return skip != "" && strings.Contains(sc.name, skip)
+		}) {
 			continue
 		}
 		if only == "" || sc.name == only || !named && strings.Contains(sc.name, only) {
