@@ -100,7 +100,7 @@ func (s *Stack) component(name string) component {
 				"--root-ca-file=" + pki("ca.crt"),
 				"--use-service-account-credentials=false",
 				"--profiling=false",
-			}...)},
+			}...), restart: true},
 			ready:   httpOK("https://127.0.0.1:"+kcmPort+"/healthz", "ok"),
 			timeout: 60 * time.Second,
 		}
@@ -114,7 +114,7 @@ func (s *Stack) component(name string) component {
 				"--bind-address=127.0.0.1",
 				"--secure-port=" + schedulerPort,
 				"--profiling=false",
-			}},
+			}, restart: true},
 			ready:   httpOK("https://127.0.0.1:"+schedulerPort+"/healthz", "ok"),
 			timeout: 60 * time.Second,
 		}

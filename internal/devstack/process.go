@@ -23,6 +23,48 @@ type process struct {
 	args []string
 	env  []string
 	cred *syscall.Credential // run as this user (PostgreSQL, when the stack runs as root)
+	// restart: run under a supervisor that starts it again when it exits
+	// on its own, as a kubelet restarts a control plane's static pods
+	// (kube-scheduler exits on purpose when it finds its cache corrupted,
+	// which an API server outage can cause). Stop and Kill end the
+	// supervisor and the process together.
+	restart bool
+}
+
+// supervisor is the shell loop a restart process runs under: it starts
+// the process, waits for it, and starts it again after a back-off of 1s
+// doubling to 10s (reset after a minute's run). SIGTERM or SIGINT ends
+// the loop and the process.
+const supervisor = `child=
+trap 'trap - TERM INT; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null; wait; exit 0' TERM INT
+delay=1
+while :; do
+  started=$SECONDS
+  "$@" &
+  child=$!
+  wait "$child"
+  rc=$?
+  child=
+  [ $((SECONDS - started)) -ge 60 ] && delay=1
+  echo "=== $(date -u +%Y-%m-%dT%H:%M:%SZ) exited (status $rc); restarting in ${delay}s, as a kubelet restarts a static pod"
+  sleep "$delay" &
+  wait $!
+  [ "$delay" -lt 10 ] && delay=$((delay * 2))
+done`
+
+// command is what start runs for p: p itself, or its supervisor.
+func (p process) command() (bin string, args []string, err error) {
+	if !p.restart {
+		return p.bin, p.args, nil
+	}
+	sh, err := exec.LookPath("bash")
+	if err != nil {
+		return "", nil, fmt.Errorf("%s restarts on exit under bash: %w", p.name, err)
+	}
+	if sh, err = filepath.EvalSymlinks(sh); err != nil {
+		return "", nil, err
+	}
+	return sh, append([]string{"-c", supervisor, p.name, p.bin}, p.args...), nil
 }
 
 func (s *Stack) pidFile(name string) string { return filepath.Join(s.RunDir, "pids", name+".pid") }
@@ -44,7 +86,11 @@ func (s *Stack) start(p process) (int, error) {
 	defer logf.Close()
 	fmt.Fprintf(logf, "\n=== %s %s %s\n", time.Now().Format(time.RFC3339), p.bin, strings.Join(p.args, " "))
 
-	cmd := exec.Command(p.bin, p.args...)
+	bin, args, err := p.command()
+	if err != nil {
+		return 0, err
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Dir = s.RunDir
@@ -59,7 +105,14 @@ func (s *Stack) start(p process) (int, error) {
 	// Reap it if it exits while this process lives (a long test run), so a
 	// dead component never lingers as a zombie that looks alive.
 	go func() { _ = cmd.Wait() }()
-	if err := os.WriteFile(s.pidFile(p.name), []byte(strconv.Itoa(pid)+"\n"+p.bin+"\n"+p.fingerprint()+"\n"), 0o644); err != nil {
+	// The PID file: the PID, the binary it runs, the fingerprint, and
+	// "group" when stop must signal the whole process group (the
+	// supervisor and its process).
+	record := strconv.Itoa(pid) + "\n" + bin + "\n" + p.fingerprint() + "\n"
+	if p.restart {
+		record += "group\n"
+	}
+	if err := os.WriteFile(s.pidFile(p.name), []byte(record), 0o644); err != nil {
 		return pid, err
 	}
 	return pid, nil
@@ -72,6 +125,9 @@ func (p process) fingerprint() string {
 	fmt.Fprintln(h, p.bin)
 	for _, a := range append(append([]string{}, p.args...), p.env...) {
 		fmt.Fprintln(h, a)
+	}
+	if p.restart {
+		fmt.Fprintln(h, "restart")
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
@@ -96,7 +152,7 @@ func (s *Stack) running(name string) (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	lines := strings.SplitN(strings.TrimSpace(string(b)), "\n", 3)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	pid, err := strconv.Atoi(lines[0])
 	if err != nil || pid <= 0 {
 		return 0, false
@@ -137,28 +193,68 @@ func (s *Stack) stop(name string, grace time.Duration) error {
 	if !ok {
 		return nil
 	}
+	// A supervised process is stopped with its supervisor: the signal goes
+	// to the process group (its own, started with Setpgid), and stop waits
+	// until no member is left.
+	target, gone := pid, func() bool { return !alive(pid) }
+	if s.signalsGroup(name) {
+		target, gone = -pid, func() bool { return !alive(pid) && !groupAlive(pid) }
+	}
 	sig := syscall.SIGTERM
 	if grace == 0 {
 		sig = syscall.SIGKILL
 	}
-	if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+	if err := syscall.Kill(target, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("stop %s (pid %d): %w", name, pid, err)
 	}
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {
-		if !alive(pid) {
+		if gone() {
 			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-	for i := 0; i < 100 && alive(pid); i++ {
+	_ = syscall.Kill(target, syscall.SIGKILL)
+	for i := 0; i < 100 && !gone(); i++ {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if alive(pid) {
+	if !gone() {
 		return fmt.Errorf("stop %s: pid %d still alive after SIGKILL", name, pid)
 	}
 	return nil
+}
+
+// signalsGroup is true when name's PID file says to signal its process
+// group (a supervised process).
+func (s *Stack) signalsGroup(name string) bool {
+	b, err := os.ReadFile(s.pidFile(name))
+	if err != nil {
+		return false
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return len(lines) >= 4 && lines[3] == "group"
+}
+
+// groupAlive is true while a live, non-zombie process is in process group
+// pgid.
+func groupAlive(pgid int) bool {
+	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !alive(pid) {
+			continue
+		}
+		if g, err := syscall.Getpgid(pid); err == nil && g == pgid {
+			return true
+		}
+	}
+	return false
 }
 
 // tail returns the last n bytes of name's log, for error messages.

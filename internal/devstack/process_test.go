@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,4 +62,52 @@ func TestReadEnvFile(t *testing.T) {
 	m, err := readEnvFile(p)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"A": "v1", "B": "v2"}, m)
+}
+
+// Guards the local control plane against a component that exits on its own:
+// kube-scheduler exits when it finds its cache corrupted, which a
+// kube-apiserver outage during StatefulSet rollouts caused (make chaos), and
+// nothing scheduled a pod again. A restart process is started again, as a
+// kubelet restarts a static pod; stop (SIGTERM) and Kill (SIGKILL) end the
+// supervisor and the process together.
+func TestARestartProcessIsStartedAgainAndStopsWithItsSupervisor(t *testing.T) {
+	for _, grace := range []time.Duration{5 * time.Second, 0} {
+		t.Run("grace "+grace.String(), func(t *testing.T) {
+			s := testStack(t)
+			dir := t.TempDir()
+			starts := filepath.Join(dir, "starts")
+			// The first run exits with status 3; the next one stays up.
+			script := filepath.Join(dir, "component")
+			require.NoError(t, os.WriteFile(script, []byte(`#!/bin/sh
+n=$(cat "`+starts+`" 2>/dev/null | wc -l)
+echo $$ >> "`+starts+`"
+[ "$n" -ge 1 ] && exec sleep 60
+exit 3
+`), 0o755))
+
+			supervisor, err := s.start(process{name: "component", bin: script, restart: true})
+			require.NoError(t, err)
+			_, ok := s.running("component")
+			require.True(t, ok, "the supervisor is what the PID file records")
+
+			var pids []int
+			require.Eventually(t, func() bool {
+				b, _ := os.ReadFile(starts)
+				pids = nil
+				for _, f := range strings.Fields(string(b)) {
+					pid, _ := strconv.Atoi(f)
+					pids = append(pids, pid)
+				}
+				return len(pids) == 2
+			}, 10*time.Second, 50*time.Millisecond, "the process is started again after it exits")
+			assert.True(t, alive(pids[1]))
+			log, _ := os.ReadFile(s.logFile("component"))
+			assert.Contains(t, string(log), "exited (status 3); restarting in 1s")
+
+			require.NoError(t, s.stop("component", grace))
+			assert.False(t, alive(supervisor), "the supervisor is stopped")
+			assert.False(t, alive(pids[1]), "its process is stopped with it")
+			assert.False(t, groupAlive(supervisor))
+		})
+	}
 }
