@@ -429,9 +429,14 @@ func (a *Activities) RevertStatefulSet(ctx context.Context, in RevertStatefulSet
 			next.Annotations = map[string]string{}
 		}
 		next.Annotations[TemplateHashAnnotation] = hash
-		if _, err := sets.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		updated, err := sets.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
+		if err != nil {
 			return nil, fmt.Errorf("write revision %s back onto statefulset %s/%s: %w", in.Revision, in.Namespace, in.Name, err)
 		}
+		// The read that follows is of the template written back: its
+		// update revision is the one returned to, so the failed revision's
+		// pods are not counted as updated (as after ApplyStatefulSet).
+		a.awaitObserved(ctx, updated)
 	}
 	return a.ReadStatefulSet(ctx, in.StatefulSetRef)
 }
@@ -452,10 +457,6 @@ type WaitStatefulSetStepInput struct {
 	// not yet observed (a partition just written): the first fresh read
 	// ends the wait, whatever it shows.
 	Stale bool `json:"stale,omitempty"`
-	// ReplacedTemplateHash is set by ApplyStatefulSet when it wrote a new
-	// template: the hash the one it replaced was applied with, which a
-	// return writes back with that template.
-	ReplacedTemplateHash string `json:"replacedTemplateHash,omitempty"`
 }
 
 // statefulSetRetry is how long a wait whose read or watch failed waits

@@ -2,6 +2,7 @@ package stateful
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -46,11 +48,14 @@ type fakeStatefulSet struct {
 	staleOnce         bool            // the apply's read is of a spec not yet observed
 	staleRev          string          // the update revision such a read shows
 	deleted, reverted []string
+	staleRevert       bool          // a return's read is of the spec before it, pods and all
+	slow              int           // passes a new pod takes to turn Ready
+	starting          map[int32]int // passes each starting pod has left
 }
 
 func newFakeStatefulSet(image string) *fakeStatefulSet {
 	f := &fakeStatefulSet{replicas: 2, partition: 0, update: "db-" + image, current: "db-" + image,
-		pods: map[int32]statefulset.Pod{}, neverReady: map[string]bool{}}
+		pods: map[int32]statefulset.Pod{}, neverReady: map[string]bool{}, starting: map[int32]int{}}
 	f.reconcile()
 	return f
 }
@@ -64,8 +69,21 @@ func (f *fakeStatefulSet) reconcile() {
 				rev = f.update
 			}
 			ready := !f.neverReady[rev]
+			if ready && f.slow > 0 {
+				ready, f.starting[ord] = false, f.slow
+			}
 			f.pods[ord] = statefulset.Pod{Ordinal: ord, Revision: rev, Ready: ready, Available: ready}
 		}
+	}
+	for ord, left := range f.starting {
+		if left--; left > 0 {
+			f.starting[ord] = left
+			continue
+		}
+		delete(f.starting, ord)
+		p := f.pods[ord]
+		p.Ready, p.Available = true, true
+		f.pods[ord] = p
 	}
 	for _, p := range f.pods {
 		if !p.Ready {
@@ -84,14 +102,16 @@ func (f *fakeStatefulSet) reconcile() {
 func (f *fakeStatefulSet) state() *activities.StatefulSetState {
 	st := &activities.StatefulSetState{Observed: statefulset.Observed{Name: "db", Replicas: f.replicas, Partition: f.partition,
 		UpdateRevision: f.update, CurrentRevision: f.current}}
-	if f.staleRev != "" {
-		// The status of before the write: its update revision the old one.
-		st.Stale, st.UpdateRevision, f.staleRev = true, f.staleRev, ""
-		return st
-	}
 	for ord := range f.replicas {
 		if p, ok := f.pods[ord]; ok {
 			st.Pods = append(st.Pods, p)
+		}
+	}
+	if f.staleRev != "" {
+		// The status of before the write: its update revision the old one.
+		st.Stale, st.UpdateRevision, f.staleRev = true, f.staleRev, ""
+		if !f.staleRevert {
+			st.Pods = nil
 		}
 	}
 	return st
@@ -178,6 +198,9 @@ func (f *fakeStatefulSet) env() *testsuite.TestWorkflowEnvironment {
 		func(_ context.Context, in activities.RevertStatefulSetInput) (*activities.StatefulSetState, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
+			if f.staleRevert {
+				f.staleRev = f.update
+			}
 			f.update = in.Revision
 			f.reverted = append(f.reverted, in.Revision)
 			return f.state(), nil
@@ -389,4 +412,119 @@ func TestAStatefulCanarysFailingBackgroundAnalysisAbortsIt(t *testing.T) {
 	assert.Contains(t, err.Error(), "background analysis failed")
 	assert.Equal(t, 3, measured, "measured until it failed, interval apart")
 	assert.Equal(t, map[int32]string{0: "db-postgres:16 ready=true", 1: "db-postgres:16 ready=true"}, f.podRevisions(), "db-1 back on the previous revision")
+}
+
+// Guards the review's finding: an inconclusive background verdict reached
+// in the canary's last step did not hold the rollout: the rest of the
+// ordinals were released as if it had passed. Now it holds before them,
+// as before any step, until promoted.
+func TestAnInconclusiveBackgroundVerdictInTheLastStepHoldsTheRest(t *testing.T) {
+	fifty := int32(50)
+	in := dbInput(t, "postgres:17")
+	in.Steps = []manifest.CanaryStep{{SetWeight: &fifty}, {Pause: &manifest.Pause{Duration: "5m"}}}
+	in.Background = &manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: "errors"}, SuccessCondition: "result < 1", Interval: "10s"}
+	f := newFakeStatefulSet("postgres:16")
+	var held api.RolloutStatus
+	var during map[int32]string
+	measured := 0
+	err := rollOut(f, in, func(env *testsuite.TestWorkflowEnvironment) {
+		env.OnActivity((&activities.Activities{}).MeasurePrometheus, mock.Anything, mock.Anything).Return(
+			func(context.Context, activities.MeasureInput) (*activities.Measurement, error) {
+				// Inconclusive from the tenth measurement: in the pause, the
+				// last step.
+				if measured++; measured < 10 {
+					return &activities.Measurement{Phase: analysis.Successful, Message: "0 errors"}, nil
+				}
+				return &activities.Measurement{Phase: analysis.Inconclusive, Message: "no samples"}, nil
+			})
+		env.RegisterDelayedCallback(func() {
+			v, err := env.QueryWorkflowByID(api.RolloutWorkflowID(in.Namespace, "db"), api.QueryStatus)
+			if !assert.NoError(t, err) || !assert.NoError(t, v.Get(&held)) {
+				return
+			}
+			during = f.podRevisions()
+			require.NoError(t, env.UpdateWorkflowByID(api.RolloutWorkflowID(in.Namespace, "db"), api.UpdatePromote, "", &testsuite.TestUpdateCallback{
+				OnReject: func(err error) { t.Errorf("promote refused: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {}}, api.PromoteRequest{}))
+		}, time.Hour)
+	})
+	require.NoError(t, err)
+	assert.Contains(t, held.Message, "background analysis inconclusive", "the status says why it holds")
+	assert.Equal(t, map[int32]string{0: "db-postgres:16 ready=true", 1: "db-postgres:17 ready=true"}, during, "held with the canary at one pod")
+	assert.Equal(t, map[int32]string{0: "db-postgres:17 ready=true", 1: "db-postgres:17 ready=true"}, f.podRevisions(), "promoted: every ordinal on the new revision")
+}
+
+// Guards the review's finding: a pause (a pause step without end, or a
+// rollout paused by an operator) waited up to six hours at a time while
+// its background analysis kept adding to the history, so a history long
+// enough to continue as new kept growing. Now a long history ends the wait
+// and the run continues as new, where it was.
+func TestAPausedStatefulCanaryContinuesAsNewWhenItsHistoryIsLong(t *testing.T) {
+	fifty := int32(50)
+	for _, tc := range []struct {
+		name  string
+		carry carry
+	}{
+		{"in a pause step", carry{StepIndex: 1}},
+		{"paused by an operator", carry{StepIndex: 0, Paused: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := dbInput(t, "postgres:17")
+			in.Steps = []manifest.CanaryStep{{SetWeight: &fifty}, {Pause: &manifest.Pause{}}}
+			in.Background = &manifest.Analysis{Prometheus: &manifest.PrometheusQuery{Query: "errors"}, SuccessCondition: "result < 1", Interval: "10s"}
+			c := tc.carry
+			c.Stable, c.ParentLease, c.ProgressAt = "db-postgres:16", "shop", time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+			in.Carry, _ = json.Marshal(c)
+			f := newFakeStatefulSet("postgres:16")
+			f.update, f.partition = "db-postgres:17", 1
+			env := f.env()
+			env.SetContinuedExecutionRunID("earlier-run")
+			env.OnActivity((&activities.Activities{}).MeasurePrometheus, mock.Anything, mock.Anything).Return(
+				&activities.Measurement{Phase: analysis.Successful, Message: "0 errors"}, nil)
+			env.RegisterDelayedCallback(func() { env.SetContinueAsNewSuggested(true) }, time.Hour)
+			env.ExecuteWorkflow(api.StatefulSetRolloutWorkflow, in)
+
+			var cont *workflow.ContinueAsNewError
+			require.ErrorAs(t, env.GetWorkflowError(), &cont)
+			assert.Less(t, env.Now().Sub(c.ProgressAt), time.Hour+time.Minute, "continued as new at the next measurement, not at the end of the wait")
+			var next carry
+			var carried api.StatefulSetRolloutInput
+			require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(cont.Input, &carried))
+			require.NoError(t, json.Unmarshal(carried.Carry, &next))
+			assert.Equal(t, c.StepIndex, next.StepIndex)
+			assert.Equal(t, c.Paused, next.Paused)
+		})
+	}
+}
+
+// Guards the review's finding: a return's first read can be of the spec
+// before the template was written back (the controller had not yet
+// observed it): every pod of the failed revision then counted as
+// "updated", the return's progress started at that high and no pod it
+// brought back was progress, so a return of many pods met its deadline
+// with pods left on the failed revision. A stale read is no progress now
+// (and RevertStatefulSet waits for the controller to observe the write).
+func TestAReturnsProgressIsNotTheFailedRevisionsPods(t *testing.T) {
+	three, hundred := int32(3), int32(100)
+	in := dbInput(t, "postgres:17")
+	in.StatefulSet.Spec.Replicas = &three
+	in.Steps = []manifest.CanaryStep{{SetWeight: &hundred}, {Pause: &manifest.Pause{}}}
+	f := newFakeStatefulSet("postgres:16")
+	f.replicas = 3
+	f.reconcile()
+	f.staleRevert = true
+	err := rollOut(f, in, func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() {
+			// Every ordinal on the new revision, held by the pause; the
+			// pods the return brings back take 25s each (the deadline is
+			// 60s: each pod back is progress, all three are not).
+			f.mu.Lock()
+			f.slow = 25
+			f.mu.Unlock()
+			require.NoError(t, env.UpdateWorkflowByID(api.RolloutWorkflowID(in.Namespace, "db"), api.UpdateAbort, "", &testsuite.TestUpdateCallback{
+				OnReject: func(err error) { t.Errorf("abort refused: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {}}))
+		}, time.Hour)
+	})
+	assert.Equal(t, api.ErrRolloutAborted, errorType(err), "%v", err)
+	assert.Contains(t, err.Error(), "every ordinal runs revision db-postgres:16 again")
+	assert.Equal(t, map[int32]string{0: "db-postgres:16 ready=true", 1: "db-postgres:16 ready=true", 2: "db-postgres:16 ready=true"}, f.podRevisions())
 }

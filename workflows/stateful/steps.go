@@ -54,6 +54,14 @@ func (r *run) runSteps() error {
 		}
 		r.StepIndex++
 	}
+	if !r.Reverting {
+		// An inconclusive background verdict in the last step holds the
+		// rollout before the rest of the ordinals are released, as before
+		// any step.
+		if err := r.heldByBackground(); err != nil {
+			return err
+		}
+	}
 	return r.stepTo(0)
 }
 
@@ -73,9 +81,12 @@ func (r *run) stepTo(target int32) error {
 		}
 		s := statefulset.Next(r.state.Observed, target, r.maxUnavailable())
 		r.step = s
-		if s.Updated > r.Updated {
+		if s.Updated > r.Updated && !r.state.Stale {
 			// Progress is a new high of updated, available ordinals: a pod
-			// that falls back and returns is not progress twice.
+			// that falls back and returns is not progress twice. A stale
+			// read's count is of the revision before a write (a return's
+			// template written back: the failed revision's pods) and is
+			// not progress.
 			r.Updated, r.ProgressAt = s.Updated, workflow.Now(r.ctx)
 		}
 		if r.Paused {
@@ -152,7 +163,9 @@ func (r *run) pauseStep(p *manifest.Pause) error {
 		if !r.pauseEnds.IsZero() {
 			wait = r.pauseEnds.Sub(workflow.Now(r.ctx))
 		}
-		if _, err := workflow.AwaitWithTimeout(r.ctx, wait, func() bool { return r.abort || r.promote }); err != nil {
+		// A long history (a background analysis measures meanwhile) ends
+		// the wait too: the run continues as new.
+		if _, err := workflow.AwaitWithTimeout(r.ctx, wait, func() bool { return r.abort || r.promote || r.long() }); err != nil {
 			return err
 		}
 	}
@@ -161,7 +174,8 @@ func (r *run) pauseStep(p *manifest.Pause) error {
 // waitPaused holds the rollout until resumed or aborted; the deadline
 // does not run meanwhile (as a paused Deployment's).
 func (r *run) waitPaused() error {
-	_, err := workflow.AwaitWithTimeout(r.ctx, maxIdleWait, func() bool { return !r.Paused || r.abort })
+	// A long history ends the wait too: stepTo continues as new, paused.
+	_, err := workflow.AwaitWithTimeout(r.ctx, maxIdleWait, func() bool { return !r.Paused || r.abort || r.long() })
 	r.ProgressAt = workflow.Now(r.ctx)
 	return err
 }
@@ -190,6 +204,7 @@ func (r *run) returnToStable(why error) error {
 	}
 	r.Reverting, r.Paused, r.abort = true, false, false
 	r.ProgressAt, r.Updated = workflow.Now(r.ctx), 0
+	r.Held, r.BackgroundHeld = "", "" // a return holds for no verdict
 	return nil
 }
 
