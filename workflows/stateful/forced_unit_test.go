@@ -528,3 +528,29 @@ func TestAReturnsProgressIsNotTheFailedRevisionsPods(t *testing.T) {
 	assert.Contains(t, err.Error(), "every ordinal runs revision db-postgres:16 again")
 	assert.Equal(t, map[int32]string{0: "db-postgres:16 ready=true", 1: "db-postgres:16 ready=true", 2: "db-postgres:16 ready=true"}, f.podRevisions())
 }
+
+// Guards the review's finding: an abort accepted after a run decided to
+// continue as new (in the task that settles its controls) was accepted
+// and then forgotten: the continued run went on rolling out. It is carried
+// now, and the continued run returns.
+func TestAnAbortAcceptedAsTheRunContinuesAsNewIsCarried(t *testing.T) {
+	fifty := int32(50)
+	in := dbInput(t, "postgres:17")
+	in.Steps = []manifest.CanaryStep{{SetWeight: &fifty}, {Pause: &manifest.Pause{}}}
+	r := &run{in: in, Stable: "db-postgres:16", ParentLease: "shop", StepIndex: 1, abort: true}
+	next := r.carryOver()
+	c, err := decodeCarry(next)
+	require.NoError(t, err)
+	require.True(t, c.Abort, "the abort is in the carried state")
+
+	f := newFakeStatefulSet("postgres:16")
+	f.update, f.partition = "db-postgres:17", 1
+	f.reconcile()
+	env := f.env()
+	env.SetContinuedExecutionRunID("earlier-run")
+	env.ExecuteWorkflow(api.StatefulSetRolloutWorkflow, next)
+	err = env.GetWorkflowError()
+	assert.Equal(t, api.ErrRolloutAborted, errorType(err), "%v", err)
+	assert.Equal(t, []string{"db-postgres:16"}, f.reverted, "the continued run returned")
+	assert.Equal(t, map[int32]string{0: "db-postgres:16 ready=true", 1: "db-postgres:16 ready=true"}, f.podRevisions())
+}

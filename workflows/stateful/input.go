@@ -44,6 +44,11 @@ type carry struct {
 	Background         *analysis.Tally `json:"background,omitempty"`
 	BackgroundMeasured string          `json:"backgroundMeasured,omitempty"`
 	BackgroundHeld     string          `json:"backgroundHeld,omitempty"`
+	// Abort and Promote: a control accepted after the run decided to
+	// continue as new (in the task that settles it), for the continued run
+	// to act on.
+	Abort   bool `json:"abort,omitempty"`
+	Promote bool `json:"promote,omitempty"`
 }
 
 func decodeCarry(in api.StatefulSetRolloutInput) (*carry, error) {
@@ -144,7 +149,8 @@ func (r *run) carryOver() api.StatefulSetRolloutInput {
 	c := carry{Stable: r.Stable, StableHash: r.StableHash, StepIndex: r.StepIndex, Outcome: r.Outcome, Paused: r.Paused,
 		ProgressAt: r.ProgressAt, Updated: r.Updated, Reverting: r.Reverting, PauseEnds: r.pauseEnds, ParentLease: r.ParentLease,
 		Tally: r.Tally, Measured: r.Measured, Held: r.Held, Reason: r.Reason,
-		Background: r.Background, BackgroundMeasured: r.BackgroundMeasured, BackgroundHeld: r.BackgroundHeld}
+		Background: r.Background, BackgroundMeasured: r.BackgroundMeasured, BackgroundHeld: r.BackgroundHeld,
+		Abort: r.abort, Promote: r.promote}
 	in.Carry, _ = json.Marshal(c)
 	return in
 }

@@ -77,6 +77,7 @@ func newRun(ctx workflow.Context, in api.StatefulSetRolloutInput, c *carry) *run
 		r.ProgressAt, r.Updated, r.Reverting, r.pauseEnds = c.ProgressAt, c.Updated, c.Reverting, c.PauseEnds
 		r.Tally, r.Measured, r.Held, r.Reason = c.Tally, c.Measured, c.Held, c.Reason
 		r.Background, r.BackgroundMeasured, r.BackgroundHeld = c.Background, c.BackgroundMeasured, c.BackgroundHeld
+		r.abort, r.promote = c.Abort, c.Promote
 		if r.ParentLease == "" {
 			r.ParentLease = c.ParentLease
 		}
