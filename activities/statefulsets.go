@@ -491,6 +491,10 @@ func (a *Activities) WaitStatefulSetStep(ctx context.Context, in WaitStatefulSet
 		}
 		return st.Partition != in.Partition || statefulset.Next(st.Observed, in.Target, in.MaxUnavailable) != in.Last
 	}
+	// The heartbeat runs apart from the reads: with etcd down, the API
+	// server holds a read for up to a minute, longer than the heartbeat
+	// timeout, and the wait was timed out as if its worker had died.
+	defer heartbeatWhileRunning(ctx)()
 	waitCtx, cancel := context.WithTimeout(ctx, in.Timeout)
 	defer cancel()
 	sts, last, err := a.followStatefulSet(waitCtx, in.StatefulSetRef, done)
@@ -512,15 +516,7 @@ func (a *Activities) WaitStatefulSetStep(ctx context.Context, in WaitStatefulSet
 func (a *Activities) followStatefulSet(ctx context.Context, ref StatefulSetRef, done func(*StatefulSetState) bool) (*appsv1.StatefulSet, *StatefulSetState, error) {
 	var sts *appsv1.StatefulSet
 	var last *StatefulSetState
-	heartbeat := time.NewTicker(heartbeatEvery)
-	defer heartbeat.Stop()
-	beat := func() {
-		if activity.IsActivity(ctx) {
-			activity.RecordHeartbeat(ctx)
-		}
-	}
 	for ctx.Err() == nil {
-		beat()
 		got, list, err := a.getStatefulSet(ctx, ref)
 		if err != nil {
 			if appErr := (*temporal.ApplicationError)(nil); errors.As(err, &appErr) && appErr.NonRetryable() {
@@ -568,9 +564,6 @@ func (a *Activities) followStatefulSet(ctx context.Context, ref StatefulSetRef, 
 			case <-ctx.Done():
 				following = false
 				continue
-			case <-heartbeat.C:
-				beat()
-				continue
 			case <-avail:
 			case ev, ok := <-setW.ResultChan():
 				if !ok || ev.Type == watch.Error || ev.Type == watch.Deleted {
@@ -603,6 +596,42 @@ func (a *Activities) followStatefulSet(ctx context.Context, ref StatefulSetRef, 
 		podW.Stop()
 	}
 	return sts, last, nil
+}
+
+// recordHeartbeat records an activity's heartbeat (a test counts them).
+var recordHeartbeat = func(ctx context.Context) {
+	if activity.IsActivity(ctx) {
+		activity.RecordHeartbeat(ctx)
+	}
+}
+
+// heartbeatWhileRunning records the activity's heartbeat every
+// heartbeatEvery until the returned function is called (outside an
+// activity, it does nothing): a worker's death still stops it within the
+// heartbeat timeout, a slow request does not.
+func heartbeatWhileRunning(ctx context.Context) (stop func()) {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(heartbeatEvery)
+		defer tick.Stop()
+		recordHeartbeat(ctx)
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				recordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
 }
 
 // sleepCtx sleeps d, or until ctx ends.

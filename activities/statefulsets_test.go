@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/deployflow/deployflow/internal/manifest"
@@ -426,4 +427,38 @@ func TestWaitStatefulSetStepEndsWhenAPodTurnsReady(t *testing.T) {
 	require.Len(t, got.Pods, 1)
 	assert.True(t, got.Pods[0].Ready)
 	assert.True(t, statefulset.Next(got.Observed, 0, 1).Reached)
+}
+
+// Guards the wait's heartbeat against a read the API server holds (etcd
+// down: up to a minute): it heartbeat only between reads, so Temporal
+// would time the wait out on its heartbeat (15 s) as if its worker had
+// died. The heartbeat now runs apart from the reads.
+func TestWaitStatefulSetStepHeartbeatsWhileAReadHangs(t *testing.T) {
+	kc := fake.NewClientset()
+	a := &Activities{Kube: kc}
+	st, err := a.ApplyStatefulSet(context.Background(), dbStatefulSet(t, "postgres:16", 0, "1Gi"))
+	require.NoError(t, err)
+	heartbeats := make(chan struct{}, 16)
+	release := make(chan struct{})
+	kc.PrependReactor("get", "statefulsets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		select { // the read hangs until two heartbeats were seen, or 8 s
+		case <-release:
+		case <-time.After(8 * time.Second):
+		}
+		return false, nil, nil
+	})
+	record := recordHeartbeat
+	t.Cleanup(func() { recordHeartbeat = record })
+	recordHeartbeat = func(context.Context) { heartbeats <- struct{}{} }
+	go func() {
+		for range 2 {
+			<-heartbeats
+		}
+		close(release)
+	}()
+	start := time.Now()
+	_, err = a.WaitStatefulSetStep(context.Background(), WaitStatefulSetStepInput{StatefulSetRef: StatefulSetRef{Namespace: "lease-shop", Name: "db"},
+		Last: statefulset.Next(st.Observed, 0, 1), Partition: st.Partition, Timeout: 20 * time.Second, Stale: true})
+	require.NoError(t, err)
+	assert.Less(t, time.Since(start), 7*time.Second, "two heartbeats while the read hung, heartbeatEvery apart")
 }
