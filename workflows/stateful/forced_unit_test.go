@@ -554,3 +554,32 @@ func TestAnAbortAcceptedAsTheRunContinuesAsNewIsCarried(t *testing.T) {
 	assert.Equal(t, []string{"db-postgres:16"}, f.reverted, "the continued run returned")
 	assert.Equal(t, map[int32]string{0: "db-postgres:16 ready=true", 1: "db-postgres:16 ready=true"}, f.podRevisions())
 }
+
+// Guards what make chaos found (the StatefulSet canary, the kube-apiserver
+// or etcd stopped 30 s at the analysis step): the analysis Job's run was
+// tried three times, at most 7 s apart, so the outage left it not
+// measured, inconclusive, and the canary held for a human with the Job
+// never run. Its run is now tried again through such an outage: the Job
+// runs, fails, and the canary returns.
+func TestAnAnalysisJobOutlastsAnAPIServerOutage(t *testing.T) {
+	fifty := int32(50)
+	in := dbInput(t, "postgres:17")
+	in.Steps = []manifest.CanaryStep{{SetWeight: &fifty}, {Analysis: &manifest.Analysis{Job: &manifest.JobCheck{Image: "ghcr.io/acme/smoke:1"}}}}
+	f := newFakeStatefulSet("postgres:16")
+	attempts := 0
+	err := rollOut(f, in, func(env *testsuite.TestWorkflowEnvironment) {
+		env.OnActivity((&activities.Activities{}).RunJob, mock.Anything, mock.Anything).Return(
+			func(context.Context, activities.JobCheckInput) (*activities.Measurement, error) {
+				// Refused for the first five attempts: 1+2+4+8+15 s of
+				// back-off, an outage of 30 s.
+				if attempts++; attempts <= 5 {
+					return nil, errors.New(`create job: dial tcp 127.0.0.1:16443: connect: connection refused`)
+				}
+				return &activities.Measurement{Phase: analysis.Failed, Message: "exit code 3"}, nil
+			})
+	})
+	assert.Equal(t, api.ErrRolloutAborted, errorType(err), "%v", err)
+	assert.Contains(t, err.Error(), "analysis failed")
+	assert.Equal(t, 6, attempts)
+	assert.Equal(t, map[int32]string{0: "db-postgres:16 ready=true", 1: "db-postgres:16 ready=true"}, f.podRevisions(), "db-1 back on the previous revision")
+}

@@ -158,11 +158,21 @@ func ClusterJobCall(ctx workflow.Context, j *manifest.JobCheck, queue, summary s
 	return workflow.WithActivityOptions(ctx, o)
 }
 
+// JobRetryFor is how long an analysis Job's run is tried again after its
+// activity failed (the API server unreachable: the Job could not be
+// created or read; the Job's own verdict is a result, never an error). It
+// outlasts an API server's restart: with three attempts, 7 s apart at
+// most, a 30 s outage (make chaos) left the measurement not taken, and a
+// canary with the default inconclusiveLimit held for a human.
+const JobRetryFor = 2 * time.Minute
+
 func jobOptions(j *manifest.JobCheck, summary string) workflow.ActivityOptions {
+	run := time.Duration(j.Deadline())*time.Second + 2*time.Minute
 	return workflow.ActivityOptions{
-		StartToCloseTimeout: time.Duration(j.Deadline())*time.Second + 2*time.Minute, HeartbeatTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
-		Summary:     summary,
+		StartToCloseTimeout: run, HeartbeatTimeout: 30 * time.Second,
+		ScheduleToCloseTimeout: run + JobRetryFor,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 15 * time.Second},
+		Summary:                summary,
 	}
 }
 
