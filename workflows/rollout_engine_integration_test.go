@@ -460,6 +460,7 @@ func TestRolloutContinuesAsNewMidRollout(t *testing.T) {
 	v1 := rt.complete(version("nginx:1.26", 6, "", false))
 	run := startRollout(t, rt.env, rt.tq, api.RolloutInput{Namespace: rt.ns, Service: "web",
 		Deployment: version("nginx:1.27", 6, "1s", false), MaxHistoryEvents: 30})
+	firstRun := run.GetRunID() // Get follows the runs: GetRunID is the last one's after it
 	var res api.RolloutResult
 	require.NoError(t, run.Get(ctx, &res))
 	assert.Equal(t, api.OutcomeComplete, res.Outcome)
@@ -468,7 +469,7 @@ func TestRolloutContinuesAsNewMidRollout(t *testing.T) {
 	// The first run's own record (not the visibility store's list, which
 	// lags behind under load: on PostgreSQL in CI it had not listed the
 	// second run 10 s later, CI run 77).
-	first, err := rt.env.Temporal.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+	first, err := rt.env.Temporal.DescribeWorkflowExecution(ctx, run.GetID(), firstRun)
 	require.NoError(t, err)
 	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW, first.GetWorkflowExecutionInfo().GetStatus(), "the rollout continued as new")
 	rss := rt.replicaSets()
