@@ -74,6 +74,7 @@ func TestFleetBenchmarkSlice(t *testing.T) {
 	assert.Regexp(t, `(?m)^kube-apiserver\s+[\d.]+\s+[\d.]+$`, table, "CPU per component, both sides")
 	assert.Regexp(t, `(?m)^worker\s+[\d.]+\s+[\d.]+$`, table, "CPU per component: the worker")
 	assert.Regexp(t, `idle\s+4 leases for`, table, "the idle leases are measured (5 less the one whose safety net ticks)")
+	assert.Regexp(t, `[\d]+ requests per worker-hour besides, whatever the leases`, table, "the worker's own requests apart from its leases' (issue 40.3)")
 	assert.Regexp(t, `safety-net tick\s+[\d.]+ events per tick`, table)
 	// Issue 35: hostile inputs beside 3 deploys, each refused (or, a
 	// forged "closed" observation, taken as a hint: the lease stays up),

@@ -401,32 +401,47 @@ func (b *bench) countRequests(ns, agent string, from, to time.Time) (int, error)
 // path (one line each) received within [from, to] that match; only lines
 // containing hint are parsed.
 func auditRequests(path, hint string, from, to time.Time, match func(userAgent, namespace string) bool) (int, error) {
+	n := 0
+	err := auditEntries(path, hint, from, to, func(e auditEntry) {
+		if match(e.UserAgent, e.ObjectRef.Namespace) {
+			n++
+		}
+	})
+	return n, err
+}
+
+// auditEntry is what make bench reads of one request in the audit log.
+type auditEntry struct {
+	UserAgent string    `json:"userAgent"`
+	Received  time.Time `json:"requestReceivedTimestamp"`
+	ObjectRef struct {
+		Namespace string `json:"namespace"`
+		Resource  string `json:"resource"`
+		APIGroup  string `json:"apiGroup"`
+	} `json:"objectRef"`
+}
+
+// auditEntries calls each with every request of the audit log at path
+// received between from and to whose line contains hint.
+func auditEntries(path, hint string, from, to time.Time, each func(auditEntry)) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer f.Close()
-	var entry struct {
-		UserAgent string    `json:"userAgent"`
-		Received  time.Time `json:"requestReceivedTimestamp"`
-		ObjectRef struct {
-			Namespace string `json:"namespace"`
-		} `json:"objectRef"`
-	}
-	n := 0
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
 		if !bytes.Contains(sc.Bytes(), []byte(hint)) {
 			continue
 		}
-		entry.ObjectRef.Namespace = ""
-		if err := json.Unmarshal(sc.Bytes(), &entry); err != nil {
+		var e auditEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			continue
 		}
-		if match(entry.UserAgent, entry.ObjectRef.Namespace) && !entry.Received.Before(from) && !entry.Received.After(to) {
-			n++
+		if !e.Received.Before(from) && !e.Received.After(to) {
+			each(e)
 		}
 	}
-	return n, sc.Err()
+	return sc.Err()
 }
