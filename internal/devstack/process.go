@@ -132,37 +132,36 @@ func (p process) fingerprint() string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// recordedFingerprint is the fingerprint written when name was started.
-func (s *Stack) recordedFingerprint(name string) string {
+// pidRecord is line i of name's PID file (0 the PID, 1 the binary, 2 the
+// fingerprint, 3 "group" for a supervised process), "" if it has none.
+func (s *Stack) pidRecord(name string, i int) string {
 	b, err := os.ReadFile(s.pidFile(name))
 	if err != nil {
 		return ""
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) < 3 {
+	if i >= len(lines) {
 		return ""
 	}
-	return lines[2]
+	return lines[i]
 }
+
+// recordedFingerprint is the fingerprint written when name was started.
+func (s *Stack) recordedFingerprint(name string) string { return s.pidRecord(name, 2) }
 
 // running reports the PID of name if its recorded process is alive and is
 // still the binary that was started under that PID.
 func (s *Stack) running(name string) (int, bool) {
-	b, err := os.ReadFile(s.pidFile(name))
-	if err != nil {
-		return 0, false
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	pid, err := strconv.Atoi(lines[0])
+	pid, err := strconv.Atoi(s.pidRecord(name, 0))
 	if err != nil || pid <= 0 {
 		return 0, false
 	}
 	if !alive(pid) {
 		return pid, false
 	}
-	if len(lines) >= 2 {
+	if bin := s.pidRecord(name, 1); bin != "" {
 		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-		if err != nil || strings.TrimSuffix(exe, " (deleted)") != lines[1] {
+		if err != nil || strings.TrimSuffix(exe, " (deleted)") != bin {
 			return pid, false // the PID was reused by something else
 		}
 	}
@@ -226,14 +225,7 @@ func (s *Stack) stop(name string, grace time.Duration) error {
 
 // signalsGroup is true when name's PID file says to signal its process
 // group (a supervised process).
-func (s *Stack) signalsGroup(name string) bool {
-	b, err := os.ReadFile(s.pidFile(name))
-	if err != nil {
-		return false
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return len(lines) >= 4 && lines[3] == "group"
-}
+func (s *Stack) signalsGroup(name string) bool { return s.pidRecord(name, 3) == "group" }
 
 // groupAlive is true while a live, non-zombie process is in process group
 // pgid.
