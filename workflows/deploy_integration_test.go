@@ -460,11 +460,14 @@ func TestNewerManifestSupersedesARolloutInProgress(t *testing.T) {
 // (found by make chaos: the CLI's update-with-start, its update handled in a
 // later workflow task than the start, superseded the deploy of its own input
 // and rolled the manifest out twice). Here the second request is sent by
-// hand once the first deploy's rollout has begun.
+// hand once the first deploy's rollout has begun, while its pods are not
+// Ready yet: they turn Ready 20s after they start, which leaves the test
+// time to see it under load (with 3s, the official CI once saw the deploy
+// finish before its poll did).
 func TestTheSameManifestSentAgainJoinsItsDeploy(t *testing.T) {
 	dt := newDeployTest(t)
 	host := dt.lease + ".apps.example.com"
-	m := twoServices(dt.lease, host, "nginx:1.27", map[string]string{"deployflow.dev/ready-after": "3s"}, false)
+	m := twoServices(dt.lease, host, "nginx:1.27", map[string]string{"deployflow.dev/ready-after": "20s"}, false)
 	dt.deploy(m)
 	testenv.Eventually(t, 30*time.Second, pollQuery, "the rollout never began", func() (bool, string) {
 		_, av, _ := dt.available(manifest.Namespace(dt.lease), "web")

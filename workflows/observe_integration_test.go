@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,23 +78,41 @@ func (dt *deployTest) waitPhase(phase string, within time.Duration) time.Duratio
 	return time.Since(start)
 }
 
-// takenBelow counts the observations the lease's workflow took (accepted
-// "observe" updates) that show service below its replicas.
-func takenBelow(t *testing.T, events []*history.HistoryEvent, service string) int {
+// takenObservations is every observation the lease's workflow took
+// (accepted "observe" updates), in order.
+func takenObservations(t *testing.T, events []*history.HistoryEvent) []observe.Observation {
 	t.Helper()
 	dc := converter.GetDefaultDataConverter()
-	n := 0
+	var out []observe.Observation
 	for _, ev := range events {
 		if ev.GetEventType() != enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED || !observeUpdate(ev) {
 			continue
 		}
 		var o observe.Observation
 		require.NoError(t, dc.FromPayloads(ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetArgs(), &o))
-		if h, ok := o.Services[service]; ok && h.Available < h.Desired {
+		out = append(out, o)
+	}
+	return out
+}
+
+// takenBelowSince counts the observations taken that show service below
+// its replicas since from: first seen below (the observation's Since) at
+// or after it. An observation of an earlier dip, sent late, is not one of
+// them. The second result describes every observation taken, for a
+// failure's message.
+func takenBelowSince(t *testing.T, events []*history.HistoryEvent, service string, from time.Time) (int, string) {
+	t.Helper()
+	n := 0
+	var all []string
+	for _, o := range takenObservations(t, events) {
+		h, ok := o.Services[service]
+		below := ok && h.Available < h.Desired
+		if below && !o.Since.Before(from) {
 			n++
 		}
+		all = append(all, fmt.Sprintf("%s %d/%d since %s", service, h.Available, h.Desired, o.Since.Format(time.RFC3339Nano)))
 	}
-	return n
+	return n, fmt.Sprintf("from %s, taken: %s", from.Format(time.RFC3339Nano), strings.Join(all, "; "))
 }
 
 // waitObserversHealthy waits until each observer sees every service of
@@ -122,7 +141,10 @@ func (dt *deployTest) waitObserversHealthy(observers ...*observe.Observer) {
 // Counted by what the observations say: an observer whose informer lagged
 // the deploy's end may first tell the workflow of a dip that is already
 // over, and then that it is over (CI saw the two, taken beside the scale's
-// two), which is not this scale's.
+// two), which is not this scale's. So are the observations of a dip first
+// seen before the scale (their Since), sent late: CI run 80 counted three
+// observations below their replicas taken after the deploy, where the
+// scale's are two.
 func TestAHandScaledReplicaSetTurnsTheLeaseDegradedWithoutATimer(t *testing.T) {
 	dt := newDeployTest(t)
 	dt.healthInterval = 0
@@ -130,8 +152,8 @@ func TestAHandScaledReplicaSetTurnsTheLeaseDegradedWithoutATimer(t *testing.T) {
 	dt.deploy(twoServices(dt.lease, dt.lease+".apps.example.com", "nginx:1.26", nil, false))
 	require.Equal(t, api.PhaseActive, dt.waitRevision(dt.lease, 1).Phase)
 	dt.waitObserversHealthy(first, second)
-	before := dt.currentRun(dt.lease)
 
+	scaled := time.Now() // before the scale: the observers may see it before the call returns
 	dt.scaleReplicaSets("web", 0)
 	// Within two minutes, so by the observer: the lease's safety-net timer
 	// is an hour away (and none fires, below). How soon depends on the
@@ -141,8 +163,9 @@ func TestAHandScaledReplicaSetTurnsTheLeaseDegradedWithoutATimer(t *testing.T) {
 
 	run := dt.currentRun(dt.lease)
 	assert.Zero(t, count(run, enumspb.EVENT_TYPE_TIMER_FIRED, nil), "no timer fired: the observer told the workflow")
-	assert.Equal(t, 2, takenBelow(t, run, "web")-takenBelow(t, before, "web"),
-		"two observations of web below its replicas taken (below, then Degraded), whatever the number of observers")
+	below, taken := takenBelowSince(t, run, "web", scaled)
+	assert.Equal(t, 2, below,
+		"two observations of web below its replicas taken (below, then Degraded), whatever the number of observers: %s", taken)
 
 	dt.scaleReplicaSets("web", 3)
 	dt.waitPhase(api.PhaseActive, 30*time.Second)
