@@ -46,9 +46,12 @@ type Members struct {
 	now       func() time.Time
 
 	informer cache.SharedIndexInformer
-	mu       sync.Mutex
-	seen     map[string]seenMember // by record name
-	own      *coordinationv1.Lease // as last written
+	// handled: the records listed have reached seen (the informer's own
+	// HasSynced is true before its handlers have them).
+	handled cache.ResourceEventHandlerRegistration
+	mu      sync.Mutex
+	seen    map[string]seenMember // by record name
+	own     *coordinationv1.Lease // as last written
 }
 
 type seenMember struct {
@@ -97,7 +100,7 @@ func NewMembers(kc kubernetes.Interface, opts MembersOptions) *Members {
 	f := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithNamespace(opts.Namespace),
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = groupLabel }))
 	m.informer = f.Coordination().V1().Leases().Informer()
-	_, _ = m.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	m.handled, _ = m.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { m.update(obj) },
 		UpdateFunc: func(_, obj any) { m.update(obj) },
 		DeleteFunc: func(obj any) { m.remove(obj) },
@@ -188,8 +191,9 @@ func Owner(live []string, id string) string {
 	return best
 }
 
-// HasSynced reports whether the group's records have been listed.
-func (m *Members) HasSynced() bool { return m.informer.HasSynced() }
+// HasSynced reports whether the group's records have been listed and
+// counted: Live is the group's, not this worker alone.
+func (m *Members) HasSynced() bool { return m.handled != nil && m.handled.HasSynced() }
 
 // Run joins the group until ctx ends, then leaves it (its record deleted,
 // so the others take its leases at once).

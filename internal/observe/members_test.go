@@ -12,8 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
+
+	"github.com/deployflow/deployflow/k8s/crds"
 )
 
 // Issue 22.4: several workers share the leases' observations. Each lease
@@ -97,4 +102,72 @@ func TestAMemberIsLiveWhileItsRenewalsAreSeen(t *testing.T) {
 	// The dead worker's record, ten TTLs old, is pruned.
 	_, err := kc.CoordinationV1().Leases("deployflow").Get(ctx, "deployflow-observer-dead", metav1.GetOptions{})
 	assert.Error(t, err, "a record not renewed for 10 TTLs is deleted")
+}
+
+// Issue 40.1: a worker just started sent the observations of every lease,
+// its group's other members' too: it counted itself alone until its first
+// tick after the members were listed (up to a second), and each of those
+// sends was a workflow task answered "known" (with two workers joining
+// 2,000 leases, part of the 3.25x sends the issue measured). It now
+// observes nothing before the group's members are listed.
+func TestAWorkerJustStartedSendsOnlyTheLeasesItOwns(t *testing.T) {
+	const group = "default/deployflow"
+	now := metav1.NewMicroTime(time.Now())
+	objs := []runtime.Object{&coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "deployflow-observer-other", Namespace: "deployflow",
+			Labels: map[string]string{groupLabel: shortHash(group)[:10]}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("other"), RenewTime: &now, LeaseDurationSeconds: ptr.To(int32(15))},
+	}}
+	var records []runtime.Object
+	var ids []string
+	for i := 0; i < 20; i++ {
+		id := fmt.Sprintf("l%02d", i)
+		ids = append(ids, id)
+		rs := replicaSet(id, 3, 3)
+		objs = append(objs, rs)
+		records = append(records, leaseRecord(id, "active"))
+	}
+	kc := fake.NewClientset(objs...)
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{crds.Leases: "LeaseList"}, records...)
+	var mu sync.Mutex
+	sent := map[string]int{}
+	send := &fakeSender{answer: func(o *Observation) (*ObserveResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		sent[o.Lease]++
+		return &ObserveResult{}, nil
+	}}
+	m := NewMembers(kc, MembersOptions{Namespace: "deployflow", Group: group, Identity: "self", Log: slog.New(slog.DiscardHandler)})
+	o := newObserver(send, Options{Members: m, Log: slog.New(slog.DiscardHandler)})
+	o.watch(kc, dyn)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); o.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	live := []string{"other", "self"}
+	var own []string
+	for _, id := range ids {
+		if Owner(live, id) == "self" {
+			own = append(own, id)
+		}
+	}
+	require.NotEmpty(t, own)
+	require.Less(t, len(own), len(ids))
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(sent) >= len(own)
+	}, 10*time.Second, 10*time.Millisecond, "the leases this worker owns are sent")
+	time.Sleep(1500 * time.Millisecond) // past the observer's first tick
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		want := 0
+		if Owner(live, id) == "self" {
+			want = 1
+		}
+		assert.Equal(t, want, sent[id], "lease %s (owner %s): sends", id, Owner(live, id))
+	}
 }

@@ -163,6 +163,9 @@ type Observer struct {
 	rsStale bool
 	unknown bool     // failing for longer than UnknownAfter
 	live    []string // the group's live members at the last tick
+	// started: the caches and the group's members are listed (start);
+	// nothing is observed before.
+	started bool
 	now     func() time.Time
 
 	metrics observerMetrics
@@ -323,8 +326,8 @@ func (o *Observer) Run(ctx context.Context) {
 		left := make(chan struct{})
 		go func() { defer close(left); m.Run(ctx) }()
 		defer func() { <-left }() // its record deleted before Run returns
-		o.live = m.Live()
 	}
+	go o.start(ctx)
 	for i := 0; i < o.opts.Workers; i++ {
 		go func() {
 			for o.processNext(ctx) {
@@ -342,6 +345,29 @@ func (o *Observer) Run(ctx context.Context) {
 			o.checkMembers()
 		}
 	}
+}
+
+// start observes every lease once, as soon as the caches and the group's
+// members are listed. Until then the observer sends nothing: a worker
+// just started that counted itself alone (its members not yet listed)
+// sent every lease's observation, each a workflow task answered "known"
+// (issue 40.1), and a lease seen before the caches were listed was
+// retried with backoff, up to 15 s, where listing takes a moment.
+func (o *Observer) start(ctx context.Context) {
+	synced := []cache.InformerSynced{o.rs.HasSynced, o.sts.HasSynced, o.leases.HasSynced}
+	if m := o.opts.Members; m != nil {
+		synced = append(synced, m.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return // ctx ended
+	}
+	o.mu.Lock()
+	if m := o.opts.Members; m != nil {
+		o.live = m.Live()
+	}
+	o.started = true
+	o.mu.Unlock()
+	o.enqueueAll()
 }
 
 // Synced reports whether both caches hold a full list and the watches work.
@@ -539,6 +565,10 @@ func (o *Observer) checkMembers() {
 	}
 	live := m.Live()
 	o.mu.Lock()
+	if !o.started {
+		o.mu.Unlock()
+		return // start takes the members once listed
+	}
 	changed := strings.Join(live, ",") != strings.Join(o.live, ",")
 	o.live = live
 	o.mu.Unlock()
@@ -609,8 +639,11 @@ func (o *Observer) processNext(ctx context.Context) bool {
 // sync tells lease id's workflow what is observed of it, if that differs
 // from what it was last told (or a recheck is due).
 func (o *Observer) sync(ctx context.Context, id string) error {
-	if m := o.opts.Members; m != nil && !m.HasSynced() {
-		return errors.New("the group's members are not listed yet")
+	o.mu.Lock()
+	started := o.started
+	o.mu.Unlock()
+	if !started {
+		return nil // start observes every lease once listed
 	}
 	if !o.owns(id) {
 		// Another worker sends it; forget what this one told it, so that
@@ -792,6 +825,8 @@ func sendResult(err error) string {
 		return SentDeferred
 	case errors.Is(err, ErrNoWorkflow):
 		return SentNoWorkflow
+	case errors.Is(err, ErrRejected):
+		return SentRejected
 	}
 	return SentError
 }
