@@ -8,6 +8,7 @@ const (
 	SentKnown      = "known"       // it knew already (another worker told it)
 	SentDeferred   = "deferred"    // it is deploying: sent again when the deploy ends
 	SentNoWorkflow = "no_workflow" // the lease has no running workflow
+	SentRejected   = "rejected"    // the workflow refused it: not sent again until the lease changes
 	SentError      = "error"       // Temporal did not answer: retried
 )
 
@@ -35,9 +36,9 @@ func (o *Observer) Collectors() []prometheus.Collector {
 func newObserverMetrics() observerMetrics {
 	m := observerMetrics{sends: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "deployflow_observer_sends_total",
-		Help: "Observations this worker's observer sent to lease workflows, by result (accepted, known, deferred, no_workflow, error).",
+		Help: "Observations this worker's observer sent to lease workflows, by result (accepted, known, deferred, no_workflow, rejected, error).",
 	}, []string{"result"})}
-	for _, r := range []string{SentAccepted, SentKnown, SentDeferred, SentNoWorkflow, SentError} {
+	for _, r := range []string{SentAccepted, SentKnown, SentDeferred, SentNoWorkflow, SentRejected, SentError} {
 		m.sends.WithLabelValues(r)
 	}
 	return m

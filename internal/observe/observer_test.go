@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -259,6 +260,11 @@ func TestObserverDoesNotResendARefusedObservation(t *testing.T) {
 	ot.waitSent(t, healthy, unhealthy)
 	ids := ot.send.updateIDs()
 	assert.NotEqual(t, ids[0], ids[1])
+	// The metric says what the workflow answered: a refusal is not an
+	// error of Temporal's (it was counted as one, issue 40.1).
+	assert.Equal(t, 1.0, testutil.ToFloat64(ot.o.metrics.sends.WithLabelValues(SentRejected)))
+	assert.Equal(t, 0.0, testutil.ToFloat64(ot.o.metrics.sends.WithLabelValues(SentError)))
+	assert.Equal(t, 1.0, testutil.ToFloat64(ot.o.metrics.sends.WithLabelValues(SentAccepted)))
 }
 
 // A deploy in progress defers the observation: it is sent again, later.
