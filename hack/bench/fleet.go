@@ -137,10 +137,28 @@ func runFleet(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 			cpuPer100: (c1["worker"] - cpu0) * 100 / float64(n), all: timeToAll(b), native: nb,
 			cpu: cpuDelta(c0, c1), nativeCPU: cpuDelta(c1, c2)})
 	}
-	if more := idle - len(f.started) - 1; more > 0 {
-		if _, err := f.deployAll(ctx, more, 0); err != nil {
+	// The idle leases beyond the fleets, idleBatch at a time: all at once,
+	// 805 of 2,000 deploys failed ("context deadline exceeded"), unseen,
+	// and a lease with nothing deployed answers every observation
+	// "known" (issue 40.1: half the observers' changes were of such
+	// leases). Those that fail are printed and left out of the changes.
+	failedIdle := 0
+	for more := idle - len(f.started) - 1; more > 0; more -= idleBatch {
+		b, err := f.deployAll(ctx, min(more, idleBatch), 0)
+		if err != nil {
 			return err
 		}
+		for _, r := range b.results {
+			if r.err != nil {
+				if failedIdle < 5 {
+					fmt.Fprintf(out, "fleet: idle lease %s did not deploy: %v\n", r.lease, r.err)
+				}
+				failedIdle++
+			}
+		}
+	}
+	if failedIdle > 0 {
+		fmt.Fprintf(out, "fleet: %d idle leases did not deploy (left out of the observers' changes)\n", failedIdle)
 	}
 	// One lease whose safety net ticks 5 times in the window shows what a
 	// tick costs (idle leases tick once an hour by default).
@@ -252,14 +270,23 @@ func runFleet(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 	if err != nil {
 		return err
 	}
+	// The observers' changes are of leases that are Active: one that
+	// never deployed has nothing to observe.
 	var share []string
 	for id := range after {
-		if l, _, _ := strings.Cut(id, "/"); l != tickLease && len(share) < 50 {
+		l, _, _ := strings.Cut(id, "/")
+		if l == tickLease || len(share) == 50 {
+			continue
+		}
+		if st, err := f.statusAgain(ctx, l); err == nil && st.Phase == api.PhaseActive {
 			share = append(share, l)
 		}
 	}
 	return f.observerShare(ctx, kc, share)
 }
+
+// idleBatch is how many idle leases deploy at once.
+const idleBatch = 250
 
 // batch is one set of deploys started together.
 type batch struct {
@@ -564,7 +591,12 @@ func (f *fleet) peakRSS() float64 { return f.procStatusMiB("VmHWM:") }
 
 // procStatusMiB is a field of the worker's /proc status in kB, in MiB.
 func (f *fleet) procStatusMiB(field string) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", f.worker.Process.Pid))
+	return procStatusMiB(f.worker.Process.Pid, field)
+}
+
+// procStatusMiB is a field of process pid's /proc status in kB, in MiB.
+func procStatusMiB(pid int, field string) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}

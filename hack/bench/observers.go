@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,16 +23,22 @@ import (
 // observerShare (issue 22.4) makes the same change of the same idle
 // leases (each one's ReplicaSet scaled to 0 by hand, then back to 1) with
 // 1, then 3, workers on the fleet's task queue, and counts what the
-// observers did: the observations they sent the leases' workflows, and all
-// the workers' apiserver requests in the window. Both should be the same
-// for 3 workers as for 1: each lease is observed by one of them.
+// observers did: the observations they sent the leases' workflows, by
+// result, and all the workers' apiserver requests in the window. Both
+// should be the same for 3 workers as for 1: each lease is observed by one
+// of them. The burst of workers joining (each sends the leases it takes
+// over once, answered "known") is measured apart, before the window
+// (issue 40.1: the window counted part of it).
 func (f *fleet) observerShare(ctx context.Context, kc kubernetes.Interface, leases []string) error {
 	type row struct {
-		workers, sent, accepted, reqs int
-		took                          time.Duration
+		workers, reqs int
+		sends         map[string]int
+		took          time.Duration
+		rss           []float64 // each worker's, at the window's end
 	}
 	var rows []row
 	addrs := []string{f.addr}
+	pids := []int{f.worker.Process.Pid}
 	var extra []*exec.Cmd
 	defer func() {
 		for _, c := range extra {
@@ -40,23 +47,37 @@ func (f *fleet) observerShare(ctx context.Context, kc kubernetes.Interface, leas
 		}
 	}()
 	for _, k := range []int{1, 3} {
+		joined := len(addrs) < k
+		joinFrom := time.Now()
+		before := sendsByResult(addrs)
 		for len(addrs) < k {
 			cmd, addr, err := f.spawnWorker(fmt.Sprintf("bench-observer-%d", len(addrs)))
 			if err != nil {
 				return err
 			}
-			extra, addrs = append(extra, cmd), append(addrs, addr)
+			extra, addrs, pids = append(extra, cmd), append(addrs, addr), append(pids, cmd.Process.Pid)
 		}
 		for _, a := range addrs {
 			if err := waitMetric(a, "deployflow_observer_members", k, time.Minute); err != nil {
 				return err
 			}
 		}
-		time.Sleep(5 * time.Second) // the re-observation of a membership change settles
-		sent0, acc0 := observerSends(addrs)
+		// The membership change settles: nothing sent for 5 s.
+		if err := waitQuiet(addrs, total(sendsByResult(addrs)), 0, 5*time.Second, 5*time.Minute); err != nil {
+			return err
+		}
+		if joined {
+			burst := diffSends(before, sendsByResult(addrs))
+			fmt.Fprintf(out, "\nobservers: %d workers joining %d leases sent %d observations (%s) in %s (until 5 s without a send)\n",
+				k-1, len(f.started), total(burst), resultsLine(burst), round(time.Since(joinFrom)-5*time.Second))
+			if n := takeovers(addrs); n != "" {
+				fmt.Fprintf(out, "observers: leases taken over: %s\n", n)
+			}
+		}
+		start := sendsByResult(addrs)
 		from := time.Now()
 		for _, replicas := range []int32{0, 1} {
-			base, _ := observerSends(addrs)
+			base := total(sendsByResult(addrs))
 			for _, id := range leases {
 				if err := scaleService(ctx, kc, id, replicas); err != nil {
 					return err
@@ -70,45 +91,107 @@ func (f *fleet) observerShare(ctx context.Context, kc kubernetes.Interface, leas
 			}
 		}
 		to := time.Now()
-		sent1, acc1 := observerSends(addrs)
 		reqs, err := f.requests(from, to)
 		if err != nil {
 			return err
 		}
-		rows = append(rows, row{workers: k, sent: sent1 - sent0, accepted: acc1 - acc0, reqs: reqs, took: to.Sub(from)})
+		r := row{workers: k, sends: diffSends(start, sendsByResult(addrs)), reqs: reqs, took: to.Sub(from)}
+		for _, pid := range pids {
+			r.rss = append(r.rss, procStatusMiB(pid, "VmRSS:"))
+		}
+		rows = append(rows, r)
 	}
-	fmt.Fprintf(out, "\nobservers: %d idle leases, each one's ReplicaSet scaled to 0 by hand and back to 1, observed by 1 then 3 workers on one task queue:\n", len(leases))
-	fmt.Fprintf(out, "%-10s %18s %12s %24s %10s\n", "workers", "observations sent", "accepted", "apiserver requests (all)", "window")
+	changes := 2 * len(leases)
+	fmt.Fprintf(out, "\nobservers: %d changes (%d idle leases of %d, each one's ReplicaSet scaled to 0 by hand and back to 1), observed by 1 then 3 workers on one task queue:\n",
+		changes, len(leases), len(f.started))
+	fmt.Fprintf(out, "%-8s %6s %9s %6s %9s %9s %6s %11s %14s %9s  %s\n", "workers", "sent", "accepted", "known", "deferred", "rejected", "error",
+		"sent/change", "apiserver reqs", "window", "RSS per worker (MiB)")
 	for _, r := range rows {
-		fmt.Fprintf(out, "%-10d %18d %12d %24d %10s\n", r.workers, r.sent, r.accepted, r.reqs, round(r.took))
+		var rss []string
+		for _, m := range r.rss {
+			rss = append(rss, fmt.Sprintf("%.0f", m))
+		}
+		fmt.Fprintf(out, "%-8d %6d %9d %6d %9d %9d %6d %11.2f %14d %9s  %s\n", r.workers, total(r.sends), r.sends[observe.SentAccepted],
+			r.sends[observe.SentKnown], r.sends[observe.SentDeferred], r.sends[observe.SentRejected], r.sends[observe.SentError],
+			float64(total(r.sends))/float64(max(changes, 1)), r.reqs, round(r.took), strings.Join(rss, " "))
 	}
-	if len(rows) == 2 && rows[0].sent > 0 {
-		fmt.Fprintf(out, "%-10s %18.2f %12s %24.2f   (target: 1.00, independent of the number of workers)\n", "3 / 1",
-			float64(rows[1].sent)/float64(rows[0].sent), "", float64(rows[1].reqs)/float64(max(rows[0].reqs, 1)))
+	if len(rows) == 2 && total(rows[0].sends) > 0 {
+		fmt.Fprintf(out, "%-8s %6.2f %9s %6s %9s %9s %6s %11s %14.2f   (target: 1.00, independent of the number of workers)\n", "3 / 1",
+			float64(total(rows[1].sends))/float64(total(rows[0].sends)), "", "", "", "", "", "", float64(rows[1].reqs)/float64(max(rows[0].reqs, 1)))
 	}
 	return nil
 }
 
-var sendsLine = regexp.MustCompile(`(?m)^deployflow_observer_sends_total\{result="([a-z_]+)"\} (\d+)$`)
-
-// observerSends sums the workers' observations sent to a workflow of a
-// lease (not those to a lease with none in the bench's Temporal
-// namespace: another user's of the cluster), and those accepted.
-func observerSends(addrs []string) (sent, accepted int) {
+// sendsByResult sums the workers' observations sent, by result, less
+// those to a lease with no workflow in the bench's Temporal namespace
+// (another user's of the cluster).
+func sendsByResult(addrs []string) map[string]int {
+	out := map[string]int{}
 	for _, a := range addrs {
 		for _, m := range sendsLine.FindAllStringSubmatch(scrape(a), -1) {
 			if m[1] == observe.SentNoWorkflow {
 				continue
 			}
 			n, _ := strconv.Atoi(m[2])
-			sent += n
-			if m[1] == "accepted" {
-				accepted += n
-			}
+			out[m[1]] += n
 		}
 	}
-	return sent, accepted
+	return out
 }
+
+func diffSends(from, to map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range to {
+		if d := v - from[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func total(sends map[string]int) int {
+	n := 0
+	for _, v := range sends {
+		n += v
+	}
+	return n
+}
+
+func resultsLine(sends map[string]int) string {
+	var parts []string
+	for _, r := range []string{observe.SentAccepted, observe.SentKnown, observe.SentDeferred, observe.SentRejected, observe.SentError} {
+		if sends[r] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", sends[r], r))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+var takeoversLine = regexp.MustCompile(`(?m)^deployflow_observer_takeovers_total\{result="([a-z_]+)"\} (\d+)$`)
+
+// takeovers sums the workers' deployflow_observer_takeovers_total by
+// result, "" when they have none.
+func takeovers(addrs []string) string {
+	sum := map[string]int{}
+	for _, a := range addrs {
+		for _, m := range takeoversLine.FindAllStringSubmatch(scrape(a), -1) {
+			n, _ := strconv.Atoi(m[2])
+			sum[m[1]] += n
+		}
+	}
+	var parts []string
+	for _, r := range []string{"settled", "sent"} {
+		if n, ok := sum[r]; ok {
+			parts = append(parts, fmt.Sprintf("%d %s", n, r))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+var sendsLine = regexp.MustCompile(`(?m)^deployflow_observer_sends_total\{result="([a-z_]+)"\} (\d+)$`)
 
 // waitQuiet waits until the workers have sent at least want observations
 // more than start, and then none for quiet.
@@ -117,7 +200,7 @@ func waitQuiet(addrs []string, start, want int, quiet, limit time.Duration) erro
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		time.Sleep(250 * time.Millisecond)
-		n, _ := observerSends(addrs)
+		n := total(sendsByResult(addrs))
 		if n != last {
 			last, since = n, time.Now()
 			continue
