@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/internal/devstack"
@@ -357,11 +358,18 @@ func (e *Env) ScaleService(t testing.TB, lease, service string, n int32) {
 		t.Fatalf("lease %s: ReplicaSets of %s: %v (found %d)", lease, service, err, len(list.Items))
 	}
 	for _, rs := range list.Items {
-		s, err := rss.GetScale(ctx, rs.Name, metav1.GetOptions{})
-		if err == nil {
+		// As kubectl scale: read, set, write, again on a conflict (the
+		// ReplicaSet controller writes its status meanwhile; "the object
+		// has been modified" failed a test, CI run 82).
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s, err := rss.GetScale(ctx, rs.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
 			s.Spec.Replicas = n
 			_, err = rss.UpdateScale(ctx, rs.Name, s, metav1.UpdateOptions{})
-		}
+			return err
+		})
 		if err != nil {
 			t.Fatalf("scale ReplicaSet %s/%s to %d: %v", ns, rs.Name, n, err)
 		}
