@@ -74,6 +74,7 @@ unit:
 # First, once, under the race detector: a wave's deploys and Jobs run side
 # by side on the SDK's test environment, and a fake that recorded them
 # unguarded lost one deploy in one run of five.
+# make test runs it beside its chaos slice (below).
 REPEAT_PKGS ?= ./workflows/...
 unit-repeat:
 	CI= $(GO) test -race -count=1 -short -timeout 20m $(REPEAT_PKGS)
@@ -94,7 +95,14 @@ unit-repeat:
 #    informers back off) take up to a minute to work at full speed again.
 SERIAL_TESTS ?= Disruptive|Alone
 TEST_P ?= 4
+# TEST_PARALLEL live tests of a package run side by side, the longest
+# first (worker/testenv/slots.go: go test's own -parallel starts them in
+# no set order, and the longest ended the phase alone, CI run 84).
 TEST_PARALLEL ?= 6
+# The unit tests' repeat (unit-repeat) runs beside the chaos slice, whose
+# faults of the whole stack mostly wait (CI run 84: both cores 60-90% idle
+# after its first two minutes, which its faults of a run's own keep busy).
+REPEAT_AFTER ?= 90
 GOTESTSUM = $(DEPLOYFLOW_CACHE)/gotestsum-$(GOTESTSUM_VERSION)/gotestsum
 # gotest PHASE,ARGS[,ENV]: go test ARGS (with the environment ENV) by
 # gotestsum, its report in bin/test-PHASE.json, then the tests over 20s,
@@ -102,8 +110,12 @@ GOTESTSUM = $(DEPLOYFLOW_CACHE)/gotestsum-$(GOTESTSUM_VERSION)/gotestsum
 gotest = { $(3) $(GOTESTSUM) --format standard-verbose --jsonfile bin/test-$(1).json -- $(2); \
 	rc=$$?; echo "== $(1): the slowest tests"; $(GOTESTSUM) tool slowest --jsonfile bin/test-$(1).json --threshold 20s | head -n 25; [ $$rc = 0 ]; }
 test: build tools lint
-	hack/with-stack.sh bash -c '$(call gotest,live,$(TEST_FLAGS) -p $(TEST_P) -parallel $(TEST_PARALLEL) -skip "$(SERIAL_TESTS)" $(PKGS)) && \
-	  $(call gotest,chaos,-tags chaos $(TEST_FLAGS) -parallel $(CHAOS_SLICE_PARALLEL) -run "^TestChaos$$" ./worker/,$(CHAOS_SLICE)) && \
+	hack/with-stack.sh bash -c '$(call gotest,live,$(TEST_FLAGS) -p $(TEST_P) -parallel 64 -skip "$(SERIAL_TESTS)" $(PKGS),DEPLOYFLOW_TEST_PARALLEL=$(TEST_PARALLEL)) && \
+	  { { sleep $(REPEAT_AFTER); $(MAKE) --no-print-directory unit-repeat > bin/unit-repeat.log 2>&1; } & repeat=$$!; \
+	    $(call gotest,chaos,-tags chaos $(TEST_FLAGS) -parallel $(CHAOS_SLICE_PARALLEL) -run "^TestChaos$$" ./worker/,$(CHAOS_SLICE)); chaos=$$?; \
+	    wait $$repeat; repeated=$$?; echo "== unit-repeat, beside the chaos slice (bin/unit-repeat.log):"; \
+	    if [ $$repeated = 0 ]; then grep -E "^(ok|-test.shuffle)" bin/unit-repeat.log; else tail -n 200 bin/unit-repeat.log; fi; \
+	    [ $$chaos = 0 ] && [ $$repeated = 0 ]; } && \
 	  $(call gotest,serial,$(TEST_FLAGS) -p 1 -run "^TestAlone" $(DISRUPTIVE_PKGS)) && \
 	  $(call gotest,disruptive,$(TEST_FLAGS) -p 1 -run "^TestDisruptive" $(DISRUPTIVE_PKGS))'
 
@@ -125,7 +137,7 @@ POSTGRES_PKGS ?= ./workflows/ ./worker/ ./starter/ ./hack/bench/ ./deploy/ ./int
 ENGINE_FREE_TESTS ?= TestTheGateTableNamesTheRecordingsEachGateNeeds|TestRecordedHistoriesReplay|TestALongPauseWithTheFastestAnalysisKeepsEveryRunUnderTheHistoryLimit
 test-postgres: build
 	DEPLOYFLOW_TEMPORAL=postgres hack/build-tools.sh
-	DEPLOYFLOW_TEMPORAL=postgres hack/with-stack.sh bash -c '$(call gotest,postgres,$(TEST_FLAGS) -p $(TEST_P) -parallel $(TEST_PARALLEL) -skip "$(SERIAL_TESTS)|$(ENGINE_FREE_TESTS)" $(POSTGRES_PKGS))'
+	DEPLOYFLOW_TEMPORAL=postgres hack/with-stack.sh bash -c '$(call gotest,postgres,$(TEST_FLAGS) -p $(TEST_P) -parallel 64 -skip "$(SERIAL_TESTS)|$(ENGINE_FREE_TESTS)" $(POSTGRES_PKGS),DEPLOYFLOW_TEST_PARALLEL=$(TEST_PARALLEL))'
 
 # The fault-injection suite (issue 13, worker/chaos_test.go): each scenario
 # x fault x step boundary, invariants checked, a report table printed and
