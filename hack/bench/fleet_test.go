@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,13 +93,18 @@ func TestFleetBenchmarkSlice(t *testing.T) {
 	assert.Regexp(t, `targeted leases not Active afterwards\s+0 of 3`, table)
 	assert.NotContains(t, table, "the worker died")
 	// Issue 22.4: the same changes observed by 1 then 3 workers are sent
-	// once each, not once per worker.
-	obs := regexp.MustCompile(`(?m)^1\s+(\d+)\s+(\d+)\s+\d+\s+\S+\n3\s+(\d+)\s+(\d+)\s+\d+\s+\S+$`).FindStringSubmatch(table)
-	require.NotNil(t, obs, "the observers' table, 1 and 3 workers:\n%s", table)
-	one, _ := strconv.Atoi(obs[1])
-	three, _ := strconv.Atoi(obs[3])
+	// once each, not once per worker. Issue 40.1: by result, per change,
+	// with each worker's RSS, the join burst printed apart.
+	rows := regexp.MustCompile(`(?m)^([13])\s+(\d+)\s+(\d+)\s+\d+\s+\d+\s+\d+\s+\d+\s+([\d.]+)\s+\d+\s+\S+\s+([\d ]+)$`).FindAllStringSubmatch(table, -1)
+	require.Len(t, rows, 2, "the observers' table, 1 and 3 workers:\n%s", table)
+	one, _ := strconv.Atoi(rows[0][2])
+	three, _ := strconv.Atoi(rows[1][2])
 	assert.GreaterOrEqual(t, one, 8, "4 leases scaled down and up: at least 8 observations")
 	assert.Less(t, three, 2*one, "3 workers send each observation once, not once each (1 worker: %d, 3 workers: %d)", one, three)
+	for _, r := range rows {
+		assert.Len(t, strings.Fields(r[5]), map[string]int{"1": 1, "3": 3}[r[1]], "each worker's RSS, %s workers", r[1])
+	}
+	assert.Regexp(t, `observers: 2 workers joining \d+ leases sent \d+ observations`, table, "the join burst, apart from the changes")
 }
 
 // Guards the idle phase after a batch in which some starts failed: a
