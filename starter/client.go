@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/google/uuid"
 	"io"
 	"log/slog"
 	"os"
@@ -186,8 +187,16 @@ func retryTemporal(ctx context.Context, what string, call func() error) error {
 	}
 }
 
-// updateWorkflow sends an update, retrying Temporal's transient errors.
+// updateWorkflow sends an update, retrying Temporal's transient errors
+// under one update ID: an attempt the server took although its caller saw
+// an error is joined by the next, not taken again. (Each attempt had an ID
+// of its own: a `deployflow retry` answered "Workflow Task in failed
+// state" three times was refused at the fourth, "nothing to retry",
+// because an earlier one had been taken, CI run 83.)
 func updateWorkflow(ctx context.Context, c client.Client, opts client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	if opts.UpdateID == "" {
+		opts.UpdateID = uuid.NewString()
+	}
 	var h client.WorkflowUpdateHandle
 	err := retryTemporal(ctx, "take the "+opts.UpdateName+" update of "+opts.WorkflowID, func() error {
 		var err error
