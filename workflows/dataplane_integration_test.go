@@ -198,10 +198,8 @@ func TestACanarysWeightIsTheShareOfRequestsThroughTheGateway(t *testing.T) {
 		})
 	}
 	update := func(name string, args ...any) {
-		h, err := dt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: api.RolloutWorkflowID(ns, "web"),
-			UpdateName: name, Args: args, WaitForStage: client.WorkflowUpdateStageCompleted})
-		require.NoError(t, err)
-		require.NoError(t, h.Get(ctx, nil))
+		require.NoError(t, dt.env.Update(ctx, client.UpdateWorkflowOptions{WorkflowID: api.RolloutWorkflowID(ns, "web"),
+			UpdateName: name, Args: args, WaitForStage: client.WorkflowUpdateStageCompleted}, nil))
 	}
 
 	dt.deploy(canary("nginx:1.26"))
@@ -423,10 +421,8 @@ func TestABlueGreenSwitchThroughTheGatewayLosesNoRequest(t *testing.T) {
 		return strings.Contains(rs.Message, "promot"), rs.Message
 	})
 	assert.Equal(t, map[string]int{"nginx:1.26": 50}, g.shares(50), "the preview takes no request for the hostname")
-	h, err := dt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: api.UpdatePromote,
-		Args: []any{api.PromoteRequest{}}, WaitForStage: client.WorkflowUpdateStageCompleted})
-	require.NoError(t, err)
-	require.NoError(t, h.Get(ctx, nil))
+	require.NoError(t, dt.env.Update(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: api.UpdatePromote,
+		Args: []any{api.PromoteRequest{}}, WaitForStage: client.WorkflowUpdateStageCompleted}, nil))
 	st = dt.waitRevision(dt.lease, 2)
 	got := stop()
 	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)

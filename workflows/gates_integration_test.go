@@ -88,10 +88,8 @@ func TestAPausedCanaryWithABackgroundAnalysisContinuesAsNewInsideItsPause(t *tes
 	require.NoError(t, v.Get(&st))
 	require.NotNil(t, st.Canary)
 	assert.Equal(t, 2, st.Canary.Step, st.Canary.Summary)
-	h, err := rt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: api.UpdatePromote,
-		Args: []any{api.PromoteRequest{}}, WaitForStage: client.WorkflowUpdateStageCompleted})
-	require.NoError(t, err)
-	require.NoError(t, h.Get(ctx, nil))
+	require.NoError(t, rt.env.Update(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: api.UpdatePromote,
+		Args: []any{api.PromoteRequest{}}, WaitForStage: client.WorkflowUpdateStageCompleted}, nil))
 	var res api.RolloutResult
 	require.NoError(t, rt.env.Temporal.GetWorkflow(ctx, id, "").Get(ctx, &res))
 	assert.Equal(t, api.OutcomeComplete, res.Outcome)
@@ -121,11 +119,9 @@ func TestAnAbortedCanarysRunningAnalysisJobIsDeleted(t *testing.T) {
 		return true
 	}, 60*time.Second, 200*time.Millisecond, "the background analysis never started its Job")
 
-	h, err := rt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: run.GetID(), UpdateName: api.UpdateAbort,
-		WaitForStage: client.WorkflowUpdateStageCompleted})
-	require.NoError(t, err)
-	require.NoError(t, h.Get(ctx, nil))
-	err = rt.env.Temporal.GetWorkflow(ctx, run.GetID(), "").Get(ctx, nil)
+	require.NoError(t, rt.env.Update(ctx, client.UpdateWorkflowOptions{WorkflowID: run.GetID(), UpdateName: api.UpdateAbort,
+		WaitForStage: client.WorkflowUpdateStageCompleted}, nil))
+	err := rt.env.Temporal.GetWorkflow(ctx, run.GetID(), "").Get(ctx, nil)
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	assert.Equal(t, "RolloutAborted", appErr.Type())

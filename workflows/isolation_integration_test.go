@@ -378,10 +378,8 @@ func TestTeardownAsTheDeployFinishesIsNeverLost(t *testing.T) {
 		if i%2 == 0 {
 			require.NoError(t, dt.env.Temporal.SignalWorkflow(ctx, api.DeployWorkflowID(lease), "", api.SignalTeardown, nil))
 		} else {
-			h, err := dt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-				WorkflowID: api.DeployWorkflowID(lease), UpdateName: api.UpdateTeardown, WaitForStage: client.WorkflowUpdateStageCompleted})
-			require.NoError(t, err)
-			require.NoError(t, h.Get(ctx, nil))
+			require.NoError(t, dt.env.Update(ctx, client.UpdateWorkflowOptions{
+				WorkflowID: api.DeployWorkflowID(lease), UpdateName: api.UpdateTeardown, WaitForStage: client.WorkflowUpdateStageCompleted}, nil))
 		}
 		// The teardown deletes the lease's namespace: seconds, or tens of
 		// seconds with the rest of the suite beside it. A lost one would
@@ -427,12 +425,10 @@ func TestADeployApprovedWithAPlanActsOnlyOnThatPlan(t *testing.T) {
 	require.NoError(t, err)
 	var plan activities.DeployPlan
 	require.NoError(t, run.Get(ctx, &plan))
-	h, err = dt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+	require.NoError(t, dt.env.Update(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: api.DeployWorkflowID(dt.lease), UpdateName: api.UpdateDeploy, WaitForStage: client.WorkflowUpdateStageCompleted,
 		Args: []any{api.DeployRequest{Manifest: m, PlanFingerprint: plan.Fingerprint}},
-	})
-	require.NoError(t, err)
-	require.NoError(t, h.Get(ctx, nil))
+	}, nil))
 	st = dt.waitRevision(dt.lease, 2)
 	require.Equal(t, api.PhaseActive, st.Phase, st.LastError)
 	assert.Equal(t, plan.Operations, st.History[len(st.History)-1].Operations)

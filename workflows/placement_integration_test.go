@@ -277,10 +277,8 @@ func TestAnAbortInterruptsAWaveInFlightAndReturnsItsClusters(t *testing.T) {
 		}
 		return true, ""
 	})
-	h, err := pt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: api.UpdateAbort,
-		WaitForStage: client.WorkflowUpdateStageCompleted})
-	require.NoError(t, err)
-	require.NoError(t, h.Get(ctx, nil))
+	require.NoError(t, pt.env.Update(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: api.UpdateAbort,
+		WaitForStage: client.WorkflowUpdateStageCompleted}, nil))
 
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()

@@ -156,10 +156,8 @@ func TestAStatefulServiceDeploysRollsOutAndItsTeardownDeletesItsClaims(t *testin
 	// claim, the others keep theirs; then back to 2, the claim retained.
 	leaseUpdate := func(name string, args ...any) {
 		t.Helper()
-		h, err := dt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: api.DeployWorkflowID(dt.lease),
-			UpdateName: name, Args: args, WaitForStage: client.WorkflowUpdateStageCompleted})
-		require.NoError(t, err)
-		require.NoError(t, h.Get(ctx, nil))
+		require.NoError(t, dt.env.Update(ctx, client.UpdateWorkflowOptions{WorkflowID: api.DeployWorkflowID(dt.lease),
+			UpdateName: name, Args: args, WaitForStage: client.WorkflowUpdateStageCompleted}, nil))
 	}
 	leaseUpdate(api.UpdateScale, api.ScaleServiceRequest{Service: "db", Replicas: 3})
 	st = dt.waitRevision(dt.lease, 3)
@@ -215,10 +213,8 @@ func TestAStatefulServiceDeploysRollsOutAndItsTeardownDeletesItsClaims(t *testin
 	assert.Equal(t, claims, read().Claims)
 
 	// The teardown deletes the claims with the namespace.
-	h, err := dt.env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: api.DeployWorkflowID(dt.lease), UpdateName: api.UpdateTeardown, WaitForStage: client.WorkflowUpdateStageCompleted})
-	require.NoError(t, err)
-	require.NoError(t, h.Get(ctx, nil))
+	require.NoError(t, dt.env.Update(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: api.DeployWorkflowID(dt.lease), UpdateName: api.UpdateTeardown, WaitForStage: client.WorkflowUpdateStageCompleted}, nil))
 	testenv.Eventually(t, 3*time.Minute, 500*time.Millisecond, "the namespace and its claims were never deleted", func() (bool, string) {
 		pvcs, err := dt.env.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
 		_, nsErr := dt.env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
