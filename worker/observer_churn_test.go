@@ -95,6 +95,12 @@ func TestEachChangeIsTakenOnceWhileWorkersAreKilledAndAdded(t *testing.T) {
 	for _, id := range leases {
 		all := takenWebObservations(t, env, id)
 		after := all[taken[id]:]
+		// From the dip on: an observation at its replicas taken before it
+		// is the deploy's end, seen late under load (the PostgreSQL phase
+		// of CI run 85 took one after the deploy had ended).
+		for len(after) > 0 && after[0] {
+			after = after[1:]
+		}
 		var below, back int
 		var seq []string
 		for _, up := range after {
