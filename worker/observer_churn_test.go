@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -49,20 +48,7 @@ func TestEachChangeIsTakenOnceWhileWorkersAreKilledAndAdded(t *testing.T) {
 	}
 	t.Cleanup(func() { deleteMembershipRecords(t, env, env.TemporalNamespace+"/"+tq) })
 
-	leases := make([]string, 9)
-	base := testenv.ShortName("oc")
-	for i := range leases {
-		leases[i] = fmt.Sprintf("%s-%d", base, i)
-		createLease(t, env, leases[i])
-		three := int32(3)
-		m := manifest.Manifest{Lease: leases[i], Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &three}}}
-		_, err := env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: api.DeployWorkflowID(leases[i]), TaskQueue: tq},
-			api.DeployWorkflow, api.DeployInput{Manifest: m, DegradedAfterSeconds: 3})
-		require.NoError(t, err)
-	}
-	for _, id := range leases {
-		require.Equal(t, api.PhaseActive, deployEnded(t, env, id).Phase, id)
-	}
+	leases := deployIdleLeases(t, env, tq, "oc", 9)
 	taken := map[string]int{}
 	for _, id := range leases {
 		taken[id] = len(takenWebObservations(t, env, id))

@@ -44,22 +44,7 @@ func TestThreeWorkersSendEachObservationOnceAndTakeOverAKilledWorkersLeases(t *t
 	}
 	t.Cleanup(func() { deleteMembershipRecords(t, env, env.TemporalNamespace+"/"+tq) })
 
-	leases := make([]string, 6)
-	base := testenv.ShortName("om")
-	for i := range leases {
-		leases[i] = fmt.Sprintf("%s-%d", base, i)
-		createLease(t, env, leases[i])
-		three := int32(3)
-		m := manifest.Manifest{Lease: leases[i], Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &three}}}
-		// No safety-net tick (an hour by default): only an observation
-		// can tell an idle lease what changed.
-		_, err := env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: api.DeployWorkflowID(leases[i]), TaskQueue: tq},
-			api.DeployWorkflow, api.DeployInput{Manifest: m, DegradedAfterSeconds: 3})
-		require.NoError(t, err)
-	}
-	for _, id := range leases {
-		require.Equal(t, api.PhaseActive, deployEnded(t, env, id).Phase, id)
-	}
+	leases := deployIdleLeases(t, env, tq, "om", 6)
 	for _, id := range ids {
 		waitGauge(t, addrs[id], "deployflow_observer_members", 3)
 	}
@@ -113,6 +98,29 @@ func TestThreeWorkersSendEachObservationOnceAndTakeOverAKilledWorkersLeases(t *t
 			waitGauge(t, addrs[id], "deployflow_observer_members", 2)
 		}
 	}
+}
+
+// deployIdleLeases creates n leases and deploys each on tq (web, 3
+// replicas, Degraded 3 s below them), and waits until each is Active.
+// No safety-net tick (an hour by default): only an observation can tell
+// an idle lease what changed.
+func deployIdleLeases(t *testing.T, env *testenv.Env, tq, prefix string, n int) []string {
+	t.Helper()
+	leases := make([]string, n)
+	base := testenv.ShortName(prefix)
+	for i := range leases {
+		leases[i] = fmt.Sprintf("%s-%d", base, i)
+		createLease(t, env, leases[i])
+		three := int32(3)
+		m := manifest.Manifest{Lease: leases[i], Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &three}}}
+		_, err := env.Temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: api.DeployWorkflowID(leases[i]), TaskQueue: tq},
+			api.DeployWorkflow, api.DeployInput{Manifest: m, DegradedAfterSeconds: 3})
+		require.NoError(t, err)
+	}
+	for _, id := range leases {
+		require.Equal(t, api.PhaseActive, deployEnded(t, env, id).Phase, id)
+	}
+	return leases
 }
 
 var observerSends = regexp.MustCompile(`(?m)^deployflow_observer_sends_total\{result="([a-z_]+)"\} (\d+)$`)
