@@ -187,7 +187,6 @@ func parallel(t testing.TB) {
 	}
 	if _, marked := parallelTests.LoadOrStore(pt, struct{}{}); !marked {
 		pt.Parallel()
-		pt.Cleanup(testSlots.take(pt.Name()))
 	}
 }
 
