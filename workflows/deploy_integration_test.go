@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -122,7 +123,11 @@ func (dt *deployTest) tryDeploy(m manifest.Manifest) (client.WorkflowRun, error)
 	ctx := context.Background()
 	var start client.WithStartWorkflowOperation
 	var err error
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+	// One update ID for every attempt: an attempt the server admitted
+	// although its caller timed out is joined by the next one, not sent
+	// again as another deploy.
+	updateID := uuid.NewString()
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
 		start = dt.env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 			ID: api.DeployWorkflowID(m.Lease), TaskQueue: dt.tq,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
@@ -132,7 +137,7 @@ func (dt *deployTest) tryDeploy(m manifest.Manifest) (client.WorkflowRun, error)
 		h, err = dt.env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 			StartWorkflowOperation: start,
 			UpdateOptions: client.UpdateWorkflowOptions{
-				WorkflowID: api.DeployWorkflowID(m.Lease), UpdateName: api.UpdateDeploy,
+				WorkflowID: api.DeployWorkflowID(m.Lease), UpdateName: api.UpdateDeploy, UpdateID: updateID,
 				Args: []any{api.DeployRequest{Manifest: m, Trigger: "test"}}, WaitForStage: client.WorkflowUpdateStageCompleted,
 			},
 		})
@@ -142,7 +147,11 @@ func (dt *deployTest) tryDeploy(m manifest.Manifest) (client.WorkflowRun, error)
 		}
 		var notReady *serviceerror.WorkflowNotReady
 		var nsNotFound *serviceerror.NamespaceNotFound
-		transient := err != nil && (errors.As(err, &notReady) || errors.As(err, &nsNotFound) ||
+		// A loaded worker that has not taken the update within the SDK's
+		// long poll: CI runs 87 and 88 failed the soak on it ("Timeout or
+		// cancellation waiting for update").
+		var pollTimedOut *client.WorkflowUpdateServiceTimeoutOrCanceledError
+		transient := err != nil && (errors.As(err, &notReady) || errors.As(err, &nsNotFound) || errors.As(err, &pollTimedOut) ||
 			strings.Contains(err.Error(), "Workflow Task in failed state") || strings.Contains(err.Error(), "Namespace default is not found"))
 		if err == nil || !transient || time.Now().After(deadline) {
 			break
