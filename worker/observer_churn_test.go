@@ -54,26 +54,23 @@ func TestEachChangeIsTakenOnceWhileWorkersAreKilledAndAdded(t *testing.T) {
 		taken[id] = len(takenWebObservations(t, env, id))
 	}
 
-	// The dip, with c0 killed and c3 added halfway through.
-	for i, id := range leases {
-		if i == len(leases)/2 {
-			kill("c0")
-			start("c3")
+	// burst scales every lease's web to replicas, killing one worker and
+	// adding another halfway through.
+	burst := func(replicas int32, killed, added string) {
+		for i, id := range leases {
+			if i == len(leases)/2 {
+				kill(killed)
+				start(added)
+			}
+			env.ScaleService(t, id, "web", replicas)
 		}
-		env.ScaleService(t, id, "web", 0)
 	}
+	burst(0, "c0", "c3") // the dip
 	for _, id := range leases {
 		waitLeasePhase(t, env, id, api.PhaseDegraded, 2*time.Minute)
 		waitNoPods(t, env, id)
 	}
-	// The return, with c1 killed and c4 added halfway through.
-	for i, id := range leases {
-		if i == len(leases)/2 {
-			kill("c1")
-			start("c4")
-		}
-		env.ScaleService(t, id, "web", 3)
-	}
+	burst(3, "c1", "c4") // the return
 	for _, id := range leases {
 		waitLeasePhase(t, env, id, api.PhaseActive, 2*time.Minute)
 	}

@@ -71,9 +71,6 @@ func (f *fleet) observerShare(ctx context.Context, kc kubernetes.Interface, leas
 			burst := diffSends(before, sendsByResult(addrs))
 			fmt.Fprintf(out, "\nobservers: %d workers joining %d leases sent %d observations (%s) in %s (until 5 s without a send)\n",
 				k-1, len(f.started), total(burst), resultsLine(burst), round(time.Since(joinFrom)-5*time.Second))
-			if n := takeovers(addrs); n != "" {
-				fmt.Fprintf(out, "observers: leases taken over: %s\n", n)
-			}
 		}
 		start := sendsByResult(addrs)
 		from := time.Now()
@@ -171,27 +168,6 @@ func resultsLine(sends map[string]int) string {
 	}
 	if len(parts) == 0 {
 		return "none"
-	}
-	return strings.Join(parts, ", ")
-}
-
-var takeoversLine = regexp.MustCompile(`(?m)^deployflow_observer_takeovers_total\{result="([a-z_]+)"\} (\d+)$`)
-
-// takeovers sums the workers' deployflow_observer_takeovers_total by
-// result, "" when they have none.
-func takeovers(addrs []string) string {
-	sum := map[string]int{}
-	for _, a := range addrs {
-		for _, m := range takeoversLine.FindAllStringSubmatch(scrape(a), -1) {
-			n, _ := strconv.Atoi(m[2])
-			sum[m[1]] += n
-		}
-	}
-	var parts []string
-	for _, r := range []string{"settled", "sent"} {
-		if n, ok := sum[r]; ok {
-			parts = append(parts, fmt.Sprintf("%d %s", n, r))
-		}
 	}
 	return strings.Join(parts, ", ")
 }
