@@ -120,7 +120,7 @@ const defaultTemporalRetry = time.Minute
 // server is unavailable or overloaded, or (under load, or just after a
 // namespace is registered) does not know the namespace yet, or a
 // workflow's run cannot answer yet (a lease's run that just continued as
-// new, before its first task).
+// new, before its first task), or an update not taken yet.
 func transient(err error) bool {
 	if config.TLSHint(err) != "" {
 		return false // a TLS mismatch does not heal by waiting
@@ -130,8 +130,14 @@ func transient(err error) bool {
 	var nsNotFound *serviceerror.NamespaceNotFound
 	var deadline *serviceerror.DeadlineExceeded
 	var notReady *serviceerror.WorkflowNotReady
+	// The SDK's wait for an update ended before a worker took it (on a
+	// loaded server, or the caller's context done: retryTemporal then
+	// stops): sent again under the same update ID, it is joined, not
+	// taken twice.
+	var updatePoll *client.WorkflowUpdateServiceTimeoutOrCanceledError
 	switch {
-	case errors.As(err, &unavailable), errors.As(err, &exhausted), errors.As(err, &nsNotFound), errors.As(err, &deadline), errors.As(err, &notReady):
+	case errors.As(err, &unavailable), errors.As(err, &exhausted), errors.As(err, &nsNotFound), errors.As(err, &deadline), errors.As(err, &notReady),
+		errors.As(err, &updatePoll):
 		return true
 	}
 	switch status.Code(err) {

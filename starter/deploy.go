@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
@@ -73,36 +74,7 @@ func runDeploy(g *globals, fs *flag.FlagSet) runner {
 		}
 
 		id := api.DeployWorkflowID(m.Lease)
-		var start client.WithStartWorkflowOperation
-		var h client.WorkflowUpdateHandle
-		err = retryTemporal(ctx, "deploy lease "+m.Lease, func() error {
-			// A start operation is used once: each attempt has its own (a
-			// retry of the first failed with "was already executed" when
-			// Temporal answered WorkflowNotReady: CI run 62).
-			start = c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-				ID: id, TaskQueue: g.cfg.TaskQueue,
-				WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-				StaticSummary:            "deploy lease " + m.Lease,
-			}, api.DeployWorkflow, api.DeployInput{Manifest: *m, Trigger: "cli"})
-			var err error
-			h, err = c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-				StartWorkflowOperation: start,
-				UpdateOptions: client.UpdateWorkflowOptions{
-					WorkflowID: id, UpdateName: api.UpdateDeploy,
-					Args:         []any{api.DeployRequest{Manifest: *m, Trigger: "cli", PlanFingerprint: approved}},
-					WaitForStage: client.WorkflowUpdateStageCompleted,
-				},
-			})
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("deploy lease %s: %w", m.Lease, err)
-		}
-		var accepted api.DeployStatus
-		if err := h.Get(ctx, &accepted); err != nil {
-			return fmt.Errorf("lease %s refused the manifest: %w", m.Lease, err)
-		}
-		run, err := start.Get(ctx)
+		run, accepted, err := sendDeploy(ctx, c, g.cfg.TaskQueue, m, approved)
 		if err != nil {
 			return err
 		}
@@ -367,4 +339,60 @@ func liveSteps(tree *plan.Node, rollouts map[string]api.RolloutStatus) {
 			}
 		}
 	}
+}
+
+// sendDeploy hands the manifest to the lease's workflow, starting the
+// workflow if it does not run (Update-with-Start), and waits for its
+// answer: the deploy accepted (its status then) or refused. Temporal's
+// transient errors are retried under one update ID, so an attempt the
+// server took while its caller saw an error is joined by the next, never
+// run as a second deploy; among them, the SDK's long poll ending before a
+// loaded worker took the update ("Timeout or cancellation waiting for
+// update": the soak's deploys failed on it in CI runs 87 and 88).
+func sendDeploy(ctx context.Context, c client.Client, taskQueue string, m *manifest.Manifest, approved string) (client.WorkflowRun, api.DeployStatus, error) {
+	id := api.DeployWorkflowID(m.Lease)
+	updateID := uuid.NewString()
+	var start client.WithStartWorkflowOperation
+	var accepted api.DeployStatus
+	var refused error
+	err := retryTemporal(ctx, "deploy lease "+m.Lease, func() error {
+		// A start operation is used once: each attempt has its own (a
+		// retry of the first failed with "was already executed" when
+		// Temporal answered WorkflowNotReady: CI run 62).
+		start = c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+			ID: id, TaskQueue: taskQueue,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+			StaticSummary:            "deploy lease " + m.Lease,
+		}, api.DeployWorkflow, api.DeployInput{Manifest: *m, Trigger: "cli"})
+		h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: start,
+			UpdateOptions: client.UpdateWorkflowOptions{
+				WorkflowID: id, UpdateName: api.UpdateDeploy, UpdateID: updateID,
+				Args:         []any{api.DeployRequest{Manifest: *m, Trigger: "cli", PlanFingerprint: approved}},
+				WaitForStage: client.WorkflowUpdateStageCompleted,
+			},
+		})
+		if err != nil {
+			return err
+		}
+		refused = nil
+		if err := h.Get(ctx, &accepted); err != nil {
+			if transient(err) {
+				return err
+			}
+			refused = err // the workflow's answer: not retried
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, accepted, fmt.Errorf("deploy lease %s: %w", m.Lease, err)
+	}
+	if refused != nil {
+		return nil, accepted, fmt.Errorf("lease %s refused the manifest: %w", m.Lease, refused)
+	}
+	run, err := start.Get(ctx)
+	if err != nil {
+		return nil, accepted, err
+	}
+	return run, accepted, nil
 }

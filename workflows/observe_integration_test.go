@@ -228,10 +228,14 @@ func TestAMissedChangeIsCaughtByTheSafetyNet(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	defer startWorker().Stop()
 
+	// The safety net ticks every 5s; the teardown it starts waits for the
+	// namespace's deletion, which the suite's load makes tens of seconds
+	// (a 1-minute bound failed in CI): 3 minutes, as no observer can end
+	// it sooner here and what is checked is who caught the change.
 	var st api.DeployStatus
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	require.NoError(t, env.Temporal.GetWorkflow(ctx, run.GetID(), "").Get(ctx, &st))
+	require.NoError(t, env.Temporal.GetWorkflow(ctx, run.GetID(), "").Get(ctx, &st), "the lease's workflow ends once torn down")
 	assert.Equal(t, api.PhaseTornDown, st.Phase)
 	events := dt.currentRun(dt.lease)
 	assert.Positive(t, count(events, enumspb.EVENT_TYPE_TIMER_FIRED, nil), "the safety-net timer caught it")

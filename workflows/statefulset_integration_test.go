@@ -172,14 +172,22 @@ func TestAStatefulRolloutStepsThePartitionAbortsAndRollsBackKeepingEveryClaim(t 
 		svc := manifest.Service{Name: "db", Image: image, Replicas: &two, Ports: []manifest.Port{{Port: 5432}},
 			PodAnnotations: map[string]string{"deployflow.dev/ready-after": "1s"},
 			Volumes:        []manifest.Volume{{Name: "data", Size: "1Gi", MountPath: "/var/lib/postgresql/data", Persistent: true, Class: devstack.StorageClass}}}
+		// The progress deadline: a minute, where no step should reach it
+		// (8s for every step, as before, failed a canary's return in CI,
+		// "no progress within 8s (waiting for db-1 to be created)", with
+		// the rest of the suite beside it); 30s for the version that never
+		// turns Ready, which must reach it, and whose return the same
+		// deadline bounds.
+		deadline := int32(60)
 		if never {
 			svc.PodLabels = map[string]string{"deployflow.dev/never-ready": "true"}
+			deadline = 30
 		}
 		m := manifest.Manifest{Lease: lease, Services: []manifest.Service{svc}}
 		sts, err := m.WithDefaults().StatefulSet("db")
 		require.NoError(t, err)
 		return api.StatefulSetRolloutInput{Namespace: ns, Service: "db", StatefulSet: *sts, Steps: steps,
-			ProgressDeadlineSeconds: 8, AutoRollback: true}
+			ProgressDeadlineSeconds: deadline, AutoRollback: true}
 	}
 	start := func(in api.StatefulSetRolloutInput) client.WorkflowRun {
 		run, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: api.DeployWorkflowID(lease), TaskQueue: parentTQ}, "StatefulParent", tq, in)

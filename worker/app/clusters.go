@@ -145,12 +145,20 @@ func CheckClusters(cfg config.Config, cls Clusters, log *slog.Logger) error {
 
 var errUnreachable = errors.New("unreachable")
 
+// checkCluster asks the cluster's API server whether it is ready (10s: a
+// cluster that does not answer is unreachable, and its deploys wait), then
+// installs or checks the CRDs and the Gateway. Those steps have bounds of
+// their own, not what is left of the readiness check's: an API server that
+// has just started, on a loaded machine, takes more than 10s to serve new
+// CRDs (crds.Install waits up to 2 minutes for that; CI run 89 failed when
+// the 10s were shared).
 func checkCluster(cfg config.Config, cl *Cluster, log *slog.Logger) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ready, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := cl.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil && !strings.Contains(err.Error(), "forbidden") {
+	if _, err := cl.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ready); err != nil && !strings.Contains(err.Error(), "forbidden") {
 		return fmt.Errorf("%w: %v", errUnreachable, err)
 	}
+	ctx := context.Background()
 	if cfg.InstallCRDs {
 		if err := crds.Install(ctx, cl.Dynamic); err != nil {
 			return err
@@ -159,7 +167,9 @@ func checkCluster(cfg config.Config, cl *Cluster, log *slog.Logger) error {
 		return err
 	}
 	if gw := cl.Activities.Gateway; gw != nil {
-		return gatewayChecked(CheckGateway(ctx, gw.Dynamic, gw.Ref), log, cl.Name)
+		gctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		return gatewayChecked(CheckGateway(gctx, gw.Dynamic, gw.Ref), log, cl.Name)
 	}
 	return nil
 }
