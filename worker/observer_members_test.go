@@ -65,7 +65,12 @@ func TestThreeWorkersSendEachObservationOnceAndTakeOverAKilledWorkersLeases(t *t
 	for _, id := range ids {
 		total += sent[id] - sentBefore[id]
 	}
-	assert.GreaterOrEqual(t, accepted, 2*len(leases), "each lease took two observations: below its replicas, then Degraded")
+	// Each lease took one or two observations: below its replicas, then
+	// the recheck that makes it Degraded; one when the first reached its
+	// workflow after degradedAfter had passed already (a send that failed
+	// under load and was sent again later: the observation carries when
+	// the dip began, and the workflow turns Degraded at once; CI).
+	assert.GreaterOrEqual(t, accepted, len(leases), "each lease took an observation of its dip")
 	// One send per change (a recheck the workflow finds early is answered
 	// "known" and sent again: at most one such per lease, never one per
 	// worker; before sharing, each change was sent three times).

@@ -36,8 +36,14 @@ func TestWorkerVersioningPinsRolloutsAndShowsBothBuilds(t *testing.T) {
 		// The server knows a build once its worker has polled and the
 		// server's own deployment workflows have run: seconds, or a minute
 		// or more with the rest of the suite beside it.
-		testenv.Eventually(t, 3*time.Minute, 500*time.Millisecond, "version "+build+" never became current", func() (bool, string) {
-			_, err := handle.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: build})
+		// Each attempt may wait a minute for the server's answer: one
+		// sent every 500ms with the SDK's short deadline timed out each
+		// time for 3 minutes in CI (each one more work queued on the
+		// server's own deployment workflow).
+		testenv.Eventually(t, 4*time.Minute, 2*time.Second, "version "+build+" never became current", func() (bool, string) {
+			actx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			_, err := handle.SetCurrentVersion(actx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: build})
 			return err == nil, fmt.Sprint(err)
 		})
 	}

@@ -31,8 +31,12 @@ import (
 // deployTest is one lease on the real local stack.
 type deployTest struct {
 	approvalTimeout int
-	// healthInterval is the lease's healthIntervalSeconds (1 unless a test
-	// sets it; 0 is the default safety net, an hour).
+	// healthInterval is the lease's healthIntervalSeconds (5 unless a test
+	// sets it; 0 is the default safety net, an hour). Each tick is a
+	// workflow task and a read of the lease on the servers every test
+	// shares: at 1s, as it was, a hundred leases' ticks were a large part
+	// of the live phase's CPU, itself CPU-bound; a test that needs a change
+	// seen sooner runs an observer.
 	healthInterval int
 	t              *testing.T
 	env            *testenv.Env
@@ -49,7 +53,7 @@ func newDeployTest(t *testing.T) *deployTest { return newDeployTestWith(t, nil) 
 func newDeployTestWith(t *testing.T, configure func(*activities.Activities)) *deployTest {
 	env := testenv.Get(t)
 	dt := &deployTest{t: t, env: env, tq: env.WorkerWith(t, configure), acts: env.Activities(),
-		lease: testenv.ShortName("lease"), owner: "acme", healthInterval: 1}
+		lease: testenv.ShortName("lease"), owner: "acme", healthInterval: 5}
 	dt.createLease(dt.lease, dt.owner)
 	return dt
 }
