@@ -23,8 +23,9 @@ export DEPLOYFLOW_CACHE ?= $(HOME)/.cache/deployflow
 # every package, the chaos-tagged files too) and its test binaries carry
 # no DWARF or symbol table (-s -w; a panic's traceback is unchanged): a
 # test run links some fifty binaries, once per phase, and building them
-# was a fifth of the live phase's CPU (CI run 90: 335 of 1805 CPU-seconds,
-# the link alone 174; -s -w links the workflows tests in 6.7 s, not 9.0).
+# was a fifth of the live phase's CPU (hack/cpusample on the live phase
+# of 0dfbfdb: 335 of 1805 CPU-seconds, the link alone 174; -s -w links
+# the workflows tests in 6.7 s, not 9.0).
 TEST_FLAGS ?= -count=1 -timeout 40m -vet=off -ldflags=-s\ -w
 # Every package, the ones with the longest live tests first: go test -p
 # starts packages in the order given, and ./... alone started the workflows
