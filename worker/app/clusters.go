@@ -158,16 +158,18 @@ func checkCluster(cfg config.Config, cl *Cluster, log *slog.Logger) error {
 	if _, err := cl.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ready); err != nil && !strings.Contains(err.Error(), "forbidden") {
 		return fmt.Errorf("%w: %v", errUnreachable, err)
 	}
-	ctx := context.Background()
 	if cfg.InstallCRDs {
-		if err := crds.Install(ctx, cl.Dynamic); err != nil {
+		// The apply and the wait until served (crds' own 2 minutes) in 3.
+		ictx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := crds.Install(ictx, cl.Dynamic); err != nil {
 			return err
 		}
 	} else if err := crds.Check(cl.Kube.Discovery()); err != nil {
 		return err
 	}
 	if gw := cl.Activities.Gateway; gw != nil {
-		gctx, cancel := context.WithTimeout(ctx, time.Minute)
+		gctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		return gatewayChecked(CheckGateway(gctx, gw.Dynamic, gw.Ref), log, cl.Name)
 	}
