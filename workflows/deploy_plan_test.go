@@ -16,6 +16,7 @@ import (
 	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
+	"github.com/deployflow/deployflow/worker/testenv"
 )
 
 func (dt *deployTest) plan(m manifest.Manifest) *activities.DeployPlan {
@@ -73,17 +74,23 @@ func TestPlanListsTheOperationsTheDeployExecutes(t *testing.T) {
 // out into an abort with nothing changed.
 func TestUnapprovedDeployTimesOutIntoAnAbortWithNothingChanged(t *testing.T) {
 	dt := newDeployTest(t)
-	dt.approvalTimeout = 2
+	// A window of 20s to see the deploy await approval in: with 2s, a
+	// status query that the loaded server answered later than that saw
+	// the abort instead (CI run 93).
+	dt.approvalTimeout = 20
 	m := twoServices(dt.lease, dt.lease+".apps.example.com", "nginx:1.26", nil, false)
 	m.RequireApproval = true
 	dt.deploy(m)
 
 	var st api.DeployStatus
-	require.Eventually(t, func() bool {
+	testenv.Eventually(t, time.Minute, pollQuery, "never awaited approval", func() (bool, string) {
 		s, err := dt.status(dt.lease)
+		if err != nil {
+			return false, err.Error()
+		}
 		st = s
-		return err == nil && s.Phase == api.PhaseAwaitingApproval
-	}, 30*time.Second, 100*time.Millisecond, "never awaited approval (last %+v)", st)
+		return s.Phase == api.PhaseAwaitingApproval, fmt.Sprintf("phase %s", s.Phase)
+	})
 	require.NotNil(t, st.Plan)
 	assert.NotEmpty(t, st.Plan.Operations, "the plan awaiting approval is in the status")
 
