@@ -120,7 +120,7 @@ func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
 	require.Eventually(t, func() bool {
 		out, err := run(env.Stack.Bin("kubectl"), []string{"--kubeconfig", kubeconfig, "create", "-f", "-"}, rsOutside)
 		return err != nil && strings.Contains(out, "deployflow acts only in namespaces labelled app.kubernetes.io/managed-by=deployflow")
-	}, 30*time.Second, 250*time.Millisecond, "a ReplicaSet in default must be refused by the admission policy")
+	}, 2*time.Minute, 250*time.Millisecond, "a ReplicaSet in default must be refused by the admission policy")
 	out, err := run(env.Stack.Bin("kubectl"), []string{"--kubeconfig", kubeconfig, "apply", "--server-side", "-f", "-"},
 		`{"apiVersion":"v1","kind":"Service","metadata":{"name":"intruder","namespace":"kube-system"},"spec":{"ports":[{"port":80}]}}`)
 	require.Error(t, err)
@@ -181,7 +181,7 @@ func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
 	require.Eventually(t, func() bool {
 		out, err := admin("-n", ns, "get", "leases.coordination.k8s.io", "-o", "jsonpath={.items[*].spec.holderIdentity}")
 		return err == nil && strings.Contains(out, release+"-worker-0")
-	}, 30*time.Second, 250*time.Millisecond, "the worker renews its observer membership in the release namespace")
+	}, 2*time.Minute, 250*time.Millisecond, "the worker renews its observer membership in the release namespace")
 	lease := testenv.ShortName("lp")
 	acts := env.Activities()
 	_, err = acts.Leases.Create(ctx, lease, "acme")
@@ -233,11 +233,11 @@ func TestWorkerRunsWithOnlyTheChartsRBAC(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := env.Kube.CoreV1().Namespaces().Get(ctx, leaseNS, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
-	}, 60*time.Second, 250*time.Millisecond, "teardown deletes the lease namespace")
+	}, 3*time.Minute, 250*time.Millisecond, "teardown deletes the lease namespace")
 	require.Eventually(t, func() bool {
 		held, err := acts.Hostnames.Held(ctx, lease)
 		return err == nil && len(held) == 0
-	}, 30*time.Second, 250*time.Millisecond, "teardown releases the hostname")
+	}, 2*time.Minute, 250*time.Millisecond, "teardown releases the hostname")
 
 	// Namespaces the worker creates carry deployflow's label; in one, a
 	// Deployment may only be dry-run (server-side defaulting), never stored.

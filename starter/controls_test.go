@@ -51,7 +51,7 @@ func TestOperatorCommands(t *testing.T) {
 	require.Eventually(t, func() bool {
 		code, _, _ := runCLI("pause", lease, "web", "--temporal-address", "127.0.0.1:7233")
 		return code == 0
-	}, 30*time.Second, 200*time.Millisecond, "pause never reached the rollout")
+	}, 2*time.Minute, 200*time.Millisecond, "pause never reached the rollout")
 	out, _ = cli(t, env, tq, "resume", lease, "web")
 	assert.Contains(t, out, "web of lease "+lease+": resumed")
 	out, _ = cli(t, env, tq, "abort", lease, "web")
@@ -94,7 +94,7 @@ func TestCanaryCommands(t *testing.T) {
 		defer mu.Unlock()
 		out = stdout + stderr
 		return strings.Contains(out, "web: canary step 2/2: pause until promoted (weight 50%; steps: setWeight 50% → pause until promoted)")
-	}, 60*time.Second, 300*time.Millisecond, "the status never showed the canary's pause")
+	}, 3*time.Minute, 300*time.Millisecond, "the status never showed the canary's pause")
 	mu.Lock()
 	t.Log(out)
 	mu.Unlock()
@@ -136,7 +136,7 @@ func TestBlueGreenCommands(t *testing.T) {
 		defer mu.Unlock()
 		out = stdout + stderr
 		return strings.Contains(out, "web: blue-green step 2/5: await promotion (deployflow promote) (active selects ")
-	}, 60*time.Second, 300*time.Millisecond, "the status never showed the preview awaiting promotion")
+	}, 3*time.Minute, 300*time.Millisecond, "the status never showed the preview awaiting promotion")
 	mu.Lock()
 	t.Log(out)
 	mu.Unlock()
@@ -147,7 +147,7 @@ func TestBlueGreenCommands(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, stdout, _ := runCLI("status", lease, "--temporal-address", devstack.TemporalAddress)
 		return strings.Contains(stdout, "web: blue-green step 5/5: keep the old version 600s for undo")
-	}, 60*time.Second, 300*time.Millisecond, "the status never showed the scale-down delay")
+	}, 3*time.Minute, 300*time.Millisecond, "the status never showed the scale-down delay")
 	cli(t, env, tq, "undo", lease, "web")
 	code, stdout, stderr := runCLI("status", lease, "--watch", "--temporal-address", devstack.TemporalAddress)
 	assert.Equal(t, 1, code, "the undone deploy failed: %s", stdout)
@@ -179,7 +179,7 @@ func TestRetryRedeploysAnAbortedCanary(t *testing.T) {
 		require.Eventually(t, func() bool {
 			_, stdout, _ := runCLI("status", lease, "--temporal-address", devstack.TemporalAddress)
 			return strings.Contains(stdout, want)
-		}, 60*time.Second, 300*time.Millisecond, "the status never showed %q", want)
+		}, 3*time.Minute, 300*time.Millisecond, "the status never showed %q", want)
 	}
 	waitStatus("web: canary step 2/2: pause until promoted")
 	cli(t, env, tq, "abort", lease, "web")

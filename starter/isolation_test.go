@@ -131,7 +131,7 @@ func TestControlsReachALegacyRolloutOnlyOfTheirOwnLease(t *testing.T) {
 		require.Eventually(t, func() bool {
 			v, err := env.Patient().QueryWorkflow(ctx, legacy, "", api.QueryStatus)
 			return err == nil && v.Get(&st) == nil && st.Step != ""
-		}, 30*time.Second, 100*time.Millisecond)
+		}, 2*time.Minute, 100*time.Millisecond)
 		return st
 	}
 	require.False(t, status().Paused)

@@ -242,7 +242,7 @@ services:
 		run("deploy", "-f", write("v3.yaml", marker, rolling), "--plan", "-o", o)
 	}
 	outputs = append(outputs, hook.all())
-	testenv.Eventually(t, 30*time.Second, 200*time.Millisecond, "no notification of the canary", func() (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "no notification of the canary", func() (bool, string) {
 		return hook.all() != "", "none yet"
 	})
 

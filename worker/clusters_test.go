@@ -54,7 +54,7 @@ func TestAWorkerDeploysALeaseToAnotherClusterOnly(t *testing.T) {
 
 	// One observer per cluster, each one's series named by its cluster (a
 	// second, unlabelled set would clash with the first in the registry).
-	testenv.Eventually(t, 30*time.Second, 200*time.Millisecond, "/metrics lacks an observer per cluster", func() (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "/metrics lacks an observer per cluster", func() (bool, string) {
 		metrics := get("http://" + metricsAddr + "/metrics")
 		for _, want := range []string{`deployflow_observer_members{cluster="local"}`, `deployflow_observer_members{cluster="` + cluster + `"}`,
 			`deployflow_observer_sends_total{cluster="` + cluster + `",result="accepted"}`} {

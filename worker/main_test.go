@@ -30,7 +30,7 @@ func TestWorkerBinaryServesMetricsAndStopsOnSIGTERM(t *testing.T) {
 	cmd, exited, logs := w.cmd, w.exited, w.logs
 
 	base := "http://" + addr
-	require.Eventually(t, func() bool { return get(base+"/readyz") == "ok\n" }, 30*time.Second, 100*time.Millisecond,
+	require.Eventually(t, func() bool { return get(base+"/readyz") == "ok\n" }, 2*time.Minute, 100*time.Millisecond,
 		"worker never became ready")
 	assert.Equal(t, "ok\n", get(base+"/healthz"))
 
@@ -48,7 +48,7 @@ func TestWorkerBinaryServesMetricsAndStopsOnSIGTERM(t *testing.T) {
 	require.Eventually(t, func() bool {
 		metrics = get(base + "/metrics")
 		return strings.Contains(metrics, "temporal_worker_start") && strings.Contains(metrics, "temporal_poller_start")
-	}, 30*time.Second, 200*time.Millisecond, "no Temporal SDK worker metrics in /metrics")
+	}, 2*time.Minute, 200*time.Millisecond, "no Temporal SDK worker metrics in /metrics")
 	for _, want := range []string{
 		"# TYPE go_goroutines gauge",           // Go runtime
 		"process_resident_memory_bytes",        // process
@@ -163,5 +163,5 @@ func TestWorkerTuningFlagsSetItsTaskSlots(t *testing.T) {
 		m := get("http://" + addr + "/metrics")
 		a, w := slots("ActivityWorker").FindStringSubmatch(m), slots("WorkflowWorker").FindStringSubmatch(m)
 		return a != nil && a[1] == "7" && w != nil && w[1] == "5"
-	}, 30*time.Second, 250*time.Millisecond, "task slots: want 7 activity and 5 workflow slots")
+	}, 2*time.Minute, 250*time.Millisecond, "task slots: want 7 activity and 5 workflow slots")
 }

@@ -64,6 +64,6 @@ func waitLeasesGauge(t *testing.T, addr, phase string, want int) {
 			}
 		}
 		return false
-	}, 60*time.Second, 500*time.Millisecond, "worker %s: want deployflow_leases{phase=%q} %d; has:\n%v", addr, phase, want,
+	}, 3*time.Minute, 500*time.Millisecond, "worker %s: want deployflow_leases{phase=%q} %d; has:\n%v", addr, phase, want,
 		leasesGauge.FindAllString(last, -1))
 }

@@ -55,7 +55,7 @@ func TestTheObserverWaitsForADeploysEndInsteadOfAskingAgain(t *testing.T) {
 	// As the run ends: well before the observer's fallback, a minute after
 	// the deferral. (How soon within that is the machine's load: seconds
 	// alone, more with the rest of the suite beside it.)
-	testenv.Eventually(t, 45*time.Second, 250*time.Millisecond, "the observation is sent as the deploying run ends", func() (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, 250*time.Millisecond, "the observation is sent as the deploying run ends", func() (bool, string) {
 		s := sendsByResult(t, addr)
 		return s[observe.SentAccepted]+s[observe.SentKnown] >= 1, formatSends(s)
 	})

@@ -186,7 +186,7 @@ func waitLeasePhase(t *testing.T, env *testenv.Env, id, phase string, within tim
 func waitGauge(t *testing.T, addr, name string, want int) {
 	t.Helper()
 	re := regexp.MustCompile(`(?m)^` + name + ` (\d+)$`)
-	testenv.Eventually(t, 30*time.Second, 250*time.Millisecond, fmt.Sprintf("worker %s: %s = %d", addr, name, want), func() (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, 250*time.Millisecond, fmt.Sprintf("worker %s: %s = %d", addr, name, want), func() (bool, string) {
 		m := re.FindStringSubmatch(get("http://" + addr + "/metrics"))
 		if m == nil {
 			return false, "not exported"

@@ -33,7 +33,7 @@ func TestWorkerChecksItsSearchAttributesAtStart(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := env.Temporal.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
 		return err == nil
-	}, 30*time.Second, 200*time.Millisecond, "namespace %s never served", ns)
+	}, 2*time.Minute, 200*time.Millisecond, "namespace %s never served", ns)
 
 	w := startWorker(t, env, testenv.Name(t, "tq"), freeAddr(t), "--temporal-namespace", ns)
 	select {
@@ -48,7 +48,7 @@ func TestWorkerChecksItsSearchAttributesAtStart(t *testing.T) {
 
 	addr := freeAddr(t)
 	startWorker(t, env, testenv.Name(t, "tq"), addr, "--temporal-namespace", ns, "--register-search-attributes")
-	require.Eventually(t, func() bool { return get("http://"+addr+"/readyz") == "ok\n" }, 60*time.Second, 200*time.Millisecond,
+	require.Eventually(t, func() bool { return get("http://"+addr+"/readyz") == "ok\n" }, 3*time.Minute, 200*time.Millisecond,
 		"the worker never became ready after registering the attributes")
 	missing, err := searchattr.Missing(ctx, env.Temporal.OperatorService(), ns)
 	require.NoError(t, err)
@@ -88,10 +88,10 @@ func TestTheInstallDocsSearchAttributeCommandLetsTheWorkerStart(t *testing.T) {
 	require.Eventually(t, func() bool {
 		out, err = exec.Command(env.Stack.Bin(devstack.Temporal), append(args[1:], "--address", devstack.TemporalAddress)...).CombinedOutput()
 		return err == nil
-	}, 30*time.Second, 500*time.Millisecond, "the command of docs/install.md: %s", out)
+	}, 2*time.Minute, 500*time.Millisecond, "the command of docs/install.md: %s", out)
 
 	addr := freeAddr(t)
 	startWorker(t, env, testenv.Name(t, "tq"), addr, "--temporal-namespace", ns)
-	require.Eventually(t, func() bool { return get("http://"+addr+"/readyz") == "ok\n" }, 60*time.Second, 200*time.Millisecond,
+	require.Eventually(t, func() bool { return get("http://"+addr+"/readyz") == "ok\n" }, 3*time.Minute, 200*time.Millisecond,
 		"the worker never became ready after the command of docs/install.md")
 }

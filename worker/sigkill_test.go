@@ -61,7 +61,7 @@ func TestRolloutSurvivesWorkerSIGKILL(t *testing.T) {
 		}
 		var st api.RolloutStatus
 		return v.Get(&st) == nil && st.UpdatedReplicas >= 3 && st.AvailableReplicas < 10+3
-	}, 30*time.Second, 20*time.Millisecond, "rollout never got under way")
+	}, 2*time.Minute, 20*time.Millisecond, "rollout never got under way")
 
 	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
 	<-first.exited

@@ -32,7 +32,7 @@ func TestWorkerAndClientsUseMutualTLS(t *testing.T) {
 	addr := freeAddr(t)
 	startWorker(t, env, tq, addr, "--temporal-address", front,
 		"--temporal-tls-ca", pki.CA, "--temporal-tls-cert", pki.ClientCert, "--temporal-tls-key", pki.ClientKey)
-	require.Eventually(t, func() bool { return get("http://"+addr+"/readyz") == "ok\n" }, 30*time.Second, 100*time.Millisecond,
+	require.Eventually(t, func() bool { return get("http://"+addr+"/readyz") == "ok\n" }, 2*time.Minute, 100*time.Millisecond,
 		"the worker never became ready over mutual TLS")
 
 	// The worker refuses to start, saying why, when TLS is wrong (before

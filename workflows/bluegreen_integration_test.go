@@ -122,7 +122,7 @@ func TestBlueGreenPreviewPromoteAndUndoWithinTheDelay(t *testing.T) {
 
 	before := dt.pods()
 	require.NoError(t, dt.rolloutUpdate(api.UpdateUndo, api.UndoRequest{}))
-	testenv.Eventually(t, 30*time.Second, pollQuery, "the active Service never switched back", func() (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, pollQuery, "the active Service never switched back", func() (bool, string) {
 		s := dt.selects()
 		return s["web"] == blue, fmt.Sprintf("%v", s)
 	})
@@ -234,7 +234,7 @@ func TestBlueGreenSupersededInItsPreviewSwitchesFromTheActiveVersion(t *testing.
 	dt.deploy(blueGreenManifest(dt.lease, "nginx:1.27", bg))
 	dt.waitBlueGreen("step 2/5: await promotion", 60*time.Second)
 	dt.deploy(blueGreenManifest(dt.lease, "nginx:1.28", bg)) // supersedes the unpromoted 1.27
-	testenv.Eventually(t, 60*time.Second, pollQuery, "the new preview never came up", func() (bool, string) {
+	testenv.Eventually(t, 3*time.Minute, pollQuery, "the new preview never came up", func() (bool, string) {
 		list, err := dt.env.Kube.AppsV1().ReplicaSets(manifest.Namespace(dt.lease)).List(context.Background(), metav1.ListOptions{LabelSelector: activities.ServiceLabel + "=web"})
 		if err != nil {
 			return false, err.Error()

@@ -102,7 +102,7 @@ func newErrorRateTarget(t *testing.T, env *testenv.Env, namespace string, errorR
 		v, _, _, err := prom.Query(context.Background(), target.query(), time.Now())
 		vec, ok := v.(model.Vector)
 		return err == nil && ok && len(vec) == 1
-	}, 60*time.Second, 500*time.Millisecond, "Prometheus never had the target's error rate")
+	}, 3*time.Minute, 500*time.Millisecond, "Prometheus never had the target's error rate")
 	return target
 }
 

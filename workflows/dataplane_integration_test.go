@@ -119,7 +119,7 @@ func TestAHostnameIsAnHTTPRouteOnTheGatewayAnsweredByItsVersion(t *testing.T) {
 	// through the Gateway (the route is accepted when the deploy ends; the
 	// proxy serves it a moment later).
 	answeredBy := func(image string) {
-		testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "the Gateway never answered "+host+" from "+image, func() (bool, string) {
+		testenv.Eventually(t, 2*time.Minute, 100*time.Millisecond, "the Gateway never answered "+host+" from "+image, func() (bool, string) {
 			req, _ := http.NewRequest(http.MethodGet, "http://"+devstack.GatewayAddress+"/", nil)
 			req.Host = host
 			resp, err := client.Do(req)
@@ -310,7 +310,7 @@ func (g *throughGateway) shares(n int) map[string]int {
 // hundred milliseconds (CI once asked in that moment).
 func (g *throughGateway) servedBy(image string) {
 	g.t.Helper()
-	testenv.Eventually(g.t, 30*time.Second, 100*time.Millisecond, "the Gateway never served "+g.host+" from "+image, func() (bool, string) {
+	testenv.Eventually(g.t, 2*time.Minute, 100*time.Millisecond, "the Gateway never served "+g.host+" from "+image, func() (bool, string) {
 		got := g.quiet().shares(20)
 		return got[image] == 20, fmt.Sprint(got)
 	})

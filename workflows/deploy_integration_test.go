@@ -396,7 +396,7 @@ func TestClosingTheLeaseMidRolloutTearsEverythingDown(t *testing.T) {
 	require.Eventually(t, func() bool {
 		desired, _, _ := dt.available(ns, "web")
 		return desired > 0
-	}, 30*time.Second, 100*time.Millisecond, "the rollout never started")
+	}, 2*time.Minute, 100*time.Millisecond, "the rollout never started")
 
 	_, err := dt.acts.Leases.Close(context.Background(), dt.lease)
 	require.NoError(t, err)
@@ -440,7 +440,7 @@ func TestNewerManifestSupersedesARolloutInProgress(t *testing.T) {
 	require.Eventually(t, func() bool {
 		desired, _, _ := dt.available(ns, "web")
 		return desired > 0
-	}, 30*time.Second, 50*time.Millisecond, "the first rollout never started")
+	}, 2*time.Minute, 50*time.Millisecond, "the first rollout never started")
 
 	dt.deploy(twoServices(dt.lease, host, "nginx:1.27", nil, false))
 	dt.deploy(twoServices(dt.lease, host, "nginx:1.28", nil, false))
@@ -482,7 +482,7 @@ func TestTheSameManifestSentAgainJoinsItsDeploy(t *testing.T) {
 	host := dt.lease + ".apps.example.com"
 	m := twoServices(dt.lease, host, "nginx:1.27", map[string]string{"deployflow.dev/ready-after": "20s"}, false)
 	dt.deploy(m)
-	testenv.Eventually(t, 30*time.Second, pollQuery, "the rollout never began", func() (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, pollQuery, "the rollout never began", func() (bool, string) {
 		_, av, _ := dt.available(manifest.Namespace(dt.lease), "web")
 		st, err := dt.status(dt.lease)
 		return err == nil && st.Phase == api.PhaseDeploying && av == 0 && dt.rolloutsSeen(dt.lease, st) != "", fmt.Sprint(st.Phase)

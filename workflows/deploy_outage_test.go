@@ -91,11 +91,11 @@ func TestDisruptiveAPIServerOutage(t *testing.T) {
 	require.Eventually(t, func() bool {
 		st, err := dt.status(dt.lease)
 		return err == nil && st.Phase == api.PhaseActive
-	}, 60*time.Second, 250*time.Millisecond, "the lease never became Active again")
+	}, 3*time.Minute, 250*time.Millisecond, "the lease never became Active again")
 	require.Eventually(t, func() bool {
 		st, err := quiet.status(quiet.lease)
 		return err == nil && st.Phase == api.PhaseActive
-	}, 60*time.Second, 250*time.Millisecond, "the observed lease never became Active again")
+	}, 3*time.Minute, 250*time.Millisecond, "the observed lease never became Active again")
 	close(stop)
 	wg.Wait()
 

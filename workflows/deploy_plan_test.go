@@ -121,7 +121,7 @@ func TestApprovedPlanDeploysAndAStalePlanIsRefused(t *testing.T) {
 			s, err := dt.status(dt.lease)
 			st = s
 			return err == nil && s.Phase == api.PhaseAwaitingApproval && s.Plan != nil
-		}, 30*time.Second, 100*time.Millisecond, "never awaited approval (last %+v)", st)
+		}, 2*time.Minute, 100*time.Millisecond, "never awaited approval (last %+v)", st)
 		return st
 	}
 	approve := func(fp string) error {

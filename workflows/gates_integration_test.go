@@ -117,7 +117,7 @@ func TestAnAbortedCanarysRunningAnalysisJobIsDeleted(t *testing.T) {
 		}
 		job = list.Items[0].Name
 		return true
-	}, 60*time.Second, 200*time.Millisecond, "the background analysis never started its Job")
+	}, 3*time.Minute, 200*time.Millisecond, "the background analysis never started its Job")
 
 	require.NoError(t, rt.env.Update(ctx, client.UpdateWorkflowOptions{WorkflowID: run.GetID(), UpdateName: api.UpdateAbort,
 		WaitForStage: client.WorkflowUpdateStageCompleted}, nil))

@@ -317,7 +317,7 @@ func (dt *deployTest) refusal(m manifest.Manifest) string {
 		return err.Error()
 	}
 	var why string
-	testenv.Eventually(dt.t, 60*time.Second, pollQuery, "the deploy was never refused", func() (bool, string) {
+	testenv.Eventually(dt.t, 3*time.Minute, pollQuery, "the deploy was never refused", func() (bool, string) {
 		st, err := dt.status(m.Lease)
 		if err != nil {
 			// The workflow ended: its error says why.
@@ -602,7 +602,7 @@ func TestAClosedObservationTypedByHandTearsNothingDown(t *testing.T) {
 		return err == nil, string(out)
 	})
 	// Taken: its workflow task ran the read of the record.
-	testenv.Eventually(t, 30*time.Second, pollQuery, "the lease's record was never read", func() (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, pollQuery, "the lease's record was never read", func() (bool, string) {
 		return dt.ranLocalActivity(id, "CheckLease"), "no CheckLease yet"
 	})
 	st, err := dt.status(dt.lease)

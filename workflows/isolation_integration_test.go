@@ -193,7 +193,7 @@ func TestLeaseObjectsAreOwnedAndNotAdoptedByAUserDeployment(t *testing.T) {
 	require.Eventually(t, func() bool {
 		d, err := dt.env.Kube.AppsV1().Deployments(ns).Get(ctx, "theirs", metav1.GetOptions{})
 		return err == nil && d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == 1
-	}, 60*time.Second, 100*time.Millisecond, "the user's Deployment never rolled out")
+	}, 3*time.Minute, 100*time.Millisecond, "the user's Deployment never rolled out")
 	time.Sleep(2 * time.Second) // a few more syncs of the native controller
 	got, err := dt.env.Kube.AppsV1().ReplicaSets(ns).Get(ctx, ours.Name, metav1.GetOptions{})
 	require.NoError(t, err)
@@ -209,7 +209,7 @@ func TestLeaseObjectsAreOwnedAndNotAdoptedByAUserDeployment(t *testing.T) {
 	require.Eventually(t, func() bool {
 		n, err := dt.env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		return apierrors.IsNotFound(err) || err == nil && n.DeletionTimestamp != nil
-	}, 60*time.Second, 200*time.Millisecond, "the garbage collector never collected the lease's namespace")
+	}, 3*time.Minute, 200*time.Millisecond, "the garbage collector never collected the lease's namespace")
 }
 
 // Guards 8.3: `kubectl get leases` is coordination.k8s.io's; deployflow's
@@ -263,7 +263,7 @@ func TestTheLeaseRecordsWhatItsRolloutsRan(t *testing.T) {
 		require.Eventually(t, func() bool {
 			h, err := dt.env.Temporal.UpdateWorkflow(ctx, opts)
 			return err == nil && h.Get(ctx, nil) == nil
-		}, 30*time.Second, 100*time.Millisecond, "update %s never accepted", name)
+		}, 2*time.Minute, 100*time.Millisecond, "update %s never accepted", name)
 	}
 
 	// An undo mid-rollout: the lease is not recorded on the new manifest.
@@ -368,7 +368,7 @@ func TestTeardownAsTheDeployFinishesIsNeverLost(t *testing.T) {
 		// of its history, which answers as it ends, not by asking again
 		// and again.)
 		rollout := api.RolloutWorkflowID(manifest.Namespace(lease), "web")
-		testenv.Eventually(t, 60*time.Second, pollQuery, "the rollout of "+lease+" never started", func() (bool, string) {
+		testenv.Eventually(t, 3*time.Minute, pollQuery, "the rollout of "+lease+" never started", func() (bool, string) {
 			_, err := dt.env.Temporal.DescribeWorkflowExecution(ctx, rollout, "")
 			return err == nil, fmt.Sprint(err)
 		})

@@ -120,7 +120,7 @@ func takenBelowSince(t *testing.T, events []*history.HistoryEvent, service strin
 // that just finished, and report a dip that is over.
 func (dt *deployTest) waitObserversHealthy(observers ...*observe.Observer) {
 	dt.t.Helper()
-	testenv.Eventually(dt.t, 30*time.Second, pollQuery, "the observers never saw the lease at its replicas", func() (bool, string) {
+	testenv.Eventually(dt.t, 2*time.Minute, pollQuery, "the observers never saw the lease at its replicas", func() (bool, string) {
 		for _, o := range observers {
 			obs, ok := o.Observe(context.Background(), dt.lease)
 			if !ok || obs.Unknown || !obs.Healthy() {
@@ -276,7 +276,7 @@ func TestAloneAMalformedLeaseRecordTurnsTheLeaseUnknownNeverTornDown(t *testing.
 		return err
 	}
 	// The schema change reaches the API server's handlers within moments.
-	require.Eventually(t, func() bool { return setClosedAt("yesterday") == nil }, 30*time.Second, 200*time.Millisecond, "the API server never took the record")
+	require.Eventually(t, func() bool { return setClosedAt("yesterday") == nil }, 2*time.Minute, 200*time.Millisecond, "the API server never took the record")
 	dt.waitPhase(api.PhaseUnknown, 30*time.Second)
 	time.Sleep(3 * time.Second) // what a teardown would have done by now
 	_, err = dt.env.Kube.CoreV1().Namespaces().Get(context.Background(), manifest.Namespace(dt.lease), metav1.GetOptions{})

@@ -124,7 +124,7 @@ func TestARollbackReturnsToTheDeployBeforeAndARejectedDeployIsRefused(t *testing
 	assert.Contains(t, err.Error(), "deploy #3 of lease "+dt.lease+" was rejected (deployflow reject): a restart does not deploy it again")
 	require.NoError(t, dt.env.Temporal.SignalWorkflow(context.Background(), api.DeployWorkflowID(dt.lease), "", api.SignalRedeploy,
 		api.RedeployRequest{Action: api.RedeployReapply, Trigger: "schedule"}))
-	testenv.Eventually(t, 30*time.Second, pollQuery, "the schedule's redeploy was never refused", func() (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, pollQuery, "the schedule's redeploy was never refused", func() (bool, string) {
 		st, err = dt.status(dt.lease)
 		return err == nil && len(st.Refusals) == 1, fmt.Sprintf("%+v %v", st.Refusals, err)
 	})

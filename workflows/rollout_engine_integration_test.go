@@ -136,7 +136,7 @@ func (rt *rolloutTest) update(run client.WorkflowRun, name string, args ...any) 
 func (rt *rolloutTest) waitStatus(run client.WorkflowRun, what string, cond func(api.RolloutStatus) bool) api.RolloutStatus {
 	rt.t.Helper()
 	var st api.RolloutStatus
-	testenv.Eventually(rt.t, 60*time.Second, pollQuery, "never: "+what, func() (bool, string) {
+	testenv.Eventually(rt.t, 3*time.Minute, pollQuery, "never: "+what, func() (bool, string) {
 		// A query the worker does not answer in time (the SDK's deadline,
 		// with the rest of the suite beside it) is asked again.
 		v, err := rt.env.Patient().QueryWorkflow(context.Background(), run.GetID(), run.GetRunID(), api.QueryStatus)

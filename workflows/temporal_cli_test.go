@@ -54,7 +54,7 @@ func TestDeployStartedWithTheTemporalCLIAndFoundBySearchAttributes(t *testing.T)
 		out := dt.temporalCLI("workflow", "list", "--query", query, "-o", "json")
 		found = nil
 		return json.Unmarshal([]byte(out), &found) == nil && len(found) > 0
-	}, 30*time.Second, 250*time.Millisecond, "temporal workflow list --query '%s' found nothing", query)
+	}, 2*time.Minute, 250*time.Millisecond, "temporal workflow list --query '%s' found nothing", query)
 	b, _ := json.Marshal(found[0])
 	assert.Contains(t, string(b), api.DeployWorkflowID(other))
 	active := dt.temporalCLI("workflow", "list", "--query", `DeployflowLease="`+dt.lease+`" AND DeployflowPhase="Active"`)
@@ -183,12 +183,12 @@ func TestTheGateRetirementCheckCountsALeaseUntilItContinuesAsNew(t *testing.T) {
 	T := time.Now().UTC().Format(time.RFC3339Nano)
 	query := `ExecutionStatus="Running" AND StartTime < "` + T + `" AND DeployflowLease="` + dt.lease + `"`
 	count := func() string { return strings.TrimSpace(dt.temporalCLI("workflow", "count", "--query", query)) }
-	require.Eventually(t, func() bool { return count() == "Total: 1" }, 30*time.Second, 250*time.Millisecond,
+	require.Eventually(t, func() bool { return count() == "Total: 1" }, 2*time.Minute, 250*time.Millisecond,
 		"the lease's run started before T is not counted: %s", count())
 
 	dt.deploy(twoServices(dt.lease, host, "nginx:1.27", nil, false))
 	require.Equal(t, api.PhaseActive, dt.waitRevision(dt.lease, 2).Phase)
-	require.Eventually(t, func() bool { return count() == "Total: 0" }, 30*time.Second, 250*time.Millisecond,
+	require.Eventually(t, func() bool { return count() == "Total: 0" }, 2*time.Minute, 250*time.Millisecond,
 		"the lease continued as new after T and is still counted: %s", count())
 
 	rollouts := dt.temporalCLI("workflow", "count", "--query", `WorkflowType="RolloutWorkflow" AND ExecutionStatus="Running"`)

@@ -68,13 +68,13 @@ func TestAnExtraClusterRunsPodsAndSharesNothing(t *testing.T) {
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27"}}}}},
 	}
-	testenv.Eventually(t, 60*time.Second, 200*time.Millisecond, "the extra cluster's default ServiceAccount", func() (bool, string) {
+	testenv.Eventually(t, 3*time.Minute, 200*time.Millisecond, "the extra cluster's default ServiceAccount", func() (bool, string) {
 		_, err := other.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
 	_, err = other.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{})
 	require.NoError(t, err)
-	testenv.Eventually(t, 60*time.Second, 200*time.Millisecond, "the extra cluster's pods never became ready", func() (bool, string) {
+	testenv.Eventually(t, 3*time.Minute, 200*time.Millisecond, "the extra cluster's pods never became ready", func() (bool, string) {
 		got, err := other.AppsV1().ReplicaSets(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -87,7 +87,7 @@ func TestAnExtraClusterRunsPodsAndSharesNothing(t *testing.T) {
 	require.NoError(t, env.Stack.StopCluster(name))
 	// Stopped: it answers no more (a request already on its way may still
 	// be served while it shuts down; CI run 39 saw one answered).
-	testenv.Eventually(t, 30*time.Second, 200*time.Millisecond, "the extra cluster's API server still answers", func() (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "the extra cluster's API server still answers", func() (bool, string) {
 		_, err := other.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		return err != nil, "it answered"
 	})

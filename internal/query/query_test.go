@@ -78,7 +78,7 @@ func TestAQueryWaitsForAWorkflowTaskLongerThanTenSeconds(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = env.Temporal.TerminateWorkflow(ctx, id, "", "test over") })
 		// The first task answered, then the slow one under way.
-		testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "the busy workflow never started", func() (bool, string) {
+		testenv.Eventually(t, 2*time.Minute, 100*time.Millisecond, "the busy workflow never started", func() (bool, string) {
 			s, err := ask(env.Patient(), run.GetID())
 			return err == nil && s == "started", s
 		})
