@@ -368,7 +368,7 @@ func deployIn(t *testing.T, env *testenv.Env, tq, cluster string, m manifest.Man
 			ID: id, TaskQueue: config.ClusterTaskQueue(tq, cluster),
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		}, api.DeployWorkflow, api.DeployInput{Manifest: m, Trigger: "test", Cluster: cluster, HealthIntervalSeconds: 1})
+		}, api.DeployWorkflow, api.DeployInput{Manifest: m, Trigger: "test", Cluster: cluster})
 		h, err := env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 			StartWorkflowOperation: start,
 			UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: api.UpdateDeploy,

@@ -55,7 +55,7 @@ func TestWorkerVersioningPinsRolloutsAndShowsBothBuilds(t *testing.T) {
 	m := manifest.Manifest{Lease: id, Services: []manifest.Service{{Name: "web", Image: "nginx:1.27", Replicas: &three,
 		PodAnnotations: map[string]string{"deployflow.dev/ready-after": "8s"}}}}
 	_, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: api.DeployWorkflowID(id), TaskQueue: tq},
-		api.DeployWorkflow, api.DeployInput{Manifest: m, HealthIntervalSeconds: 1})
+		api.DeployWorkflow, api.DeployInput{Manifest: m})
 	require.NoError(t, err)
 	rollout := api.RolloutWorkflowID(manifest.Namespace(id), "web")
 	behavior := func(wid string) enumspb.VersioningBehavior {
