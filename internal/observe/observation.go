@@ -40,6 +40,11 @@ type Observation struct {
 	// replicas (zero while all are at it): the workflow counts its
 	// degradedAfter from there.
 	Since time.Time `json:"since,omitzero"`
+	// At is when the observer read it from its cache (zero from an
+	// observer that predates it): a send answered late can reach a
+	// workflow's next run, and what was read before that run started is
+	// the deploy's rollout, not the lease now.
+	At time.Time `json:"at,omitzero"`
 }
 
 // Key is what tells two observations apart for the lease's workflow: the

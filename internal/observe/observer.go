@@ -686,6 +686,7 @@ func (o *Observer) sync(ctx context.Context, id string) error {
 		}
 		obs.Since = st.since
 	}
+	obs.At = now
 	due := !st.recheckAt.IsZero() && !now.Before(st.recheckAt)
 	if wait := st.retryAt.Sub(now); wait > 0 {
 		o.mu.Unlock()

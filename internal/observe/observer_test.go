@@ -31,8 +31,9 @@ import (
 // fakeSender records what the observer sent and answers as told.
 type fakeSender struct {
 	mu     sync.Mutex
-	sent   []string // Observation.Key of each send
-	ids    []string // the update ID of each send
+	sent   []string    // Observation.Key of each send
+	ids    []string    // the update ID of each send
+	ats    []time.Time // the Observation.At of each send
 	answer func(o *Observation) (*ObserveResult, error)
 }
 
@@ -40,6 +41,7 @@ func (f *fakeSender) Send(_ context.Context, o *Observation, updateID string) (*
 	f.mu.Lock()
 	f.sent = append(f.sent, o.Key())
 	f.ids = append(f.ids, updateID)
+	f.ats = append(f.ats, o.At)
 	answer := f.answer
 	f.mu.Unlock()
 	if answer == nil {
@@ -123,8 +125,15 @@ func (ot *observerTest) scale(t *testing.T, replicas, available int32) {
 // The lease's state is sent once when first seen, then only when the
 // verdict changes: pod churn above the desired replicas is no news.
 func TestObserverSendsOnlyChanges(t *testing.T) {
+	before := time.Now()
 	ot := newObserverTest(t, nil)
 	ot.waitSent(t, healthy)
+	// Each says when it was read (a workflow's next run takes none read
+	// before it started: workflows/lease/observe.go).
+	ot.send.mu.Lock()
+	at := ot.send.ats[0]
+	ot.send.mu.Unlock()
+	assert.True(t, !at.Before(before) && !at.After(time.Now()), "read at %v", at)
 	ot.scale(t, 3, 4) // more available than desired: the same verdict
 	ot.waitSent(t, healthy)
 	ot.scale(t, 0, 0) // scaled to 0 by hand

@@ -68,6 +68,14 @@ func (w *deployRun) takesObservation(o *observe.Observation) error {
 		// Between two waits (the run starting, or acting on the last
 		// observation): idle again in a moment, in this run.
 		return temporal.NewApplicationError("the workflow is busy; send again shortly", api.ErrObservationDeferred, observe.ObserveResult{RecheckAfter: busyRetry})
+	case !o.At.IsZero() && o.At.Before(workflow.GetInfo(w.ctx).WorkflowStartTime):
+		// Read before this run started, while the deploy that ended the
+		// last one rolled out: a send that workflow answered late (a
+		// loaded worker) going again under its update ID. Its dip is the
+		// rollout's, and its since, moved up to this run's start, would
+		// make a lease that has every replica Degraded (CI run 95). The
+		// observer reads its cache again and sends what it sees now.
+		return temporal.NewApplicationError("the observation was read before this run started (during the deploy before it); send what is seen now", api.ErrObservationDeferred, observe.ObserveResult{RecheckAfter: busyRetry})
 	case w.observation != nil && w.observation.Key() == o.Key():
 		// Another observer's, in the same workflow task: the same change.
 		return temporal.NewApplicationError("already taken, not yet acted on", api.ErrObservationKnown, observe.ObserveResult{RecheckAfter: w.recheckAfter(o)})

@@ -166,6 +166,66 @@ func TestAFailedLeaseObservedAgainAfterAnOutageIsStillFailed(t *testing.T) {
 	runUntilClosedAt(t, env, 30*time.Second)
 }
 
+// Guards an Active lease from a stale send (CI run 95: a lease of
+// TestLiveUpgradeInTheMiddleOfTwentyDeploys turned Degraded 73 s after its
+// deploy ended, every replica available): an observation read while the
+// deploy rolled out, its dip beginning then, sent again after the run
+// ended (its first send not answered by the loaded workflow). Its since,
+// moved up to the new run's start, was past degradedAfter: Degraded at
+// once. An observation read before the run started is now sent again as
+// seen now; a fresh one of the same dip counts from when it was seen.
+func TestAnObservationReadBeforeTheRunStartedIsSentAgainAsSeenNow(t *testing.T) {
+	env := idleLease(t, func(env *deployEnv) { leaseRecord(env, 0) })
+	healthy := web(2) // its own check after a dip, as the observer's fallback
+	env.OnActivity(env.a.ObserveLease, mock.Anything, mock.Anything).Return(&healthy, nil).Maybe()
+	start := env.Now()
+	send := func(at time.Duration, obs func() observe.Observation, check func(rejected error, res *observe.ObserveResult)) {
+		env.RegisterDelayedCallback(func() {
+			var rejected error
+			env.UpdateWorkflow(api.UpdateObserve, "", &testsuite.TestUpdateCallback{
+				OnReject: func(err error) { rejected = err; check(err, nil) },
+				OnAccept: func() {},
+				OnComplete: func(res any, err error) {
+					require.NoError(t, err)
+					r := res.(observe.ObserveResult)
+					check(rejected, &r)
+				},
+			}, obs())
+		}, at)
+	}
+	stale := func() observe.Observation {
+		o := web(0)
+		o.Since, o.At = start.Add(-40*time.Second), start.Add(-time.Second) // read during the deploy
+		return o
+	}
+	send(15*time.Second, stale, func(rejected error, _ *observe.ObserveResult) {
+		var appErr *temporal.ApplicationError
+		require.True(t, errors.As(rejected, &appErr), "a stale observation must not be taken: %v", rejected)
+		assert.Equal(t, api.ErrObservationDeferred, appErr.Type())
+		var res observe.ObserveResult
+		require.NoError(t, appErr.Details(&res))
+		assert.Equal(t, busyRetry, res.RecheckAfter, "sent again shortly, as seen then")
+	})
+	env.RegisterDelayedCallback(func() {
+		assert.Equal(t, api.PhaseActive, env.status(t).Phase, "a stale dip does not make the lease Degraded")
+	}, 15*time.Second+500*time.Millisecond)
+	// The same dip seen now (the observer read it again): counted from
+	// when it was seen, Degraded after degradedAfter (10 s).
+	fresh := func() observe.Observation {
+		o := web(0)
+		o.Since, o.At = env.Now().Add(-time.Second), env.Now()
+		return o
+	}
+	send(16*time.Second, fresh, func(rejected error, res *observe.ObserveResult) {
+		require.NoError(t, rejected)
+		assert.Equal(t, 9*time.Second, res.RecheckAfter, "degradedAfter from when it was first seen")
+	})
+	env.RegisterDelayedCallback(func() {
+		assert.Equal(t, api.PhaseActive, env.status(t).Phase)
+	}, 16*time.Second+500*time.Millisecond)
+	runUntilClosedAt(t, env, 30*time.Second)
+}
+
 // runUntilClosedAt runs the idle lease's workflow until an observation
 // saying it closed, sent at at, ends it without an error.
 func runUntilClosedAt(t *testing.T, env *deployEnv, at time.Duration) {
