@@ -64,8 +64,8 @@ func TestWorkerBinaryServesMetricsAndStopsOnSIGTERM(t *testing.T) {
 	select {
 	case err := <-exited:
 		require.NoError(t, err, "worker must exit 0 on SIGTERM")
-	case <-time.After(10 * time.Second):
-		t.Fatal("worker still running 10s after SIGTERM")
+	case <-time.After(time.Minute):
+		t.Fatal("worker still running a minute after SIGTERM")
 	}
 	assert.Contains(t, logs.String(), "worker stopped")
 }

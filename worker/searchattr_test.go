@@ -39,7 +39,7 @@ func TestWorkerChecksItsSearchAttributesAtStart(t *testing.T) {
 	select {
 	case err := <-w.exited:
 		assert.Error(t, err, "the worker must not start")
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("the worker started on a namespace without deployflow's search attributes")
 	}
 	logs := w.logs.String()

@@ -54,7 +54,7 @@ func TestWorkerAndClientsUseMutualTLS(t *testing.T) {
 			select {
 			case err := <-w.exited:
 				require.Error(t, err, "the worker must exit non-zero")
-			case <-time.After(45 * time.Second):
+			case <-time.After(2 * time.Minute):
 				t.Fatalf("the worker did not give up:\n%s", w.logs.String())
 			}
 			assert.Contains(t, w.logs.String(), tc.want)

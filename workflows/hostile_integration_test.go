@@ -309,7 +309,7 @@ func (dt *deployTest) refusal(m manifest.Manifest) string {
 		// The start of update-with-start carries the manifest too: a
 		// workflow that refuses its input ends before the update is
 		// handled, and its own error names the field.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if werr := dt.env.Temporal.GetWorkflow(ctx, api.DeployWorkflowID(m.Lease), "").Get(ctx, nil); werr != nil {
 			return err.Error() + "; " + werr.Error()

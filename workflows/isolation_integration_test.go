@@ -440,7 +440,7 @@ func TestADeployOfAnUnknownLeaseEnds(t *testing.T) {
 	dt := newDeployTest(t)
 	unknown := dt.lease + "-nobody"
 	run := dt.deploy(web(unknown, "web", "nginx:1.27", 1))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	err := run.Get(ctx, nil)
 	require.Error(t, err)
