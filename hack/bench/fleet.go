@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -259,6 +260,9 @@ func runFleet(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 	fmt.Fprintf(out, "%-44s %.1f CPU s per 100 idle lease-hours (the whole worker's CPU while idle, over its leases)\n", "", idleCPU*100/leaseHours)
 	fmt.Fprintf(out, "%-44s %.1f MiB peak RSS with %d leases (%.1f MiB at start): %.1f MiB more per 100 leases\n",
 		"worker", rss, len(after), f.startRSS, (rss-f.startRSS)*100/float64(len(after)))
+	rest := f.procStatusMiB("VmRSS:")
+	fmt.Fprintf(out, "%-44s %.1f MiB resident at rest after the idle period, %s workflows in its sticky cache (--sticky-cache-size %s): %.1f MiB per 100 leases above its start\n",
+		"", rest, stickyCached(f.addr), stickySize(), (rest-f.startRSS)*100/float64(len(after)))
 
 	if len(sizes) > 0 {
 		if err := f.hostileShare(ctx, meter, min(sizes[0], 10)); err != nil {
@@ -547,9 +551,13 @@ func (f *fleet) spawnWorker(identity string) (*exec.Cmd, string, error) {
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
-	cmd := exec.Command(bin, "--kubeconfig", f.stack.Kubeconfig(), "--task-queue", f.tq, "--metrics-address", addr,
+	args := []string{"--kubeconfig", f.stack.Kubeconfig(), "--task-queue", f.tq, "--metrics-address", addr,
 		"--temporal-address", devstack.TemporalAddress, "--temporal-namespace", temporalNamespace, "--log-level", "warn", "--allow-pod-keys", strings.Join(devstack.KwokKnobs, ","),
-		"--observer-identity", identity)
+		"--observer-identity", identity}
+	if workerStickyCache > 0 {
+		args = append(args, "--sticky-cache-size", strconv.Itoa(workerStickyCache))
+	}
+	cmd := exec.Command(bin, args...)
 	logFile, err := os.CreateTemp("", "bench-worker-*.log")
 	if err != nil {
 		return nil, "", err
@@ -584,6 +592,23 @@ func (f *fleet) cpuSeconds() float64 {
 	utime, _ := strconv.ParseFloat(fields[11], 64)
 	stime, _ := strconv.ParseFloat(fields[12], 64)
 	return (utime + stime) / 100 // USER_HZ
+}
+
+// stickyCached is the worker's temporal_sticky_cache_size gauge (the
+// workflows it keeps in memory between tasks), "?" if it exports none.
+func stickyCached(addr string) string {
+	if m := regexp.MustCompile(`(?m)^temporal_sticky_cache_size(?:\{[^}]*\})? (\S+)$`).FindStringSubmatch(scrape(addr)); m != nil {
+		return m[1]
+	}
+	return "?"
+}
+
+// stickySize is the workers' --sticky-cache-size as the bench set it.
+func stickySize() string {
+	if workerStickyCache > 0 {
+		return strconv.Itoa(workerStickyCache)
+	}
+	return "default"
 }
 
 // peakRSS is the worker's peak resident set, in MiB.

@@ -77,6 +77,9 @@ func TestFleetBenchmarkSlice(t *testing.T) {
 	assert.Regexp(t, `idle\s+4 leases for`, table, "the idle leases are measured (5 less the one whose safety net ticks)")
 	assert.Regexp(t, `[\d]+ requests per worker-hour besides, whatever the leases`, table, "the worker's own requests apart from its leases' (issue 40.3)")
 	assert.Regexp(t, `safety-net tick\s+[\d.]+ events per tick`, table)
+	// Issue 40.2: the worker's memory at rest beside the workflows its
+	// sticky cache keeps (make bench -worker-sticky-cache-size sizes it).
+	assert.Regexp(t, `MiB resident at rest after the idle period, \d+ workflows in its sticky cache \(--sticky-cache-size default\)`, table)
 	// Issue 35: hostile inputs beside 3 deploys, each refused (or, a
 	// forged "closed" observation, taken as a hint: the lease stays up),
 	// the worker alive, the other deploys all succeeding.

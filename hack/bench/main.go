@@ -82,6 +82,7 @@ func main() {
 	flag.IntVar(&statefulRuns, "statefulset-runs", statefulRuns, "StatefulSet comparison: rollouts per driver (the median is reported)")
 	flag.IntVar(&trafficCanaries, "traffic", trafficCanaries, "traffic benchmark: canaries through the stack's Gateway (the last aborted); 0: skip it")
 	flag.StringVar(&temporalNamespace, "temporal-namespace", temporalNamespace, "the Temporal namespace the bench's workflows and workers use")
+	flag.IntVar(&workerStickyCache, "worker-sticky-cache-size", workerStickyCache, "fleet benchmark: the workers' --sticky-cache-size (workflows kept in memory between tasks); 0: the worker's default")
 	flag.Parse()
 	var sizes []int
 	for _, f := range strings.Split(*fleetSizes, ",") {
@@ -113,6 +114,11 @@ var trafficCanaries = 4
 // temporalNamespace is the Temporal namespace of the bench's workflows and
 // workers (-temporal-namespace).
 var temporalNamespace = "default"
+
+// workerStickyCache is the fleet's workers' --sticky-cache-size
+// (-worker-sticky-cache-size; 0: the worker's default): their memory at
+// rest is mostly the workflows it keeps (issue 40.2).
+var workerStickyCache = 0
 
 func run(replicas int32, readyAfter time.Duration, runs int, sizes []int, idle int, idleFor time.Duration) error {
 	ctx := context.Background()
