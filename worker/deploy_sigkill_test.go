@@ -43,7 +43,7 @@ func TestDeploySurvivesWorkerSIGKILL(t *testing.T) {
 	start := env.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID: api.DeployWorkflowID(id), TaskQueue: tq,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, api.DeployWorkflow, api.DeployInput{Manifest: m, Trigger: "test"})
+	}, api.DeployWorkflow, api.DeployInput{Manifest: m, Trigger: "test", HealthIntervalSeconds: 1})
 	h, err := env.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: api.DeployWorkflowID(id), UpdateName: api.UpdateDeploy,

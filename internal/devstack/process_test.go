@@ -4,8 +4,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,6 +36,47 @@ func TestStartRecordsPIDAndStopEndsOnlyThatProcess(t *testing.T) {
 	assert.False(t, alive(pid))
 	_, err = os.Stat(s.pidFile("sleeper"))
 	assert.True(t, os.IsNotExist(err), "the PID file is removed")
+}
+
+// Guards a component's CPU priority: started by a test at a lower one
+// (make test runs its tests at nice 10), it runs at the default, as the
+// stack's own servers do (an extra cluster's API server, started by a test
+// and starved, was not ready within a minute: local CI run 97).
+func TestAComponentStartedFromALowerPriorityRunsAtTheDefault(t *testing.T) {
+	// The priority is the thread's: this goroutine keeps its thread, which
+	// ends with it (never unlocked), so no other goroutine runs lower.
+	runtime.LockOSThread()
+	before := niceness()
+	require.NoError(t, syscall.Setpriority(syscall.PRIO_PROCESS, 0, before+5))
+	require.Equal(t, before+5, niceness())
+
+	s := testStack(t)
+	sleep, err := exec.LookPath("sleep")
+	require.NoError(t, err)
+	sleep, _ = filepath.EvalSymlinks(sleep)
+	pid, err := s.start(process{name: "sleeper", bin: sleep, args: []string{"60"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.stop("sleeper", time.Second) })
+	_, ok := s.running("sleeper")
+	assert.True(t, ok, "running while nice starts it, and after")
+	require.Eventually(t, func() bool {
+		exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+		return exe == sleep
+	}, 10*time.Second, 10*time.Millisecond, "nice runs the component under its PID")
+	_, ok = s.running("sleeper")
+	assert.True(t, ok)
+
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	require.NoError(t, err)
+	fields := strings.Fields(string(stat)[strings.LastIndexByte(string(stat), ')')+2:])
+	nice, err := strconv.Atoi(fields[16]) // field 19 of proc(5), the 17th after the name
+	require.NoError(t, err)
+	if os.Geteuid() != 0 {
+		t.Logf("not root: the component stays at nice %d (nice says so in its log)", nice)
+		assert.Equal(t, before+5, nice)
+		return
+	}
+	assert.Equal(t, 0, nice, "the component runs at the default priority")
 }
 
 func TestRunningRejectsAReusedPID(t *testing.T) {
