@@ -12,6 +12,7 @@ import (
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/wftest"
 )
 
 // Issue 23.1: a lease workflow whose cluster, ID and task queue disagree
@@ -35,7 +36,7 @@ func TestALeaseWorkflowRunsOnlyWhereItsClusterSays(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var s testsuite.WorkflowTestSuite
-			env := s.NewTestWorkflowEnvironment()
+			env := wftest.NewEnv(&s)
 			env.RegisterActivity(&activities.Activities{}) // none may run: unmocked, any would fail the test differently
 			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: c.id, TaskQueue: c.queue})
 			env.ExecuteWorkflow(DeployWorkflow, api.DeployInput{Manifest: c.m, Cluster: c.cluster})

@@ -19,6 +19,7 @@ import (
 	"github.com/deployflow/deployflow/activities"
 	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/wftest"
 	"github.com/deployflow/deployflow/workflows/internal/flow"
 	"github.com/deployflow/deployflow/workflows/rollout"
 )
@@ -47,7 +48,7 @@ func oneService(lease string) manifest.Manifest {
 // they win over these defaults.
 func newDeployEnv(t *testing.T, setup func(*deployEnv)) *deployEnv {
 	var s testsuite.WorkflowTestSuite
-	env := &deployEnv{TestWorkflowEnvironment: s.NewTestWorkflowEnvironment(), released: map[string][][]string{}}
+	env := &deployEnv{TestWorkflowEnvironment: wftest.NewEnv(&s), released: map[string][][]string{}}
 	a := &activities.Activities{}
 	env.a = a
 	env.RegisterActivity(a)

@@ -20,6 +20,7 @@ import (
 	"github.com/deployflow/deployflow/internal/analysis"
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/plan"
+	"github.com/deployflow/deployflow/internal/wftest"
 )
 
 // placementEnv runs PlacementWorkflow on the SDK's test environment with
@@ -50,7 +51,7 @@ func oneService(lease string) manifest.Manifest {
 
 func newPlacementEnv(t *testing.T, lastGood *manifest.Manifest) *placementEnv {
 	var s testsuite.WorkflowTestSuite
-	pe := &placementEnv{TestWorkflowEnvironment: s.NewTestWorkflowEnvironment()}
+	pe := &placementEnv{TestWorkflowEnvironment: wftest.NewEnv(&s)}
 	pe.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: api.PlacementWorkflowID("shop")})
 	pe.RegisterWorkflow(PlacementWorkflow)
 	pe.RegisterActivityWithOptions(func(context.Context) ([]string, error) { return []string{"local", "eu-1"}, nil },
@@ -173,7 +174,7 @@ func TestAnAbortDuringTheLastWaveReturnsItsClusters(t *testing.T) {
 	good := oneService("shop")
 	good.Services[0].Image = "nginx:1.26"
 	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := wftest.NewEnv(&s)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: api.PlacementWorkflowID("shop")})
 	env.RegisterWorkflow(PlacementWorkflow)
 	env.RegisterActivityWithOptions(func(context.Context) ([]string, error) { return []string{"local"}, nil }, activity.RegisterOptions{Name: api.ActivityListClusters})
@@ -214,7 +215,7 @@ func TestAnAbortDuringTheLastWaveReturnsItsClusters(t *testing.T) {
 // DeployToCluster call's input and time.
 func interruptEnv(t *testing.T, good *manifest.Manifest, slow, failing string) (*testsuite.TestWorkflowEnvironment, *[]api.ClusterDeployInput, *[]time.Time) {
 	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := wftest.NewEnv(&s)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: api.PlacementWorkflowID("shop")})
 	env.RegisterWorkflow(PlacementWorkflow)
 	env.RegisterActivityWithOptions(func(context.Context) ([]string, error) { return []string{"local", "eu-1"}, nil }, activity.RegisterOptions{Name: api.ActivityListClusters})

@@ -30,6 +30,7 @@ import (
 	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/analysis"
 	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/wftest"
 	"github.com/deployflow/deployflow/workflows/internal/flow"
 )
 
@@ -260,7 +261,7 @@ func (f *fakeReplicaSets) apply(in activities.ApplyPlanInput) *activities.ApplyP
 func (f *fakeReplicaSets) env(t *testing.T, now time.Time, continued string) (*testsuite.TestWorkflowEnvironment, *historyModel) {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler))) // a week of measurements
-	env := s.NewTestWorkflowEnvironment()
+	env := wftest.NewEnv(&s)
 	model := &historyModel{env: env}
 	env.SetStartTime(now)
 	if continued != "" {

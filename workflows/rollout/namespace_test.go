@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/deployflow/deployflow/activities"
+	"github.com/deployflow/deployflow/internal/wftest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
@@ -17,7 +18,7 @@ import (
 // namespace the worker may not act in now ends it, typed, before any write.
 func TestRolloutWorkflowStopsAtANamespaceItMayNotActIn(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := wftest.NewEnv(&s)
 	a := &activities.Activities{}
 	env.RegisterActivity(a)
 	env.OnActivity(a.PrepareRollout, mock.Anything, mock.Anything).Return(

@@ -25,6 +25,7 @@ import (
 	"github.com/deployflow/deployflow/api"
 	"github.com/deployflow/deployflow/internal/analysis"
 	"github.com/deployflow/deployflow/internal/manifest"
+	"github.com/deployflow/deployflow/internal/wftest"
 	"github.com/deployflow/deployflow/k8s/statefulset"
 )
 
@@ -152,7 +153,7 @@ func (f *fakeStatefulSet) unready() {
 func (f *fakeStatefulSet) env() *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
-	env := s.NewTestWorkflowEnvironment()
+	env := wftest.NewEnv(&s)
 	env.SetStartTime(time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC))
 	env.RegisterWorkflowWithOptions(StatefulSetRolloutWorkflow, workflow.RegisterOptions{Name: api.StatefulSetRolloutWorkflow})
 	env.RegisterWorkflowWithOptions(leaseParent, workflow.RegisterOptions{Name: "LeaseParent"})
