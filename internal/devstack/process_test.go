@@ -20,21 +20,27 @@ func testStack(t *testing.T) *Stack {
 	return &Stack{RunDir: dir, CacheDir: dir, Logf: t.Logf}
 }
 
-func TestStartRecordsPIDAndStopEndsOnlyThatProcess(t *testing.T) {
-	s := testStack(t)
+// startSleeper starts "sleeper", sleep 60, on s: its binary and PID.
+func startSleeper(t *testing.T, s *Stack) (string, int) {
+	t.Helper()
 	sleep, err := exec.LookPath("sleep")
 	require.NoError(t, err)
 	sleep, _ = filepath.EvalSymlinks(sleep)
-
 	pid, err := s.start(process{name: "sleeper", bin: sleep, args: []string{"60"}})
 	require.NoError(t, err)
+	return sleep, pid
+}
+
+func TestStartRecordsPIDAndStopEndsOnlyThatProcess(t *testing.T) {
+	s := testStack(t)
+	_, pid := startSleeper(t, s)
 	got, ok := s.running("sleeper")
 	require.True(t, ok)
 	assert.Equal(t, pid, got)
 
 	require.NoError(t, s.stop("sleeper", 5*time.Second))
 	assert.False(t, alive(pid))
-	_, err = os.Stat(s.pidFile("sleeper"))
+	_, err := os.Stat(s.pidFile("sleeper"))
 	assert.True(t, os.IsNotExist(err), "the PID file is removed")
 }
 
@@ -51,11 +57,7 @@ func TestAComponentStartedFromALowerPriorityRunsAtTheDefault(t *testing.T) {
 	require.Equal(t, before+5, niceness())
 
 	s := testStack(t)
-	sleep, err := exec.LookPath("sleep")
-	require.NoError(t, err)
-	sleep, _ = filepath.EvalSymlinks(sleep)
-	pid, err := s.start(process{name: "sleeper", bin: sleep, args: []string{"60"}})
-	require.NoError(t, err)
+	sleep, pid := startSleeper(t, s)
 	t.Cleanup(func() { _ = s.stop("sleeper", time.Second) })
 	_, ok := s.running("sleeper")
 	assert.True(t, ok, "running while nice starts it, and after")
