@@ -66,6 +66,11 @@ type Config struct {
 	// idle lease workflows what changed (internal/observe). Off, idle leases
 	// learn of changes only from their safety-net timer.
 	Observe bool
+	// Profiling (DEPLOYFLOW_PROFILING=true): the metrics address also
+	// serves Go's profiles under /debug/pprof/ (heap, goroutines, CPU),
+	// for measuring a worker's memory; off by default, as they show the
+	// process's internals to whoever reaches that address.
+	Profiling bool
 	// UnknownAfter (DEPLOYFLOW_UNKNOWN_AFTER): the observer's watches
 	// failing this long make every lease Unknown (never Degraded).
 	UnknownAfter time.Duration
@@ -125,6 +130,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Routing.RegisterFlags(fs)
 	fs.BoolVar(&c.InstallCRDs, "install-crds", os.Getenv("DEPLOYFLOW_INSTALL_CRDS") == "true", "worker: install (update) deployflow's CRDs at start; needs CRD write access, for the dev stack only: in a cluster the Helm chart installs them (env DEPLOYFLOW_INSTALL_CRDS=true)")
 	fs.BoolVar(&c.Observe, "observe", os.Getenv("DEPLOYFLOW_OBSERVE") != "false", "worker: watch leases and their ReplicaSets (shared informers) and tell idle lease workflows what changed; false: they learn it only from their safety-net timer (env DEPLOYFLOW_OBSERVE)")
+	fs.BoolVar(&c.Profiling, "profiling", os.Getenv("DEPLOYFLOW_PROFILING") == "true", "worker: also serve Go's profiles (/debug/pprof/) on --metrics-address; off by default: anyone reaching that address could read the process's internals (env DEPLOYFLOW_PROFILING=true)")
 	unknownAfter, err := time.ParseDuration(env("DEPLOYFLOW_UNKNOWN_AFTER", "15s"))
 	if err != nil {
 		unknownAfter = -1 // reported by Validate
