@@ -71,6 +71,19 @@ func TestTuningFromFlagsAndEnvironment(t *testing.T) {
 	assert.Equal(t, DefaultKubeAPIBurst, d.KubeAPIBurst)
 	d.KubeAPIBurst = 10
 	assert.ErrorContains(t, d.Validate(), "--kube-api-qps 1000, --kube-api-burst 10")
+
+	// Issue 40.2: the workflow cache is sized for the work in flight, not
+	// the SDK's 10,000 (a cached idle lease is about 0.1 MiB of every
+	// worker: make bench); 0 still asks for the SDK's.
+	t.Setenv("DEPLOYFLOW_STICKY_CACHE_SIZE", "")
+	var e Config
+	e.RegisterFlags(flag.NewFlagSet("e", flag.ContinueOnError))
+	assert.Equal(t, DefaultStickyCacheSize, e.StickyCacheSize)
+	assert.Equal(t, 2000, e.StickyCacheSize)
+	t.Setenv("DEPLOYFLOW_STICKY_CACHE_SIZE", "0")
+	var z Config
+	z.RegisterFlags(flag.NewFlagSet("z", flag.ContinueOnError))
+	assert.Zero(t, z.StickyCacheSize, "0: the SDK's default")
 }
 
 // Issue 35.3: the lease NetworkPolicy's flags are checked at start, each

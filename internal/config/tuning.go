@@ -35,6 +35,18 @@ const (
 	DefaultKubeAPIBurst = 2000
 )
 
+// DefaultStickyCacheSize is how many workflows a worker keeps in memory
+// between their tasks unless told (--sticky-cache-size), where the SDK
+// would keep 10,000. Issue 40.2, measured with make bench (a worker's
+// memory at rest and its workflow cache, docs/performance.md): a cached
+// idle lease's workflow is about 0.1 MiB of the worker's memory (three
+// goroutines and their state), and evicting it costs a replay of its
+// run's few events at its next task (a lease continues as new after each
+// deploy). So the cache is sized for the work in flight, not the fleet:
+// 1,000 deploys at once are 2,000 workflows (each lease's and its
+// rollout's), about 200 MiB; an idle fleet of any size costs no more.
+const DefaultStickyCacheSize = 2000
+
 // RegisterFlags binds t to fs, with defaults from the environment.
 func (t *Tuning) RegisterFlags(fs *flag.FlagSet) {
 	knobs := []struct {
@@ -50,7 +62,10 @@ func (t *Tuning) RegisterFlags(fs *flag.FlagSet) {
 		{&t.StickyCacheSize, "sticky-cache-size", "DEPLOYFLOW_STICKY_CACHE_SIZE", "workflows kept in memory between tasks (process-wide; more: less replay, more memory)", "10000"},
 	}
 	for _, k := range knobs {
-		def, _ := strconv.Atoi(os.Getenv(k.env))
+		def, err := strconv.Atoi(os.Getenv(k.env))
+		if err != nil && k.v == &t.StickyCacheSize {
+			def = DefaultStickyCacheSize
+		}
 		fs.IntVar(k.v, k.name, def, fmt.Sprintf("worker: %s; 0: the SDK's default (%s) (env %s)", k.usage, k.def, k.env))
 	}
 	for _, k := range []struct {
