@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -33,6 +34,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/deployflow/deployflow/api"
+	"github.com/deployflow/deployflow/internal/config"
 	"github.com/deployflow/deployflow/internal/devstack"
 	"github.com/deployflow/deployflow/internal/lease"
 	"github.com/deployflow/deployflow/internal/manifest"
@@ -261,6 +263,12 @@ func runFleet(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 	fmt.Fprintf(out, "%-44s %.1f MiB peak RSS with %d leases (%.1f MiB at start): %.1f MiB more per 100 leases\n",
 		"worker", rss, len(after), f.startRSS, (rss-f.startRSS)*100/float64(len(after)))
 	rest := f.procStatusMiB("VmRSS:")
+	if path, err := saveHeapProfile(f.addr); err != nil {
+		fmt.Fprintf(out, "fleet: the worker's heap profile at rest: %v\n", err)
+	} else {
+		fmt.Fprintf(out, "fleet: the worker's heap profile at rest: %s (go tool pprof -top -sample_index=inuse_space %s)\n", path, path)
+	}
+	fmt.Fprintf(out, "%-44s %s (after the profile's garbage collection)\n", "", goRuntimeLine(f.addr))
 	fmt.Fprintf(out, "%-44s %.1f MiB resident at rest after the idle period, %s workflows in its sticky cache (--sticky-cache-size %s): %.1f MiB per 100 leases above its start\n",
 		"", rest, stickyCached(f.addr), stickySize(), (rest-f.startRSS)*100/float64(len(after)))
 
@@ -478,22 +486,27 @@ func billableActions(events []*history.HistoryEvent) int {
 }
 
 // historyLengths is every bench lease workflow's current run length (a
-// lease whose workflow never started has none).
+// lease whose workflow never started has none), read 16 at a time.
 func (f *fleet) historyLengths(ctx context.Context) (map[string]int, error) {
 	out := map[string]int{}
-	for _, id := range f.started {
+	var mu sync.Mutex
+	err := forEach(len(f.started), 16, func(i int) error {
+		id := f.started[i]
 		d, err := f.temporal.DescribeWorkflowExecution(ctx, api.DeployWorkflowID(id), "")
 		var notFound *serviceerror.NotFound
 		if errors.As(err, &notFound) {
-			continue // its start failed (counted in its batch's errors): not idle
+			return nil // its start failed (counted in its batch's errors): not idle
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		// Idle runs do not continue as new in the window; count this run.
+		mu.Lock()
 		out[id+"/"+d.GetWorkflowExecutionInfo().GetExecution().GetRunId()] = int(d.GetWorkflowExecutionInfo().GetHistoryLength())
-	}
-	return out, nil
+		mu.Unlock()
+		return nil
+	})
+	return out, err
 }
 
 // requests counts the worker's kube-apiserver requests in [from, to].
@@ -553,7 +566,7 @@ func (f *fleet) spawnWorker(identity string) (*exec.Cmd, string, error) {
 	_ = l.Close()
 	args := []string{"--kubeconfig", f.stack.Kubeconfig(), "--task-queue", f.tq, "--metrics-address", addr,
 		"--temporal-address", devstack.TemporalAddress, "--temporal-namespace", temporalNamespace, "--log-level", "warn", "--allow-pod-keys", strings.Join(devstack.KwokKnobs, ","),
-		"--observer-identity", identity}
+		"--observer-identity", identity, "--profiling"}
 	if workerStickyCache > 0 {
 		args = append(args, "--sticky-cache-size", strconv.Itoa(workerStickyCache))
 	}
@@ -579,6 +592,50 @@ func (f *fleet) spawnWorker(identity string) (*exec.Cmd, string, error) {
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	return nil, "", errors.New("the worker never became ready; see its log")
+}
+
+// goRuntimeLine is where the worker at addr keeps its memory, from its Go
+// runtime metrics: its goroutines' stacks (a workflow in the SDK's cache
+// keeps its coroutines, each a goroutine), the heap's live objects, the
+// heap's spans in use beyond them, and the memory the heap holds idle and
+// has not returned to the OS.
+func goRuntimeLine(addr string) string {
+	text := scrape(addr)
+	mib := func(name string) float64 {
+		m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(text)
+		if m == nil {
+			return -1
+		}
+		v, _ := strconv.ParseFloat(m[1], 64)
+		return v / (1 << 20)
+	}
+	goroutines := mib("go_goroutines") * (1 << 20)
+	return fmt.Sprintf("Go runtime: %.0f goroutines, stacks %.1f MiB; heap: %.1f MiB of live objects in %.1f MiB of spans, %.1f MiB idle not returned to the OS; %.1f MiB from the OS in all",
+		goroutines, mib("go_memstats_stack_inuse_bytes"), mib("go_memstats_heap_alloc_bytes"), mib("go_memstats_heap_inuse_bytes"),
+		mib("go_memstats_heap_idle_bytes")-mib("go_memstats_heap_released_bytes"), mib("go_memstats_sys_bytes"))
+}
+
+// saveHeapProfile writes the heap profile of the worker at addr (served
+// with --profiling) to a file, after a garbage collection: what it holds
+// at rest, by the code that allocated it.
+func saveHeapProfile(addr string) (string, error) {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET /debug/pprof/heap: %s", resp.Status)
+	}
+	f, err := os.CreateTemp("", "bench-worker-heap-*.pb.gz")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		return "", err
+	}
+	return f.Name(), f.Close()
 }
 
 // cpuSeconds is the worker process's user+system CPU time so far.
@@ -608,7 +665,7 @@ func stickySize() string {
 	if workerStickyCache > 0 {
 		return strconv.Itoa(workerStickyCache)
 	}
-	return "default"
+	return fmt.Sprintf("default, %d", config.DefaultStickyCacheSize)
 }
 
 // peakRSS is the worker's peak resident set, in MiB.
@@ -637,11 +694,13 @@ func procStatusMiB(pid int, field string) float64 {
 // cleanup closes every bench lease (its workflow tears it down, told by the
 // worker's observer), waits for them to end, and stops the worker.
 func (f *fleet) cleanup(ctx context.Context) {
-	for _, id := range f.started {
-		_, _ = f.leases.Close(ctx, id)
-	}
+	_ = forEach(len(f.started), 16, func(i int) error {
+		_, _ = f.leases.Close(ctx, f.started[i])
+		return nil
+	})
 	deadline := time.Now().Add(10 * time.Minute)
-	for _, id := range f.started {
+	_ = forEach(len(f.started), 16, func(i int) error {
+		id := f.started[i]
 		for time.Now().Before(deadline) {
 			d, err := f.temporal.DescribeWorkflowExecution(ctx, api.DeployWorkflowID(id), "")
 			if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
@@ -650,7 +709,8 @@ func (f *fleet) cleanup(ctx context.Context) {
 			time.Sleep(200 * time.Millisecond)
 		}
 		_ = f.dyn.Resource(crds.Leases).Delete(ctx, id, metav1.DeleteOptions{})
-	}
+		return nil
+	})
 	_ = f.worker.Process.Signal(syscall.SIGTERM)
 	_ = f.worker.Wait()
 }

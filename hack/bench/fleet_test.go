@@ -79,7 +79,7 @@ func TestFleetBenchmarkSlice(t *testing.T) {
 	assert.Regexp(t, `safety-net tick\s+[\d.]+ events per tick`, table)
 	// Issue 40.2: the worker's memory at rest beside the workflows its
 	// sticky cache keeps (make bench -worker-sticky-cache-size sizes it).
-	assert.Regexp(t, `MiB resident at rest after the idle period, \d+ workflows in its sticky cache \(--sticky-cache-size default\)`, table)
+	assert.Regexp(t, `MiB resident at rest after the idle period, \d+ workflows in its sticky cache \(--sticky-cache-size default, 2000\)`, table)
 	// Issue 35: hostile inputs beside 3 deploys, each refused (or, a
 	// forged "closed" observation, taken as a hint: the lease stays up),
 	// the worker alive, the other deploys all succeeding.

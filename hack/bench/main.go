@@ -83,6 +83,11 @@ func main() {
 	flag.IntVar(&trafficCanaries, "traffic", trafficCanaries, "traffic benchmark: canaries through the stack's Gateway (the last aborted); 0: skip it")
 	flag.StringVar(&temporalNamespace, "temporal-namespace", temporalNamespace, "the Temporal namespace the bench's workflows and workers use")
 	flag.IntVar(&workerStickyCache, "worker-sticky-cache-size", workerStickyCache, "fleet benchmark: the workers' --sticky-cache-size (workflows kept in memory between tasks); 0: the worker's default")
+	flag.IntVar(&scaleLeases, "scale", scaleLeases, "scale mode (make bench-scale): hold this many idle leases on -scale-workers workers and measure them; the other comparisons are skipped; 0: off")
+	flag.IntVar(&scaleWorkers, "scale-workers", scaleWorkers, "scale mode: workers sharing the leases")
+	flag.DurationVar(&scaleHold, "scale-hold", scaleHold, "scale mode: how long the idle leases are held, the workers' memory sampled every -scale-sample")
+	flag.DurationVar(&scaleSample, "scale-sample", scaleSample, "scale mode: how often the workers' memory is read during the hold")
+	flag.IntVar(&scaleBurst, "scale-burst", scaleBurst, "scale mode: leases changed at once (each one's ReplicaSet scaled to 0 by hand), with every worker, then with one")
 	flag.Parse()
 	var sizes []int
 	for _, f := range strings.Split(*fleetSizes, ",") {
@@ -156,6 +161,9 @@ func run(replicas int32, readyAfter time.Duration, runs int, sizes []int, idle i
 	// worker's informers watch leases, and the worker binary checks them.
 	if err := crds.Install(ctx, dyn); err != nil {
 		return fmt.Errorf("install deployflow's CRDs: %w", err)
+	}
+	if scaleLeases > 0 {
+		return runScale(ctx, s, tc, dyn)
 	}
 	if runs > 0 {
 		if err := rollouts(ctx, s, kc, tc, replicas, readyAfter, runs); err != nil {

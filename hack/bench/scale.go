@@ -1,0 +1,366 @@
+package main
+
+// The scale mode (issue 40.4, make bench-scale): many idle leases on
+// several workers, held for a long while. It measures what a fleet that
+// size costs at rest (each worker's resident memory, at rest and over the
+// hold; Temporal events and apiserver requests per lease-hour), how fast a
+// burst of changes reaches the leases' workflows (change to observation,
+// read from each workflow's history: when Temporal accepted the "observe"
+// update, after the change was made), with all the workers and then with
+// one, and a new deploy's time with the fleet present against its time
+// on the empty stack.
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/deployflow/deployflow/api"
+	"github.com/deployflow/deployflow/internal/devstack"
+	"github.com/deployflow/deployflow/internal/lease"
+	"github.com/deployflow/deployflow/internal/observe"
+	"github.com/deployflow/deployflow/k8s/kube"
+)
+
+// scaleLeases (-scale) turns on the scale mode, with that many idle
+// leases; the other scale knobs are its flags too.
+var (
+	scaleLeases  = 0
+	scaleWorkers = 3
+	scaleHold    = time.Hour
+	scaleBurst   = 500
+	scaleSample  = time.Minute
+)
+
+// worker is one worker process of the scale mode.
+type scaleWorker struct {
+	cmd  *exec.Cmd
+	addr string
+}
+
+func runScale(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dynamic.Interface) error {
+	f := &fleet{stack: s, temporal: tc, leases: lease.NewKubeStore(dyn), dyn: dyn,
+		tq: fmt.Sprintf("bench-scale-%d", time.Now().UnixNano()), prefix: fmt.Sprintf("bs%x", time.Now().Unix()%0xffff)}
+	if err := f.startWorker(); err != nil {
+		return err
+	}
+	defer f.cleanup(ctx)
+	workers := []scaleWorker{{cmd: f.worker, addr: f.addr}}
+	defer func() {
+		for _, w := range workers[1:] {
+			stopWorker(w.cmd)
+		}
+	}()
+	for len(workers) < scaleWorkers {
+		cmd, addr, err := f.spawnWorker(fmt.Sprintf("bench-scale-%d", len(workers)))
+		if err != nil {
+			return err
+		}
+		workers = append(workers, scaleWorker{cmd: cmd, addr: addr})
+	}
+	addrs := func() []string {
+		var a []string
+		for _, w := range workers {
+			a = append(a, w.addr)
+		}
+		return a
+	}
+	for _, a := range addrs() {
+		if err := waitMetric(a, "deployflow_observer_members", len(workers), time.Minute); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "\nscale: %d idle leases on %d workers (the worker binary, one task queue; one-service leases, 1 replica, one hostname); %s; machine: %s\n\n",
+		scaleLeases, len(workers), temporalShape(s), machine())
+
+	// A deploy on the empty stack, the reference for the one below.
+	soloEmpty, err := f.soloDeploy(ctx)
+	if err != nil {
+		return fmt.Errorf("solo deploy on the empty stack: %w", err)
+	}
+
+	// The leases, by deploys (a lease's workflow is only ever started by
+	// one), idleBatch at a time: the way a fleet gets there, only faster.
+	created := time.Now()
+	failed := 0
+	for more := scaleLeases - len(f.started); more > 0; more = scaleLeases - len(f.started) {
+		b, err := f.deployAll(ctx, min(more, idleBatch), 0)
+		if err != nil {
+			return err
+		}
+		for _, r := range b.results {
+			if r.err != nil {
+				if failed < 5 {
+					fmt.Fprintf(out, "scale: lease %s did not deploy: %v\n", r.lease, r.err)
+				}
+				failed++
+			}
+		}
+		if n := len(f.started); n%(idleBatch*10) == 0 || n >= scaleLeases {
+			fmt.Fprintf(out, "scale: %d leases deployed in %s (%.0f a minute), %d failed\n", n, round(time.Since(created)), float64(n)/time.Since(created).Minutes(), failed)
+		}
+	}
+	createdIn, leases := time.Since(created), len(f.started)
+	// The observers settle: nothing sent for 10 s.
+	if err := waitQuiet(addrs(), total(sendsByResult(addrs())), 0, 10*time.Second, 10*time.Minute); err != nil {
+		return err
+	}
+	soloFull, err := f.soloDeploy(ctx)
+	if err != nil {
+		return fmt.Errorf("solo deploy with %d leases present: %w", leases, err)
+	}
+
+	// At rest, then over the hold: each worker's resident memory, and what
+	// the idle leases cost.
+	rss := func() []float64 {
+		var r []float64
+		for _, w := range workers {
+			r = append(r, procStatusMiB(w.cmd.Process.Pid, "VmRSS:"))
+		}
+		return r
+	}
+	before, err := f.historyLengths(ctx)
+	if err != nil {
+		return err
+	}
+	atRest, cached := rss(), stickyLine(addrs())
+	samples := [][]float64{atRest}
+	from := time.Now()
+	for time.Since(from) < scaleHold {
+		time.Sleep(min(scaleSample, scaleHold-time.Since(from)))
+		samples = append(samples, rss())
+	}
+	to := time.Now()
+	after, err := f.historyLengths(ctx)
+	if err != nil {
+		return err
+	}
+	idleReqs, membershipReqs, err := f.idleRequests(from, to)
+	if err != nil {
+		return err
+	}
+	events := 0
+	for id, n := range after {
+		events += n - before[id]
+	}
+	leaseHours := float64(len(after)) * to.Sub(from).Hours()
+
+	// The bursts: scaleBurst leases' ReplicaSets scaled to 0 by hand and
+	// back, with every worker, then with one.
+	kc, err := kube.NewClientset(s.Kubeconfig(), "", "deployflow-bench")
+	if err != nil {
+		return err
+	}
+	var active []string
+	for _, id := range f.started {
+		if len(active) == scaleBurst {
+			break
+		}
+		if st, err := f.statusAgain(ctx, id); err == nil && st.Phase == api.PhaseActive {
+			active = append(active, id)
+		}
+	}
+	var bursts []burstResult
+	for _, k := range []int{len(workers), 1} {
+		for len(workers) > k {
+			last := workers[len(workers)-1]
+			stopWorker(last.cmd)
+			workers = workers[:len(workers)-1]
+		}
+		if err := waitMetric(workers[0].addr, "deployflow_observer_members", k, 2*time.Minute); err != nil {
+			return err
+		}
+		// The survivors take the leases over: each sends what it took
+		// once; that settles before the burst.
+		if err := waitQuiet(addrs(), total(sendsByResult(addrs())), 0, 10*time.Second, 10*time.Minute); err != nil {
+			return err
+		}
+		b, err := burst(ctx, f, kc, addrs(), active)
+		if err != nil {
+			return err
+		}
+		b.workers = k
+		bursts = append(bursts, b)
+	}
+
+	// The report.
+	mibs := func(r []float64) string {
+		var s []string
+		for _, m := range r {
+			s = append(s, fmt.Sprintf("%.0f", m))
+		}
+		return strings.Join(s, " ")
+	}
+	fmt.Fprintf(out, "%-28s %d leases by deploys, %d at a time, in %s (%.0f a minute); %d failed\n", "created", leases, idleBatch,
+		round(createdIn), float64(leases)/createdIn.Minutes(), failed)
+	fmt.Fprintf(out, "%-28s %s on the empty stack, %s with %d leases present: %.2fx (target <= 1.2x)\n", "solo deploy, to Active",
+		round(soloEmpty), round(soloFull), leases, float64(soloFull)/float64(soloEmpty))
+	fmt.Fprintf(out, "%-28s %s MiB resident, each worker (target <= 2048); %s workflows in their sticky caches\n", "at rest",
+		mibs(atRest), cached)
+	last := samples[len(samples)-1]
+	var growth []string
+	peak := make([]float64, len(atRest))
+	for i := range atRest {
+		for _, s := range samples {
+			peak[i] = max(peak[i], s[i])
+		}
+		growth = append(growth, fmt.Sprintf("%+.1f%%", (last[i]-atRest[i])*100/atRest[i]))
+	}
+	fmt.Fprintf(out, "%-28s %s MiB at its end (peaks %s): %s (target: under 5%% growth)\n", "over "+round(to.Sub(from)).String(),
+		mibs(last[:len(atRest)]), mibs(peak), strings.Join(growth, " "))
+	fmt.Fprintf(out, "%-28s %.2f events and %.3f apiserver requests per lease-hour over %d leases (targets 0 and 0); %.0f membership renewals per worker-hour besides\n", "idle",
+		float64(events)/leaseHours, float64(idleReqs)/leaseHours, len(after), float64(membershipReqs)/to.Sub(from).Hours()/float64(scaleWorkers))
+	fmt.Fprintf(out, "\nbursts: %d leases' ReplicaSets scaled to 0 by hand (the changes), then back to 1; change to observation: from the scale's answer to Temporal's acceptance of the lease's observe update, from its history\n", len(active))
+	fmt.Fprintf(out, "%-8s %6s %9s %6s %9s %9s %6s %11s %9s %9s %9s\n", "workers", "sent", "accepted", "known", "deferred", "rejected", "error", "sent/change", "not taken", "p50", "p99")
+	for _, b := range bursts {
+		fmt.Fprintf(out, "%-8d %6d %9d %6d %9d %9d %6d %11.2f %9d %9s %9s\n", b.workers, total(b.sends), b.sends[observe.SentAccepted],
+			b.sends[observe.SentKnown], b.sends[observe.SentDeferred], b.sends[observe.SentRejected], b.sends[observe.SentError],
+			float64(total(b.sends))/float64(max(b.changes, 1)), b.notTaken, round(b.p50), round(b.p99))
+	}
+	fmt.Fprintf(out, "(targets: sent/change 1.00, not taken 0, p99 under 2s)\n")
+	return nil
+}
+
+// burstResult is one burst of changes: the observations the workers sent
+// for them, by result, and how long each change took to reach its lease's
+// workflow.
+type burstResult struct {
+	workers, changes, notTaken int
+	sends                      map[string]int
+	p50, p99                   time.Duration
+}
+
+// burst scales each lease's web ReplicaSets to 0 (one change each),
+// waits until the observers are quiet, reads from each lease's history
+// when its workflow accepted the observation, and scales them back (not
+// measured: the pods' start is the cluster's).
+func burst(ctx context.Context, f *fleet, kc kubernetes.Interface, addrs []string, leases []string) (burstResult, error) {
+	res := burstResult{changes: len(leases)}
+	start := sendsByResult(addrs)
+	changedAt := make([]time.Time, len(leases))
+	errs := forEach(len(leases), 16, func(i int) error {
+		err := scaleService(ctx, kc, leases[i], 0)
+		changedAt[i] = time.Now()
+		return err
+	})
+	if errs != nil {
+		return res, errs
+	}
+	if err := waitQuiet(addrs, total(start), len(leases), 5*time.Second, 10*time.Minute); err != nil {
+		return res, err
+	}
+	res.sends = diffSends(start, sendsByResult(addrs))
+	took := make([]time.Duration, len(leases))
+	if err := forEach(len(leases), 16, func(i int) error {
+		at, err := f.observedAfter(ctx, leases[i], changedAt[i])
+		if err == nil && !at.IsZero() {
+			took[i] = max(at.Sub(changedAt[i]), 0)
+		} else {
+			took[i] = -1
+		}
+		return err
+	}); err != nil {
+		return res, err
+	}
+	var seen []time.Duration
+	for _, d := range took {
+		if d < 0 {
+			res.notTaken++
+			continue
+		}
+		seen = append(seen, d)
+	}
+	sort.Slice(seen, func(i, j int) bool { return seen[i] < seen[j] })
+	if len(seen) > 0 {
+		res.p50, res.p99 = seen[len(seen)/2], seen[min(len(seen)-1, len(seen)*99/100)]
+	}
+	// Back to 1, and settled, for the next burst.
+	base := total(sendsByResult(addrs))
+	if err := forEach(len(leases), 16, func(i int) error { return scaleService(ctx, kc, leases[i], 1) }); err != nil {
+		return res, err
+	}
+	if err := waitScaled(ctx, kc, leases, 1, 10*time.Minute); err != nil {
+		return res, err
+	}
+	return res, waitQuiet(addrs, base, len(leases), 5*time.Second, 10*time.Minute)
+}
+
+// observedAfter is when the lease's workflow (its current run) first
+// accepted an observe update after t; zero if it has none.
+func (f *fleet) observedAfter(ctx context.Context, id string, t time.Time) (time.Time, error) {
+	it := f.temporal.GetWorkflowHistory(ctx, api.DeployWorkflowID(id), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return time.Time{}, err
+		}
+		a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes()
+		if a == nil || a.GetAcceptedRequest().GetInput().GetName() != api.UpdateObserve {
+			continue
+		}
+		if at := ev.GetEventTime().AsTime(); !at.Before(t) {
+			return at, nil
+		}
+	}
+	return time.Time{}, nil
+}
+
+// soloDeploy deploys one lease and returns its time to Active.
+func (f *fleet) soloDeploy(ctx context.Context) (time.Duration, error) {
+	b, err := f.deployAll(ctx, 1, 0)
+	if err != nil {
+		return 0, err
+	}
+	return b.results[0].took, b.results[0].err
+}
+
+// stickyLine is each worker's workflows in its sticky cache.
+func stickyLine(addrs []string) string {
+	var s []string
+	for _, a := range addrs {
+		s = append(s, stickyCached(a))
+	}
+	return strings.Join(s, " ")
+}
+
+// stopWorker stops a worker as its platform would (SIGTERM), and waits.
+func stopWorker(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Wait()
+}
+
+// forEach runs do(0..n-1) on at most par goroutines; the first error.
+func forEach(n, par int, do func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	sem := make(chan struct{}, par)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := do(i); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
