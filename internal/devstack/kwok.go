@@ -127,19 +127,20 @@ func (s *Stack) bootstrap(ctx context.Context, cs kubernetes.Interface, kwok str
 }
 
 // keepCapacity gives a node registered by an earlier stack the capacity
-// its fake node has now (a resource added since: ephemeral storage, GPUs).
+// its fake node has now (a resource added since: ephemeral storage, GPUs;
+// or grown: pods, for make bench-scale's 20,000 leases).
 func keepCapacity(ctx context.Context, cs kubernetes.Interface, want *corev1.Node) error {
 	n, err := cs.CoreV1().Nodes().Get(ctx, want.Name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	missing := false
-	for r := range want.Status.Capacity {
-		if _, ok := n.Status.Capacity[r]; !ok {
-			missing = true
+	changed := false
+	for r, q := range want.Status.Capacity {
+		if have, ok := n.Status.Capacity[r]; !ok || have.Cmp(q) != 0 {
+			changed = true
 		}
 	}
-	if !missing {
+	if !changed {
 		return nil
 	}
 	n.Status.Capacity, n.Status.Allocatable = want.Status.Capacity, want.Status.Allocatable
@@ -151,7 +152,9 @@ func fakeNode(name string) *corev1.Node {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("1000"),
 		corev1.ResourceMemory: resource.MustParse("1Ti"),
-		corev1.ResourcePods:   resource.MustParse("10000"),
+		// Two nodes take make bench-scale's 20,000 one-pod leases and
+		// more (at 10,000 each, its last leases' pods stayed Pending).
+		corev1.ResourcePods: resource.MustParse("30000"),
 		// Node disk, as a kubelet reports it: pods asking for ephemeral
 		// storage schedule (before, none could: CI found it deploying
 		// examples/app.yaml).
