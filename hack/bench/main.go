@@ -87,6 +87,7 @@ func main() {
 	flag.IntVar(&scaleWorkers, "scale-workers", scaleWorkers, "scale mode: workers sharing the leases")
 	flag.DurationVar(&scaleHold, "scale-hold", scaleHold, "scale mode: how long the idle leases are held, the workers' memory sampled every -scale-sample")
 	flag.DurationVar(&scaleSample, "scale-sample", scaleSample, "scale mode: how often the workers' memory is read during the hold")
+	flag.IntVar(&scaleInFlight, "scale-in-flight", scaleInFlight, "scale mode: the leases' first deploys under way at once while the fleet is created")
 	flag.IntVar(&scaleBurst, "scale-burst", scaleBurst, "scale mode: leases changed at once (each one's ReplicaSet scaled to 0 by hand), with every worker, then with one")
 	flag.Parse()
 	var sizes []int
