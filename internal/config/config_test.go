@@ -238,3 +238,21 @@ func TestSecretsAreAllowedOnlyWithTheCodecsKeys(t *testing.T) {
 	c.CodecKeysFile = "/etc/deployflow/codec/keys.json"
 	assert.True(t, c.ManifestLimits().Secrets)
 }
+
+// Issue 40.1: a worker sends DefaultObserverSenders observations at once
+// (four, before, took a burst of 500 changes minutes on a loaded
+// PostgreSQL server: make bench-scale); the flag and its variable set it,
+// and a value out of range names the flag and a fix.
+func TestObserverSendersFromFlagsAndEnvironment(t *testing.T) {
+	var c Config
+	c.RegisterFlags(flag.NewFlagSet("c", flag.ContinueOnError))
+	assert.Equal(t, 32, c.ObserverSenders)
+
+	t.Setenv("DEPLOYFLOW_OBSERVER_SENDERS", "8")
+	var d Config
+	fs := flag.NewFlagSet("d", flag.ContinueOnError)
+	d.RegisterFlags(fs)
+	assert.Equal(t, 8, d.ObserverSenders)
+	require.NoError(t, fs.Parse([]string{"--observer-senders", "0"}))
+	assert.ErrorContains(t, d.Validate(), "--observer-senders 0: want 1 to 1000, such as 32 (env DEPLOYFLOW_OBSERVER_SENDERS)")
+}

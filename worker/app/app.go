@@ -193,7 +193,7 @@ func StartObserver(lc fx.Lifecycle, cfg config.Config, rc *rest.Config, c client
 		ns = kube.Namespace(cfg.Kubeconfig, cfg.KubeContext)
 	}
 	members := observe.NewMembers(kc, observe.MembersOptions{Namespace: ns, Group: cfg.Group(), Identity: cfg.ObserverIdentity, TTL: cfg.ObserverTTL, Log: log})
-	o, err := observe.New(rc, TemporalSender{Client: c}, observe.Options{UnknownAfter: cfg.UnknownAfter, Members: members, Log: log})
+	o, err := observe.New(rc, TemporalSender{Client: c}, observe.Options{UnknownAfter: cfg.UnknownAfter, Workers: cfg.ObserverSenders, Members: members, Log: log})
 	if err != nil {
 		return err
 	}

@@ -223,7 +223,7 @@ func StartClusterObservers(lc fx.Lifecycle, cfg config.Config, cls Clusters, hom
 	for _, cl := range cls {
 		clog := log.With("cluster", cl.Name)
 		members := observe.NewMembers(homeKube, observe.MembersOptions{Namespace: ns, Group: cfg.Group() + "@" + cl.Name, Identity: cfg.ObserverIdentity, TTL: cfg.ObserverTTL, Log: clog})
-		o, err := observe.New(cl.REST, TemporalSender{Client: c, Cluster: cl.Name}, observe.Options{UnknownAfter: cfg.UnknownAfter, Members: members, Leases: home, Log: clog})
+		o, err := observe.New(cl.REST, TemporalSender{Client: c, Cluster: cl.Name}, observe.Options{UnknownAfter: cfg.UnknownAfter, Workers: cfg.ObserverSenders, Members: members, Leases: home, Log: clog})
 		if err != nil {
 			return fmt.Errorf("cluster %s: %w", cl.Name, err)
 		}
