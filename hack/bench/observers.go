@@ -15,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/deployflow/deployflow/internal/manifest"
 	"github.com/deployflow/deployflow/internal/observe"
@@ -253,12 +254,19 @@ func scaleService(ctx context.Context, kc kubernetes.Interface, id string, n int
 		return errors.New("lease " + id + ": no ReplicaSet of web")
 	}
 	for _, rs := range list.Items {
-		s, err := kc.AppsV1().ReplicaSets(ns).GetScale(ctx, rs.Name, metav1.GetOptions{})
-		if err != nil {
+		// Read again and retry when the controller-manager wrote the
+		// ReplicaSet in between (make bench-scale's bursts met it: "the
+		// object has been modified").
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s, err := kc.AppsV1().ReplicaSets(ns).GetScale(ctx, rs.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s.Spec.Replicas = n
+			_, err = kc.AppsV1().ReplicaSets(ns).UpdateScale(ctx, rs.Name, s, metav1.UpdateOptions{})
 			return err
-		}
-		s.Spec.Replicas = n
-		if _, err := kc.AppsV1().ReplicaSets(ns).UpdateScale(ctx, rs.Name, s, metav1.UpdateOptions{}); err != nil {
+		})
+		if err != nil {
 			return err
 		}
 	}

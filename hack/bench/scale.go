@@ -129,6 +129,10 @@ func runScale(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 		return nil
 	})
 	createdIn, leases := time.Since(created), len(f.started)
+	// Each figure is printed once measured: a late failure (the bursts
+	// come after an hour's hold) keeps what came before.
+	fmt.Fprintf(out, "%-28s %d leases by deploys, %d under way at a time, in %s (%.0f a minute); %d failed\n", "created", leases, scaleInFlight,
+		round(createdIn), float64(leases)/createdIn.Minutes(), failed)
 	// The observers settle: nothing sent for 10 s.
 	if err := waitQuiet(addrs(), total(sendsByResult(addrs())), 0, 10*time.Second, 10*time.Minute); err != nil {
 		return err
@@ -137,6 +141,8 @@ func runScale(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 	if err != nil {
 		return fmt.Errorf("solo deploy with %d leases present: %w", leases, err)
 	}
+	fmt.Fprintf(out, "%-28s %s on the empty stack, %s with %d leases present: %.2fx (target <= 1.2x)\n", "solo deploy, to Active",
+		round(soloEmpty), round(soloFull), leases, float64(soloFull)/float64(soloEmpty))
 
 	// At rest, then over the hold: each worker's resident memory, and what
 	// the idle leases cost.
@@ -147,11 +153,20 @@ func runScale(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 		}
 		return r
 	}
+	mibs := func(r []float64) string {
+		var s []string
+		for _, m := range r {
+			s = append(s, fmt.Sprintf("%.0f", m))
+		}
+		return strings.Join(s, " ")
+	}
 	before, err := f.historyLengths(ctx)
 	if err != nil {
 		return err
 	}
-	atRest, cached := rss(), stickyLine(addrs())
+	atRest := rss()
+	fmt.Fprintf(out, "%-28s %s MiB resident, each worker (target <= 2048); %s workflows in their sticky caches\n", "at rest",
+		mibs(atRest), stickyLine(addrs()))
 	samples := [][]float64{atRest}
 	from := time.Now()
 	for time.Since(from) < scaleHold {
@@ -159,6 +174,17 @@ func runScale(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 		samples = append(samples, rss())
 	}
 	to := time.Now()
+	last := samples[len(samples)-1]
+	var growth []string
+	peak := make([]float64, len(atRest))
+	for i := range atRest {
+		for _, s := range samples {
+			peak[i] = max(peak[i], s[i])
+		}
+		growth = append(growth, fmt.Sprintf("%+.1f%%", (last[i]-atRest[i])*100/atRest[i]))
+	}
+	fmt.Fprintf(out, "%-28s %s MiB at its end (peaks %s): %s (target: under 5%% growth)\n", "over "+round(to.Sub(from)).String(),
+		mibs(last), mibs(peak), strings.Join(growth, " "))
 	after, err := f.historyLengths(ctx)
 	if err != nil {
 		return err
@@ -172,6 +198,8 @@ func runScale(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 		events += n - before[id]
 	}
 	leaseHours := float64(len(after)) * to.Sub(from).Hours()
+	fmt.Fprintf(out, "%-28s %.2f events and %.3f apiserver requests per lease-hour over %d leases (targets 0 and 0); %.0f membership renewals per worker-hour besides\n", "idle",
+		float64(events)/leaseHours, float64(idleReqs)/leaseHours, len(after), float64(membershipReqs)/to.Sub(from).Hours()/float64(len(workers)))
 
 	// The bursts: scaleBurst leases' ReplicaSets scaled to 0 by hand and
 	// back, with every worker, then with one.
@@ -188,7 +216,8 @@ func runScale(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 			active = append(active, id)
 		}
 	}
-	var bursts []burstResult
+	fmt.Fprintf(out, "\nbursts: %d leases' ReplicaSets scaled to 0 by hand (the changes), then back to 1; change to observation: from the scale's answer to Temporal's acceptance of the lease's observe update, from its history\n", len(active))
+	fmt.Fprintf(out, "%-8s %6s %9s %6s %9s %9s %6s %11s %9s %9s %9s\n", "workers", "sent", "accepted", "known", "deferred", "rejected", "error", "sent/change", "not taken", "p50", "p99")
 	for _, k := range []int{len(workers), 1} {
 		for len(workers) > k {
 			last := workers[len(workers)-1]
@@ -207,41 +236,7 @@ func runScale(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 		if err != nil {
 			return err
 		}
-		b.workers = k
-		bursts = append(bursts, b)
-	}
-
-	// The report.
-	mibs := func(r []float64) string {
-		var s []string
-		for _, m := range r {
-			s = append(s, fmt.Sprintf("%.0f", m))
-		}
-		return strings.Join(s, " ")
-	}
-	fmt.Fprintf(out, "%-28s %d leases by deploys, %d under way at a time, in %s (%.0f a minute); %d failed\n", "created", leases, scaleInFlight,
-		round(createdIn), float64(leases)/createdIn.Minutes(), failed)
-	fmt.Fprintf(out, "%-28s %s on the empty stack, %s with %d leases present: %.2fx (target <= 1.2x)\n", "solo deploy, to Active",
-		round(soloEmpty), round(soloFull), leases, float64(soloFull)/float64(soloEmpty))
-	fmt.Fprintf(out, "%-28s %s MiB resident, each worker (target <= 2048); %s workflows in their sticky caches\n", "at rest",
-		mibs(atRest), cached)
-	last := samples[len(samples)-1]
-	var growth []string
-	peak := make([]float64, len(atRest))
-	for i := range atRest {
-		for _, s := range samples {
-			peak[i] = max(peak[i], s[i])
-		}
-		growth = append(growth, fmt.Sprintf("%+.1f%%", (last[i]-atRest[i])*100/atRest[i]))
-	}
-	fmt.Fprintf(out, "%-28s %s MiB at its end (peaks %s): %s (target: under 5%% growth)\n", "over "+round(to.Sub(from)).String(),
-		mibs(last[:len(atRest)]), mibs(peak), strings.Join(growth, " "))
-	fmt.Fprintf(out, "%-28s %.2f events and %.3f apiserver requests per lease-hour over %d leases (targets 0 and 0); %.0f membership renewals per worker-hour besides\n", "idle",
-		float64(events)/leaseHours, float64(idleReqs)/leaseHours, len(after), float64(membershipReqs)/to.Sub(from).Hours()/float64(scaleWorkers))
-	fmt.Fprintf(out, "\nbursts: %d leases' ReplicaSets scaled to 0 by hand (the changes), then back to 1; change to observation: from the scale's answer to Temporal's acceptance of the lease's observe update, from its history\n", len(active))
-	fmt.Fprintf(out, "%-8s %6s %9s %6s %9s %9s %6s %11s %9s %9s %9s\n", "workers", "sent", "accepted", "known", "deferred", "rejected", "error", "sent/change", "not taken", "p50", "p99")
-	for _, b := range bursts {
-		fmt.Fprintf(out, "%-8d %6d %9d %6d %9d %9d %6d %11.2f %9d %9s %9s\n", b.workers, total(b.sends), b.sends[observe.SentAccepted],
+		fmt.Fprintf(out, "%-8d %6d %9d %6d %9d %9d %6d %11.2f %9d %9s %9s\n", k, total(b.sends), b.sends[observe.SentAccepted],
 			b.sends[observe.SentKnown], b.sends[observe.SentDeferred], b.sends[observe.SentRejected], b.sends[observe.SentError],
 			float64(total(b.sends))/float64(max(b.changes, 1)), b.notTaken, round(b.p50), round(b.p99))
 	}
@@ -253,9 +248,9 @@ func runScale(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 // for them, by result, and how long each change took to reach its lease's
 // workflow.
 type burstResult struct {
-	workers, changes, notTaken int
-	sends                      map[string]int
-	p50, p99                   time.Duration
+	changes, notTaken int
+	sends             map[string]int
+	p50, p99          time.Duration
 }
 
 // burst scales each lease's web ReplicaSets to 0 (one change each),
