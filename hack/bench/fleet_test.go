@@ -22,22 +22,7 @@ import (
 // 20s. It checks the table is printed and every deploy succeeded; the
 // numbers themselves are the full run's (docs/performance.md).
 func TestFleetBenchmarkSlice(t *testing.T) {
-	// The stack, started if needed, and a Temporal namespace of the
-	// bench's own: the observers' sends it counts are to its leases only,
-	// whatever else runs on the stack (their observers see every lease of
-	// the cluster, and send to those with a workflow in their namespace).
-	env := testenv.Get(t).Isolated(t)
-	temporalNamespace = env.TemporalNamespace
-	t.Cleanup(func() { temporalNamespace = "default" })
-	if _, err := os.Stat("../../bin/deployflow-worker"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("bin/deployflow-worker: run make build first: %v", err)
-		}
-		t.Skipf("bin/deployflow-worker missing (make build): %v", err)
-	}
-	var buf bytes.Buffer
-	out = &buf
-	t.Cleanup(func() { out = os.Stdout })
+	buf := workerBinaryBench(t)
 	trafficCanaries = 0 // TestTrafficBenchmarkSlice's
 	t.Cleanup(func() { trafficCanaries = 4 })
 	statefulReplicas = 0 // the StatefulSet comparison is make bench's only
@@ -108,6 +93,28 @@ func TestFleetBenchmarkSlice(t *testing.T) {
 		assert.Len(t, strings.Fields(r[5]), map[string]int{"1": 1, "3": 3}[r[1]], "each worker's RSS, %s workers", r[1])
 	}
 	assert.Regexp(t, `observers: 2 workers joining \d+ leases sent \d+ observations`, table, "the join burst, apart from the changes")
+}
+
+// workerBinaryBench readies a slice of the bench that runs the worker
+// binary: the stack, started if needed, and a Temporal namespace of the
+// bench's own (the observers' sends it counts are to its leases only,
+// whatever else runs on the stack: their observers see every lease of the
+// cluster, and send to those with a workflow in their namespace), and
+// the bench's tables written to the buffer it returns.
+func workerBinaryBench(t *testing.T) *bytes.Buffer {
+	env := testenv.Get(t).Isolated(t)
+	temporalNamespace = env.TemporalNamespace
+	t.Cleanup(func() { temporalNamespace = "default" })
+	if _, err := os.Stat("../../bin/deployflow-worker"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("bin/deployflow-worker: run make build first: %v", err)
+		}
+		t.Skipf("bin/deployflow-worker missing (make build): %v", err)
+	}
+	var buf bytes.Buffer
+	out = &buf
+	t.Cleanup(func() { out = os.Stdout })
+	return &buf
 }
 
 // Guards the idle phase after a batch in which some starts failed: a

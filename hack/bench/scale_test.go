@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"os"
 	"regexp"
 	"testing"
 	"time"
@@ -26,18 +24,7 @@ import (
 // latencies read from the histories. The figures are the full run's
 // (docs/performance.md).
 func TestScaleModeSlice(t *testing.T) {
-	env := testenv.Get(t).Isolated(t)
-	temporalNamespace = env.TemporalNamespace
-	t.Cleanup(func() { temporalNamespace = "default" })
-	if _, err := os.Stat("../../bin/deployflow-worker"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("bin/deployflow-worker: run make build first: %v", err)
-		}
-		t.Skipf("bin/deployflow-worker missing (make build): %v", err)
-	}
-	var buf bytes.Buffer
-	out = &buf
-	t.Cleanup(func() { out = os.Stdout })
+	buf := workerBinaryBench(t)
 	scaleLeases, scaleWorkers, scaleHold, scaleSample, scaleBurst = 6, 2, 10*time.Second, 5*time.Second, 3
 	t.Cleanup(func() {
 		scaleLeases, scaleWorkers, scaleHold, scaleSample, scaleBurst = 0, 3, time.Hour, time.Minute, 500
