@@ -94,8 +94,9 @@ func runScale(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 
 	// The leases, by deploys (a lease's workflow is only ever started by
 	// one), scaleInFlight under way at any time: the way a fleet gets
-	// there, only faster. (In batches that each waited for their slowest
-	// deploy, 2,000 took 14 minutes on PostgreSQL, about 125 a minute.)
+	// there, only faster. (In batches each waiting for its slowest deploy,
+	// 2,000 took 17m12s on PostgreSQL, 116 a minute; so, 500 took 3m57s,
+	// 127 a minute: docs/performance.md.)
 	created := time.Now()
 	var (
 		mu     sync.Mutex
