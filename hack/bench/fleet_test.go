@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,9 +101,14 @@ func TestFleetBenchmarkSlice(t *testing.T) {
 // bench's own (the observers' sends it counts are to its leases only,
 // whatever else runs on the stack: their observers see every lease of the
 // cluster, and send to those with a workflow in their namespace), and
-// the bench's tables written to the buffer it returns.
+// the bench's tables written to the buffer it returns. The slices run one
+// at a time: they set the bench's globals (its output, namespace and
+// knobs), and side by side each printed into the other's table (CI run
+// 101: both failed).
 func workerBinaryBench(t *testing.T) *bytes.Buffer {
 	env := testenv.Get(t).Isolated(t)
+	benchSlices.Lock()
+	t.Cleanup(benchSlices.Unlock) // first registered: runs after the globals are restored
 	temporalNamespace = env.TemporalNamespace
 	t.Cleanup(func() { temporalNamespace = "default" })
 	if _, err := os.Stat("../../bin/deployflow-worker"); err != nil {
@@ -116,6 +122,9 @@ func workerBinaryBench(t *testing.T) *bytes.Buffer {
 	t.Cleanup(func() { out = os.Stdout })
 	return &buf
 }
+
+// benchSlices is held by the slice of the bench that runs.
+var benchSlices sync.Mutex
 
 // Guards the idle phase after a batch in which some starts failed: a
 // lease whose workflow never started (its start timed out, counted in its
