@@ -184,7 +184,7 @@ func runScale(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 		}
 		growth = append(growth, fmt.Sprintf("%+.1f%%", (last[i]-atRest[i])*100/atRest[i]))
 	}
-	fmt.Fprintf(out, "%-28s %s MiB at its end (peaks %s): %s (target: under 5%% growth)\n", "over "+round(to.Sub(from)).String(),
+	fmt.Fprintf(out, "%-28s %s MiB at its end (peaks %s): %s (target: under 5%% growth)\n", "over "+to.Sub(from).Round(time.Second).String(),
 		mibs(last), mibs(peak), strings.Join(growth, " "))
 	after, err := f.historyLengths(ctx)
 	if err != nil {
