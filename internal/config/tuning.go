@@ -52,19 +52,20 @@ func (t *Tuning) RegisterFlags(fs *flag.FlagSet) {
 	knobs := []struct {
 		v          *int
 		name, env  string
-		usage, def string
+		usage, def string // def: the SDK's default, which 0 asks for
+		ours       int    // the default when the environment sets none (0: the SDK's)
 	}{
-		{&t.MaxConcurrentActivities, "max-concurrent-activities", "DEPLOYFLOW_MAX_CONCURRENT_ACTIVITIES", "activities (Kubernetes calls, waits) run at once", "1000"},
-		{&t.MaxConcurrentLocalActivities, "max-concurrent-local-activities", "DEPLOYFLOW_MAX_CONCURRENT_LOCAL_ACTIVITIES", "local activities (a rollout's scale steps) run at once", "1000"},
-		{&t.MaxConcurrentWorkflowTasks, "max-concurrent-workflow-tasks", "DEPLOYFLOW_MAX_CONCURRENT_WORKFLOW_TASKS", "workflow tasks (deploy decisions) run at once", "1000"},
-		{&t.WorkflowTaskPollers, "workflow-task-pollers", "DEPLOYFLOW_WORKFLOW_TASK_POLLERS", "concurrent long polls for workflow tasks", "2"},
-		{&t.ActivityTaskPollers, "activity-task-pollers", "DEPLOYFLOW_ACTIVITY_TASK_POLLERS", "concurrent long polls for activity tasks", "2"},
-		{&t.StickyCacheSize, "sticky-cache-size", "DEPLOYFLOW_STICKY_CACHE_SIZE", "workflows kept in memory between tasks (process-wide; more: less replay, more memory)", "10000"},
+		{&t.MaxConcurrentActivities, "max-concurrent-activities", "DEPLOYFLOW_MAX_CONCURRENT_ACTIVITIES", "activities (Kubernetes calls, waits) run at once", "1000", 0},
+		{&t.MaxConcurrentLocalActivities, "max-concurrent-local-activities", "DEPLOYFLOW_MAX_CONCURRENT_LOCAL_ACTIVITIES", "local activities (a rollout's scale steps) run at once", "1000", 0},
+		{&t.MaxConcurrentWorkflowTasks, "max-concurrent-workflow-tasks", "DEPLOYFLOW_MAX_CONCURRENT_WORKFLOW_TASKS", "workflow tasks (deploy decisions) run at once", "1000", 0},
+		{&t.WorkflowTaskPollers, "workflow-task-pollers", "DEPLOYFLOW_WORKFLOW_TASK_POLLERS", "concurrent long polls for workflow tasks", "2", 0},
+		{&t.ActivityTaskPollers, "activity-task-pollers", "DEPLOYFLOW_ACTIVITY_TASK_POLLERS", "concurrent long polls for activity tasks", "2", 0},
+		{&t.StickyCacheSize, "sticky-cache-size", "DEPLOYFLOW_STICKY_CACHE_SIZE", "workflows kept in memory between tasks (process-wide; more: less replay, more memory)", "10000", DefaultStickyCacheSize},
 	}
 	for _, k := range knobs {
 		def, err := strconv.Atoi(os.Getenv(k.env))
-		if err != nil && k.v == &t.StickyCacheSize {
-			def = DefaultStickyCacheSize
+		if err != nil {
+			def = k.ours
 		}
 		fs.IntVar(k.v, k.name, def, fmt.Sprintf("worker: %s; 0: the SDK's default (%s) (env %s)", k.usage, k.def, k.env))
 	}
