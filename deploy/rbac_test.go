@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -366,9 +365,11 @@ func run(bin string, args []string, stdin string) (string, error) {
 	return string(out), err
 }
 
+// freeAddr is a loopback address for a worker's --metrics-address
+// (devstack.FreeAddr: below the ephemeral range, so no connection takes it
+// before the worker binds it).
 func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := devstack.FreeAddr()
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }

@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -143,11 +142,13 @@ func get(url string) string {
 	return string(b)
 }
 
+// freeAddr is a loopback address for a worker's --metrics-address
+// (devstack.FreeAddr: below the ephemeral range, so no connection takes it
+// before the worker binds it).
 func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := devstack.FreeAddr()
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // Issue 11.5: the concurrency flags reach the SDK worker: its task slots,

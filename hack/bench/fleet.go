@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -558,12 +557,10 @@ func (f *fleet) spawnWorker(identity string) (*exec.Cmd, string, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, "", fmt.Errorf("%s: run make build first: %w", bin, err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := devstack.FreeAddr()
 	if err != nil {
 		return nil, "", err
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
 	args := []string{"--kubeconfig", f.stack.Kubeconfig(), "--task-queue", f.tq, "--metrics-address", addr,
 		"--temporal-address", devstack.TemporalAddress, "--temporal-namespace", temporalNamespace, "--log-level", "warn", "--allow-pod-keys", strings.Join(devstack.KwokKnobs, ","),
 		"--observer-identity", identity, "--profiling"}
