@@ -10,6 +10,9 @@ if ! bin/devstack running; then
   started=1
 fi
 eval "$(bin/devstack env)"
+# A stack this script started, it stops, and stopping removes its state:
+# CMD may leave what it made (make bench-scale leaves its leases).
+if [ "$started" = 1 ]; then export DEPLOYFLOW_STACK_DISPOSABLE=1; fi
 export CI="${CI:-}"
 "$@"
 rc=$?

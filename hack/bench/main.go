@@ -88,6 +88,8 @@ func main() {
 	flag.DurationVar(&scaleHold, "scale-hold", scaleHold, "scale mode: how long the idle leases are held, the workers' memory sampled every -scale-sample")
 	flag.DurationVar(&scaleSample, "scale-sample", scaleSample, "scale mode: how often the workers' memory is read during the hold")
 	flag.IntVar(&scaleInFlight, "scale-in-flight", scaleInFlight, "scale mode: the leases' first deploys under way at once while the fleet is created")
+	flag.BoolVar(&scaleLeaveLeases, "scale-leave-leases", os.Getenv("DEPLOYFLOW_STACK_DISPOSABLE") == "1",
+		"scale mode: leave the leases in place at the end instead of closing each one (the stack's teardown removes them; hack/with-stack.sh sets DEPLOYFLOW_STACK_DISPOSABLE=1 when it started the stack and will stop it)")
 	flag.IntVar(&scaleBurst, "scale-burst", scaleBurst, "scale mode: leases changed at once (each one's ReplicaSet scaled to 0 by hand), with every worker, then with one")
 	flag.Parse()
 	var sizes []int

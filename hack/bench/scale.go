@@ -43,6 +43,10 @@ var (
 	// scaleInFlight is how many of the leases' first deploys are under
 	// way at once while the fleet is created.
 	scaleInFlight = 250
+	// scaleLeaveLeases skips closing the leases at the end: a stack about
+	// to be torn down takes them with it (closing 500 one by one took 10
+	// minutes; 20,000 would take hours).
+	scaleLeaveLeases bool
 )
 
 // worker is one worker process of the scale mode.
@@ -57,7 +61,14 @@ func runScale(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 	if err := f.startWorker(); err != nil {
 		return err
 	}
-	defer f.cleanup(ctx)
+	defer func() {
+		if !scaleLeaveLeases {
+			f.cleanup(ctx)
+			return
+		}
+		fmt.Fprintf(out, "scale: %d leases left in place for the stack's teardown\n", len(f.started))
+		stopWorker(f.worker)
+	}()
 	workers := []scaleWorker{{cmd: f.worker, addr: f.addr}}
 	defer func() {
 		for _, w := range workers[1:] {
