@@ -213,7 +213,7 @@ bench: build tools
 	done
 
 # The scale mode (issue 40.4): SCALE_LEASES idle leases on SCALE_WORKERS
-# workers on the PostgreSQL engine, deployed 250 under way at once,
+# workers on the PostgreSQL engine, deployed 100 under way at once,
 # held SCALE_HOLD with each worker's memory read every minute, then a
 # burst of SCALE_BURST changes with every worker and with one, and a
 # deploy's time with them present against the empty stack's. Not in CI:

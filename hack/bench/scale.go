@@ -41,8 +41,14 @@ var (
 	scaleBurst   = 500
 	scaleSample  = time.Minute
 	// scaleInFlight is how many of the leases' first deploys are under
-	// way at once while the fleet is created.
-	scaleInFlight = 250
+	// way at once while the fleet is created. 100: at 500 leases on three
+	// workers (PostgreSQL, 2 cores) 50 and 100 at once created 172 and
+	// 174 a minute, 250 at once 127: each deploy's first workflow task
+	// (its batched Kubernetes calls) queued at the API server past the
+	// SDK's 8 s task heartbeat, each heartbeat one more task and three
+	// more events (2,700 such tasks over the three workers at 250; 1,000
+	// at 100), and some past the 10 s task timeout, redone whole.
+	scaleInFlight = 100
 	// scaleLeaveLeases skips closing the leases at the end: a stack about
 	// to be torn down takes them with it (closing 500 one by one took 10
 	// minutes; 20,000 would take hours).

@@ -33,7 +33,7 @@ func TestScaleModeSlice(t *testing.T) {
 	t.Log("\n" + buf.String())
 	table := buf.String()
 
-	assert.Regexp(t, `(?m)^created\s+6 leases by deploys, 250 under way at a time, in \S+ \(\d+ a minute\); 0 failed$`, table)
+	assert.Regexp(t, `(?m)^created\s+6 leases by deploys, 100 under way at a time, in \S+ \(\d+ a minute\); 0 failed$`, table)
 	assert.Regexp(t, `(?m)^solo deploy, to Active\s+\S+ on the empty stack, \S+ with 6 leases present: [\d.]+x`, table)
 	assert.Regexp(t, `(?m)^at rest\s+\d+ \d+ MiB resident, each worker \(target <= 2048\); \d+ \d+ workflows in their sticky caches$`, table)
 	assert.Regexp(t, `(?m)^over 1\ds\s+\d+ \d+ MiB at its end \(peaks \d+ \d+\): [-+][\d.]+% [-+][\d.]+%`, table)
