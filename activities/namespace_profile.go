@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/deployflow/deployflow/internal/config"
@@ -119,16 +120,19 @@ func (a *Activities) applyLeaseProfile(ctx context.Context, ns *corev1.Namespace
 	return a.applyLeaseNetworkPolicy(ctx, ns.Name, p, opts)
 }
 
-// applyDefaultServiceAccount applies a lease namespace's default
-// ServiceAccount, creating it when kube-controller-manager has not yet:
-// it mounts no API token into the lease's pods unless the operator allows
-// it (--mount-service-account-token): a tenant's pods need no credentials
-// for the cluster. Pods inherit it (a manifest cannot set the pod's own
-// field), so no pod template changes.
-func (a *Activities) applyDefaultServiceAccount(ctx context.Context, ns string) error {
-	sa := corev1ac.ServiceAccount("default", ns).WithAutomountServiceAccountToken(a.MountServiceAccountToken)
-	if _, err := a.Kube.CoreV1().ServiceAccounts(ns).Apply(ctx, sa, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
-		return fmt.Errorf("apply serviceaccount %s/default (automountServiceAccountToken %t): %w", ns, a.MountServiceAccountToken, err)
+// keepTokenUnmounted makes a lease namespace's default ServiceAccount mount
+// no API token into pods (automountServiceAccountToken: false) unless the
+// operator allows it (--mount-service-account-token): a tenant's pods
+// need no credentials for the cluster. Pods inherit it (a manifest cannot
+// set the pod's own field), so no pod template changes.
+func (a *Activities) keepTokenUnmounted(ctx context.Context, sa *corev1.ServiceAccount) error {
+	want := a.MountServiceAccountToken
+	if sa.AutomountServiceAccountToken != nil && *sa.AutomountServiceAccountToken == want {
+		return nil
+	}
+	patch := fmt.Appendf(nil, `{"automountServiceAccountToken": %t}`, want)
+	if _, err := a.Kube.CoreV1().ServiceAccounts(sa.Namespace).Patch(ctx, sa.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return fmt.Errorf("set automountServiceAccountToken of serviceaccount %s/%s: %w", sa.Namespace, sa.Name, err)
 	}
 	return nil
 }

@@ -38,8 +38,7 @@ type EnsureNamespaceInput struct {
 }
 
 // EnsureNamespace makes sure the namespace exists, is deployflow's to write
-// in, and can hold pods (its default ServiceAccount exists: applied in a
-// lease namespace, awaited in a listed one). It creates a
+// in, and can hold pods (its default ServiceAccount exists). It creates a
 // lease namespace (named manifest.Namespace(lease), labelled with that
 // lease), owned by the lease record so Kubernetes collects it with the
 // lease, or a namespace listed in --rollout-namespaces; any other namespace
@@ -114,13 +113,6 @@ func (a *Activities) ensureNamespace(ctx context.Context, in EnsureNamespaceInpu
 		if err := a.applyLeaseProfile(ctx, ns); err != nil {
 			return nil, err
 		}
-		// Its default ServiceAccount, applied rather than awaited (as
-		// below, for a listed namespace): kube-controller-manager makes one
-		// in every namespace, but behind its own client limit, shared with
-		// every pod it creates. With 2,000 leases deploying 100 at once, a
-		// deploy waited 4 to 7 s for it (make bench-scale, the API server's
-		// audit log); applied, it exists at once, with what the worker sets.
-		return ns, a.applyDefaultServiceAccount(ctx, ns.Name)
 	}
 	sas := a.Kube.CoreV1().ServiceAccounts(in.Name)
 	sel := fields.OneTermEqualSelector("metadata.name", "default").String()
@@ -130,6 +122,9 @@ func (a *Activities) ensureNamespace(ctx context.Context, in EnsureNamespaceInpu
 			return nil, fmt.Errorf("list serviceaccounts in %s: %w", in.Name, err)
 		}
 		if len(list.Items) > 0 {
+			if isLease {
+				return ns, a.keepTokenUnmounted(ctx, &list.Items[0])
+			}
 			return ns, nil
 		}
 		w, err := sas.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.ResourceVersion})
