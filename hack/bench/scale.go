@@ -46,8 +46,8 @@ var (
 	// 174 a minute, 250 at once 127: each deploy's first workflow task
 	// (its batched Kubernetes calls) queued at the API server past the
 	// SDK's 8 s task heartbeat, each heartbeat one more task and three
-	// more events (2,700 such tasks over the three workers at 250; 1,000
-	// at 100), and some past the 10 s task timeout, redone whole.
+	// more events (2,700 first tasks over 5 s on the three workers at
+	// 250; 1,000 at 100), and some past the 10 s task timeout, redone.
 	scaleInFlight = 100
 	// scaleLeaveLeases skips closing the leases at the end: a stack about
 	// to be torn down takes them with it (closing 500 one by one took 10
@@ -332,8 +332,8 @@ type change struct{ asked, answered time.Time }
 // accepted one before the answer reached the bench); -1 when it has not.
 // The observation is looked for from the moment the change was asked: a
 // worker's observer can see it and Temporal accept it before a loaded
-// bench reads its own answer (the slice in the project CI on b256e1f: 1 of 3 changes
-// counted "not taken" where all 3 were accepted, p50 80 ms).
+// bench reads its own answer (the slice in the project's CI on b256e1f:
+// 1 of 3 changes counted "not taken" where all 3 were accepted).
 func (f *fleet) tookToObserve(ctx context.Context, lease string, c change) (time.Duration, error) {
 	at, err := f.observedAfter(ctx, lease, c.asked)
 	if err != nil || at.IsZero() {
