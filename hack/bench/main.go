@@ -82,7 +82,7 @@ func main() {
 	flag.IntVar(&statefulRuns, "statefulset-runs", statefulRuns, "StatefulSet comparison: rollouts per driver (the median is reported)")
 	flag.IntVar(&trafficCanaries, "traffic", trafficCanaries, "traffic benchmark: canaries through the stack's Gateway (the last aborted); 0: skip it")
 	flag.StringVar(&temporalNamespace, "temporal-namespace", temporalNamespace, "the Temporal namespace the bench's workflows and workers use")
-	flag.IntVar(&workerStickyCache, "worker-sticky-cache-size", workerStickyCache, "fleet benchmark: the workers' --sticky-cache-size (workflows kept in memory between tasks); 0: the worker's default")
+	flag.IntVar(&workerStickyCache, "worker-sticky-cache-size", workerStickyCache, "fleet benchmark and scale mode: the workers' --sticky-cache-size (workflows kept in memory between tasks); 0: the worker's default")
 	flag.IntVar(&scaleLeases, "scale", scaleLeases, "scale mode (make bench-scale): hold this many idle leases on -scale-workers workers and measure them; the other comparisons are skipped; 0: off")
 	flag.IntVar(&scaleWorkers, "scale-workers", scaleWorkers, "scale mode: workers sharing the leases")
 	flag.DurationVar(&scaleHold, "scale-hold", scaleHold, "scale mode: how long the idle leases are held, the workers' memory sampled every -scale-sample")
@@ -123,9 +123,11 @@ var trafficCanaries = 4
 // workers (-temporal-namespace).
 var temporalNamespace = "default"
 
-// workerStickyCache is the fleet's workers' --sticky-cache-size
-// (-worker-sticky-cache-size; 0: the worker's default): their memory at
-// rest is mostly the workflows it keeps (issue 40.2).
+// workerStickyCache is the workers' --sticky-cache-size, the fleet
+// benchmark's and the scale mode's (-worker-sticky-cache-size; 0: the
+// worker's default): their memory at rest is mostly the workflows it keeps
+// (issue 40.2), and a small cache makes most observations reach workflows
+// their worker evicted (docs/performance.md).
 var workerStickyCache = 0
 
 func run(replicas int32, readyAfter time.Duration, runs int, sizes []int, idle int, idleFor time.Duration) error {
