@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -40,7 +41,13 @@ import (
 func TestAnObservationReachesALeaseWorkflowItsWorkerEvicted(t *testing.T) {
 	env := testenv.Get(t).Isolated(t)
 	if env.Stack.TemporalMode != devstack.ModePostgres {
-		t.Skip("the dev server (the pinned Temporal CLI v1.5.1) embeds Temporal 1.29.1, which fails such a task (temporalio/temporal#7741, fixed in 1.31); make test-postgres runs this on the stack's Temporal server")
+		// make test leaves it out (POSTGRES_ONLY_TESTS); a run that reaches
+		// it on the dev server is told where it runs, and fails in CI.
+		why := "the dev server (the pinned Temporal CLI v1.5.1) embeds Temporal 1.29.1, which fails such a task (temporalio/temporal#7741, fixed in 1.31): make test-postgres runs this on the stack's Temporal server 1.31.2"
+		if os.Getenv("CI") != "" {
+			t.Fatal(why)
+		}
+		t.Skip(why)
 	}
 	tq := testenv.Name(t, "tq")
 	startWorker(t, env, tq, freeAddr(t), "--temporal-namespace", env.TemporalNamespace, "--sticky-cache-size", "1")
