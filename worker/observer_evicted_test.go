@@ -51,6 +51,9 @@ func TestAnObservationReachesALeaseWorkflowItsWorkerEvicted(t *testing.T) {
 	}
 	tq := testenv.Name(t, "tq")
 	startWorker(t, env, tq, freeAddr(t), "--temporal-namespace", env.TemporalNamespace, "--sticky-cache-size", "1")
+	// Two leases: the second's deploy runs after the first's, so the first
+	// lease's workflow is out of a one-workflow cache even were the SDK to
+	// keep one.
 	leases := deployIdleLeases(t, env, tq, "ev", 2)
 	id := leases[0]
 	before := takenWebObservations(t, env, id)
