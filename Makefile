@@ -226,11 +226,25 @@ SCALE_LEASES ?= 20000
 SCALE_WORKERS ?= 3
 SCALE_HOLD ?= 1h
 SCALE_BURST ?= 500
+# SCALE_STATE=FILE creates the fleet over several sessions of a machine,
+# SCALE_CREATE_FOR of it each time (20,000 leases take hours on 2 cores):
+# its stack runs from SCALE_RUN_DIR, apart from the one the tests and CI
+# start clean, and goes down keeping its data; each run goes on with the
+# fleet in FILE, and the run that completes it measures it
+# (docs/performance.md, "A fleet created over several sessions").
+SCALE_STATE ?=
+SCALE_CREATE_FOR ?= 0
+SCALE_RUN_DIR ?= /var/tmp/deployflow-scale
+SCALE_FLAGS = -scale $(SCALE_LEASES) -scale-workers $(SCALE_WORKERS) -scale-hold $(SCALE_HOLD) -scale-burst $(SCALE_BURST)
 bench-scale: build tools
 	$(GO) build -o bin/bench ./hack/bench
 	DEPLOYFLOW_TEMPORAL=postgres hack/build-tools.sh
-	DEPLOYFLOW_TEMPORAL=postgres hack/with-stack.sh bin/bench -scale $(SCALE_LEASES) -scale-workers $(SCALE_WORKERS) \
-	  -scale-hold $(SCALE_HOLD) -scale-burst $(SCALE_BURST)
+ifeq ($(SCALE_STATE),)
+	DEPLOYFLOW_TEMPORAL=postgres hack/with-stack.sh bin/bench $(SCALE_FLAGS)
+else
+	DEPLOYFLOW_TEMPORAL=postgres DEPLOYFLOW_RUN_DIR=$(SCALE_RUN_DIR) DEPLOYFLOW_STACK_KEEP_DATA=1 \
+	  hack/with-stack.sh bin/bench $(SCALE_FLAGS) -scale-state $(SCALE_STATE) -scale-create-for $(SCALE_CREATE_FOR)
+endif
 
 clean:
 	rm -rf bin

@@ -90,6 +90,8 @@ func main() {
 	flag.IntVar(&scaleInFlight, "scale-in-flight", scaleInFlight, "scale mode: the leases' first deploys under way at once while the fleet is created")
 	flag.BoolVar(&scaleLeaveLeases, "scale-leave-leases", os.Getenv("DEPLOYFLOW_STACK_DISPOSABLE") == "1",
 		"scale mode: leave the leases in place at the end instead of closing each one (the stack's teardown removes them; hack/with-stack.sh sets DEPLOYFLOW_STACK_DISPOSABLE=1 when it started the stack and will stop it)")
+	flag.StringVar(&scaleStatePath, "scale-state", "", "scale mode: a file that carries the fleet's creation across invocations (and sessions of the machine): each invocation goes on with the fleet in it, and one that completes the fleet measures it; with a stack of its own, kept between invocations (DEPLOYFLOW_RUN_DIR, bin/devstack down --keep-data); docs/performance.md")
+	flag.DurationVar(&scaleCreateFor, "scale-create-for", 0, "scale mode with -scale-state: start no deploy of the fleet after this long (those under way end), save the state and stop if the fleet is not complete; 0: no bound")
 	flag.IntVar(&scaleBurst, "scale-burst", scaleBurst, "scale mode: leases changed at once (each one's ReplicaSet scaled to 0 by hand), with every worker, then with one")
 	flag.Parse()
 	var sizes []int

@@ -53,6 +53,11 @@ var (
 	// to be torn down takes them with it (closing 500 one by one took 10
 	// minutes; 20,000 would take hours).
 	scaleLeaveLeases bool
+	// scaleStatePath (-scale-state) makes the fleet's creation resumable
+	// (scale_state.go); scaleCreateFor (-scale-create-for) bounds one
+	// invocation's part of it.
+	scaleStatePath string
+	scaleCreateFor time.Duration
 )
 
 // worker is one worker process of the scale mode.
@@ -64,6 +69,37 @@ type scaleWorker struct {
 func runScale(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dynamic.Interface) error {
 	f := &fleet{stack: s, temporal: tc, leases: lease.NewKubeStore(dyn), dyn: dyn,
 		tq: fmt.Sprintf("bench-scale-%d", time.Now().UnixNano()), prefix: fmt.Sprintf("bs%x", time.Now().Unix()%0xffff)}
+	var state *scaleState
+	if scaleStatePath != "" {
+		st, err := loadScaleState(scaleStatePath)
+		if err != nil {
+			return err
+		}
+		if st == nil {
+			st = &scaleState{Prefix: f.prefix, TaskQueue: f.tq}
+		} else {
+			if st.Leases > 0 && st.SoloEmpty == 0 {
+				return fmt.Errorf("-scale-state %s: %d leases but no deploy time on the empty stack to compare with; remove it (and bring the stack down) to start a new fleet", scaleStatePath, st.Leases)
+			}
+			// The stack is the one the fleet was created on: down
+			// without --keep-data, or another run directory, has none
+			// of it.
+			if st.Leases > 0 {
+				if _, err := f.leases.Get(ctx, fmt.Sprintf("%s-%d", st.Prefix, st.Leases-1)); err != nil {
+					return fmt.Errorf("-scale-state %s: its fleet is not on this stack (lease %s-%d: %v): was the stack brought down without --keep-data, or up with another %s? Remove the file to start a new fleet",
+						scaleStatePath, st.Prefix, st.Leases-1, err, devstack.RunDirEnv)
+				}
+			}
+			f.prefix, f.tq = st.Prefix, st.TaskQueue
+			for i := range st.Leases {
+				f.started = append(f.started, fmt.Sprintf("%s-%d", f.prefix, i))
+			}
+			fmt.Fprintf(out, "scale: going on with the fleet of %s: %d leases on task queue %s\n", scaleStatePath, st.Leases, st.TaskQueue)
+		}
+		state = st
+		// The fleet outlives this invocation.
+		scaleLeaveLeases = true
+	}
 	if err := f.startWorker(); err != nil {
 		return err
 	}
@@ -72,7 +108,11 @@ func runScale(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 			f.cleanup(ctx)
 			return
 		}
-		fmt.Fprintf(out, "scale: %d leases left in place for the stack's teardown\n", len(f.started))
+		if state != nil {
+			fmt.Fprintf(out, "scale: %d leases left in place, the fleet of %s\n", len(f.started), scaleStatePath)
+		} else {
+			fmt.Fprintf(out, "scale: %d leases left in place for the stack's teardown\n", len(f.started))
+		}
 		stopWorker(f.worker)
 	}()
 	workers := []scaleWorker{{cmd: f.worker, addr: f.addr}}
@@ -103,10 +143,23 @@ func runScale(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 	fmt.Fprintf(out, "\nscale: %d idle leases on %d workers (the worker binary, one task queue; one-service leases, 1 replica, one hostname); %s; machine: %s\n\n",
 		scaleLeases, len(workers), temporalShape(s), machine())
 
-	// A deploy on the empty stack, the reference for the one below.
-	soloEmpty, err := f.soloDeploy(ctx)
-	if err != nil {
-		return fmt.Errorf("solo deploy on the empty stack: %w", err)
+	// A deploy on the empty stack, the reference for the one below (a
+	// resumed fleet's first invocation measured it).
+	var soloEmpty time.Duration
+	if state != nil && state.SoloEmpty > 0 {
+		soloEmpty = state.SoloEmpty
+	} else {
+		d, err := f.soloDeploy(ctx)
+		if err != nil {
+			return fmt.Errorf("solo deploy on the empty stack: %w", err)
+		}
+		soloEmpty = d
+		if state != nil {
+			state.SoloEmpty, state.Leases = d, len(f.started)
+			if err := state.save(scaleStatePath); err != nil {
+				return err
+			}
+		}
 	}
 
 	// The leases, by deploys (a lease's workflow is only ever started by
@@ -120,12 +173,13 @@ func runScale(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 		done   int
 		failed int
 	)
-	ids := make([]string, scaleLeases-len(f.started))
+	ids := make([]string, max(scaleLeases-len(f.started), 0))
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%s-%d", f.prefix, len(f.started)+i)
 	}
-	f.started = append(f.started, ids...)
-	_ = forEach(len(ids), scaleInFlight, func(i int) error {
+	// -scale-create-for: no deploy starts past it; those under way end.
+	over := func() bool { return scaleCreateFor > 0 && time.Since(created) > scaleCreateFor }
+	launched, _ := forEachUntil(len(ids), scaleInFlight, over, func(i int) error {
 		r := deployResult{lease: ids[i]}
 		if _, err := f.leases.Create(ctx, ids[i], "bench"); err != nil {
 			r.err = err
@@ -141,21 +195,52 @@ func runScale(ctx context.Context, s *devstack.Stack, tc client.Client, dyn dyna
 			}
 			failed++
 		}
-		if done%2500 == 0 || done == len(ids) {
+		if done%1000 == 0 || done == len(ids) {
 			fmt.Fprintf(out, "scale: %d leases deployed in %s (%.0f a minute), %d failed\n", done, round(time.Since(created)), float64(done)/time.Since(created).Minutes(), failed)
 		}
 		return nil
 	})
-	createdIn, leases := time.Since(created), len(f.started)
+	createdIn := time.Since(created)
+	ids = ids[:launched]
+	f.started = append(f.started, ids...)
+	leases := len(f.started)
 	// Each figure is printed once measured: a late failure (the bursts
 	// come after an hour's hold) keeps what came before.
-	fmt.Fprintf(out, "%-28s %d leases by deploys, %d under way at a time, in %s (%.0f a minute); %d failed\n", "created", leases, scaleInFlight,
-		round(createdIn), float64(len(ids))/createdIn.Minutes(), failed)
+	if state == nil {
+		fmt.Fprintf(out, "%-28s %d leases by deploys, %d under way at a time, in %s (%.0f a minute); %d failed\n", "created", leases, scaleInFlight,
+			round(createdIn), float64(len(ids))/createdIn.Minutes(), failed)
+	} else {
+		state.Leases, state.Failed = leases, state.Failed+failed
+		state.Segments = append(state.Segments, scaleSegment{Start: created, Leases: len(ids), Took: createdIn})
+		if err := state.save(scaleStatePath); err != nil {
+			return err
+		}
+		n, took := state.created()
+		parts := ""
+		if len(state.Segments) > 1 {
+			parts = fmt.Sprintf(" over %d invocations", len(state.Segments))
+		}
+		fmt.Fprintf(out, "%-28s %d leases by deploys, %d under way at a time, in %s%s (%.0f a minute; this invocation %d in %s, %.0f a minute); %d failed\n",
+			"created", leases, scaleInFlight, round(took), parts, float64(n)/took.Minutes(),
+			len(ids), round(createdIn), float64(len(ids))/createdIn.Minutes(), state.Failed)
+		if leases < scaleLeases {
+			fmt.Fprintf(out, "scale: %d of %d leases; the rest on the next run with -scale-state %s on this stack, brought down keeping its data (make bench-scale SCALE_STATE=... does both)\n",
+				leases, scaleLeases, scaleStatePath)
+			return nil
+		}
+	}
 	// The observers settle: nothing sent for 10 s.
 	if err := waitQuiet(addrs(), total(sendsByResult(addrs())), 0, 10*time.Second, 10*time.Minute); err != nil {
 		return err
 	}
 	soloFull, err := f.soloDeploy(ctx)
+	if state != nil {
+		// Its lease is the fleet's too: a later invocation goes on after it.
+		state.Leases = len(f.started)
+		if err := state.save(scaleStatePath); err != nil {
+			return err
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("solo deploy with %d leases present: %w", leases, err)
 	}
@@ -408,6 +493,14 @@ func stopWorker(cmd *exec.Cmd) {
 
 // forEach runs do(0..n-1) on at most par goroutines; the first error.
 func forEach(n, par int, do func(i int) error) error {
+	_, err := forEachUntil(n, par, func() bool { return false }, do)
+	return err
+}
+
+// forEachUntil is forEach that starts no do(i) once stop is true: it
+// returns how many it started (do(0) to do(started-1), each run to its
+// end) and the first error.
+func forEachUntil(n, par int, stop func() bool, do func(i int) error) (started int, err error) {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -415,8 +508,13 @@ func forEach(n, par int, do func(i int) error) error {
 	)
 	sem := make(chan struct{}, par)
 	for i := 0; i < n; i++ {
-		wg.Add(1)
 		sem <- struct{}{}
+		if stop() {
+			<-sem
+			break
+		}
+		started++
+		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			if err := do(i); err != nil {
@@ -429,5 +527,5 @@ func forEach(n, par int, do func(i int) error) error {
 		}()
 	}
 	wg.Wait()
-	return first
+	return started, first
 }

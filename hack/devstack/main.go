@@ -4,6 +4,7 @@
 //	devstack up            start what is not running, reuse what is (and the
 //	                       extra clusters DEPLOYFLOW_CLUSTERS names)
 //	devstack down          stop everything by recorded PID, drop the data
+//	devstack down --keep-data    stop everything, keep the data for the next up
 //	devstack status        one line per component; exit 1 if any is down
 //	devstack env           shell exports for KUBECONFIG and TEMPORAL_ADDRESS
 //	devstack stop NAME     stop one component (tests: API server outages)
@@ -12,6 +13,10 @@
 //	devstack cluster-up NAME N    start extra cluster N (1-9) named NAME
 //	devstack cluster-down NAME    stop extra cluster NAME
 //	devstack serve-pods    the data plane (a component up starts)
+//
+// DEPLOYFLOW_RUN_DIR puts the stack's data, PIDs and logs elsewhere than
+// the cache's run/ (a stack kept across sessions, apart from the one the
+// tests start clean).
 package main
 
 import (
@@ -39,7 +44,7 @@ func main() {
 
 func run() error {
 	if len(os.Args) < 2 {
-		return fmt.Errorf("usage: devstack up|down|status|env|running|stop NAME|start NAME")
+		return fmt.Errorf("usage: devstack up|down [--keep-data]|status|env|running|stop NAME|start NAME")
 	}
 	if os.Args[1] == "serve-pods" {
 		return servePods()
@@ -87,7 +92,13 @@ func run() error {
 		fmt.Printf("# Temporal UI: %s\n", devstack.TemporalUIURL)
 		fmt.Printf("# Prometheus: %s (canary analyses; the worker's --prometheus-url)\n", devstack.PrometheusURL)
 	case "down":
-		return s.Down()
+		switch {
+		case len(os.Args) == 2:
+			return s.Down()
+		case len(os.Args) == 3 && os.Args[2] == "--keep-data":
+			return s.DownKeepingData()
+		}
+		return fmt.Errorf("usage: devstack down [--keep-data]")
 	case "status":
 		down := false
 		for _, c := range s.Status(ctx) {
@@ -152,6 +163,9 @@ func run() error {
 
 func printEnv(s *devstack.Stack) {
 	fmt.Printf("export DEPLOYFLOW_CACHE=%s\n", s.CacheDir)
+	if d := os.Getenv(devstack.RunDirEnv); d != "" {
+		fmt.Printf("export %s=%s\n", devstack.RunDirEnv, d)
+	}
 	fmt.Printf("export KUBECONFIG=%s\n", s.Kubeconfig())
 	fmt.Printf("export TEMPORAL_ADDRESS=%s\n", devstack.TemporalAddress)
 	fmt.Printf("export DEPLOYFLOW_PROMETHEUS_URL=%s\n", devstack.PrometheusURL)

@@ -89,8 +89,15 @@ type Stack struct {
 	searchAttributes []string
 }
 
+// RunDirEnv names another run directory (the stack's data, PIDs and logs)
+// than the cache's run/: a stack kept across machine sessions (make
+// bench-scale's resumable run) lives apart from the one make dev-down,
+// the tests and CI start clean. Its binaries still come from the cache.
+const RunDirEnv = "DEPLOYFLOW_RUN_DIR"
+
 // New reads the pinned versions from repoDir/hack/versions.env. The cache is
-// $DEPLOYFLOW_CACHE, or ~/.cache/deployflow.
+// $DEPLOYFLOW_CACHE, or ~/.cache/deployflow; the run directory
+// $DEPLOYFLOW_RUN_DIR, or the cache's run/.
 func New(repoDir string, searchAttributes []string) (*Stack, error) {
 	cache := os.Getenv("DEPLOYFLOW_CACHE")
 	if cache == "" {
@@ -113,12 +120,19 @@ func New(repoDir string, searchAttributes []string) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	run := filepath.Join(cache, "run")
+	if d := os.Getenv(RunDirEnv); d != "" {
+		if !filepath.IsAbs(d) {
+			return nil, fmt.Errorf("%s=%q: want an absolute path", RunDirEnv, d)
+		}
+		run = d
+	}
 	return &Stack{
 		TemporalMode:     mode,
 		HistoryShards:    shards,
 		RepoDir:          repoDir,
 		CacheDir:         cache,
-		RunDir:           filepath.Join(cache, "run"),
+		RunDir:           run,
 		Versions:         versions,
 		Logf:             func(string, ...any) {},
 		searchAttributes: searchAttributes,
@@ -420,7 +434,15 @@ func (s *Stack) upComponent(ctx context.Context, c component) (bool, error) {
 
 // Down stops every component by PID (in reverse start order) and removes the
 // cluster's and Temporal's data, so the next Up starts clean. Logs are kept.
-func (s *Stack) Down() error {
+func (s *Stack) Down() error { return s.down(false) }
+
+// DownKeepingData stops every component as Down does but leaves the
+// cluster's and Temporal's data in place: the next Up starts the same
+// cluster and Temporal again, with everything in them (make bench-scale's
+// fleet, created over several sessions of a machine).
+func (s *Stack) DownKeepingData() error { return s.down(true) }
+
+func (s *Stack) down(keepData bool) error {
 	unlock, err := s.lock()
 	if err != nil {
 		return err
@@ -454,7 +476,7 @@ func (s *Stack) Down() error {
 			errs = append(errs, err)
 		}
 	}
-	if len(errs) == 0 {
+	if len(errs) == 0 && !keepData {
 		for _, d := range stackData {
 			if err := os.RemoveAll(filepath.Join(s.RunDir, d)); err != nil {
 				errs = append(errs, err)

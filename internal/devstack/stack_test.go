@@ -28,6 +28,48 @@ func TestDownRemovesTheDevServersDatabaseWithItsWriteAheadLog(t *testing.T) {
 	assert.FileExists(t, filepath.Join(s.RunDir, "logs", "temporal.log"), "logs are kept")
 }
 
+// make bench-scale's fleet is created over several sessions: its stack
+// goes down keeping the cluster's and Temporal's data, for the next up.
+func TestDownKeepingDataLeavesTheClustersAndTemporalsData(t *testing.T) {
+	cache := t.TempDir()
+	s := &Stack{CacheDir: cache, RunDir: filepath.Join(cache, "run"), Logf: t.Logf}
+	for _, f := range []string{"etcd/member", "pki/ca.crt", "temporal.db", "kubeconfig"} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(s.RunDir, f)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(s.RunDir, f), []byte("x"), 0o644))
+	}
+	require.NoError(t, s.DownKeepingData())
+	for _, f := range []string{"etcd/member", "pki/ca.crt", "temporal.db", "kubeconfig"} {
+		assert.FileExists(t, filepath.Join(s.RunDir, f))
+	}
+	require.NoError(t, s.Down())
+	assert.NoDirExists(t, filepath.Join(s.RunDir, "etcd"))
+	assert.NoFileExists(t, filepath.Join(s.RunDir, "temporal.db"))
+}
+
+// DEPLOYFLOW_RUN_DIR puts a stack's data apart from the cache's run/ (which
+// make dev-down, the tests and CI start clean); the binaries stay in the
+// cache.
+func TestTheRunDirectoryCanLiveApartFromTheCache(t *testing.T) {
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	repo, err := FindRepo(wd)
+	require.NoError(t, err)
+	cache, run := t.TempDir(), t.TempDir()
+	t.Setenv("DEPLOYFLOW_CACHE", cache)
+	s, err := New(repo, nil)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(cache, "run"), s.RunDir, "by default")
+	t.Setenv(RunDirEnv, run)
+	s, err = New(repo, nil)
+	require.NoError(t, err)
+	assert.Equal(t, run, s.RunDir)
+	assert.Equal(t, cache, s.CacheDir)
+	assert.Equal(t, filepath.Join(run, "kubeconfig"), s.Kubeconfig())
+	t.Setenv(RunDirEnv, "relative/run")
+	_, err = New(repo, nil)
+	assert.ErrorContains(t, err, "DEPLOYFLOW_RUN_DIR")
+}
+
 // Found when test binaries started side by side: one's Up rewrote the
 // stack's kubeconfig without the extra clusters' contexts, then with
 // them, and another's test read it in between (`does not contain
