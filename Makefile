@@ -217,7 +217,7 @@ bench: build tools
 	done
 
 # The scale mode (issue 40.4): SCALE_LEASES idle leases on SCALE_WORKERS
-# workers on the PostgreSQL engine, deployed 100 under way at once,
+# workers on the PostgreSQL engine, deployed SCALE_IN_FLIGHT (100) under way at once,
 # held SCALE_HOLD with each worker's memory read every minute, then a
 # burst of SCALE_BURST changes with every worker and with one, and a
 # deploy's time with them present against the empty stack's. Not in CI:
@@ -235,7 +235,9 @@ SCALE_BURST ?= 500
 SCALE_STATE ?=
 SCALE_CREATE_FOR ?= 0
 SCALE_RUN_DIR ?= /var/tmp/deployflow-scale
-SCALE_FLAGS = -scale $(SCALE_LEASES) -scale-workers $(SCALE_WORKERS) -scale-hold $(SCALE_HOLD) -scale-burst $(SCALE_BURST)
+SCALE_IN_FLIGHT ?= 100
+SCALE_FLAGS = -scale $(SCALE_LEASES) -scale-workers $(SCALE_WORKERS) -scale-hold $(SCALE_HOLD) -scale-burst $(SCALE_BURST) \
+  -scale-in-flight $(SCALE_IN_FLIGHT)
 bench-scale: build tools
 	$(GO) build -o bin/bench ./hack/bench
 	DEPLOYFLOW_TEMPORAL=postgres hack/build-tools.sh
