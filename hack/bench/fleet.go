@@ -386,14 +386,18 @@ func (f *fleet) status(ctx context.Context, id string) (api.DeployStatus, error)
 	return st, err
 }
 
-// statusAgain is status asked up to 10 times, a second apart: a busy
-// worker may time a query out, and a query waits on a workflow task that
-// failed (on the PostgreSQL server, a history read behind its events
-// fails the task once, "premature end of stream", and it is retried).
+// statusAgain is status asked again a second apart, for up to a minute:
+// a busy worker may time a query out, and a query is refused while the
+// workflow's last task failed or timed out, until its next attempt
+// completes ("Workflow Task in failed state"). On the 2-core machine
+// creating the 20,000-lease fleet, a continued run's first task timed
+// out (10 s) and its next attempt completed 27 s later: ten tries a
+// second apart counted that Active lease as not deployed.
 func (f *fleet) statusAgain(ctx context.Context, id string) (api.DeployStatus, error) {
-	for attempt := 1; ; attempt++ {
+	deadline := time.Now().Add(time.Minute)
+	for {
 		st, err := f.status(ctx, id)
-		if err == nil || attempt == 10 {
+		if err == nil || time.Now().After(deadline) {
 			return st, err
 		}
 		time.Sleep(time.Second)
